@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CompensationConfig(AppConfig):
+    name = "compensation"
+    verbose_name = "Compensation"

@@ -1,0 +1,117 @@
+"""Settings shared by every environment. Configuration comes from the environment; unset services fall
+back to the embedded servers under `.kintsugi/` (see kintsugi_site.embedded)."""
+from pathlib import Path
+
+import environ
+
+from kintsugi_site import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+env = environ.Env()
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="kintsugi-local-development-only")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "pgtrigger",
+    "pghistory",
+    "provenance",
+    "repairs",
+    "compensation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pghistory.middleware.HistoryMiddleware",
+]
+
+ROOT_URLCONF = "kintsugi_site.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "provenance.context_processors.model_backend",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "kintsugi_site.wsgi.application"
+ASGI_APPLICATION = "kintsugi_site.asgi.application"
+
+DATABASE_URL = env("DATABASE_URL", default="") or embedded.ensure_postgres()
+DATABASES = {"default": env.db_url_config(DATABASE_URL)}
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".kintsugi" / "static"
+
+# FalkorDB: the provenance graphs and the model response cache. Resolved lazily by
+# provenance.graph so that importing settings never starts a graph server.
+FALKORDB_URL = env("FALKORDB_URL", default="")
+KINTSUGI_GRAPH_PREFIX = env("KINTSUGI_GRAPH_PREFIX", default="ks")
+
+# The broker is a plain redis-server; the embedded one starts in well under a second when absent.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.ensure_broker()
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Extra agent modules (comma-separated import paths) registered beside the built-in support desk.
+KINTSUGI_AGENT_MODULES = [m for m in env.list("KINTSUGI_AGENT_MODULES", default=[]) if m]
+
+# Model client: "offline" (deterministic, no network) unless a Gemini key is configured.
+GEMINI_API_KEY = env("GEMINI_API_KEY", default="")
+GEMINI_BASE_URL = env("GEMINI_BASE_URL", default="")
+GEMINI_MODEL = env("GEMINI_MODEL", default="gemini-2.5-flash")
+KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMINI_API_KEY else "offline")
+
+# Four-eyes: a reviewer may not decide items of an incident they flagged.
+KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
+
+EMAIL_BACKEND = "provenance.mail.OutboxBackend"
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "kintsugi API", "VERSION": "1.0.0"}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+}
+

@@ -1,0 +1,11 @@
+"""Test settings: the machine's Postgres and Redis (CI has both on loopback); FalkorDB is started by the
+test fixtures (tests/conftest.py) and handed over through FALKORDB_URL."""
+import os
+
+os.environ.setdefault("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/5")
+
+from .base import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+KINTSUGI_GRAPH_PREFIX = os.environ.get("KINTSUGI_GRAPH_PREFIX", "kstest")

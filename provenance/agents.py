@@ -1,0 +1,44 @@
+"""The agents registry: plain Python functions registered by name with @agent("triage").
+
+An agent receives a Recorder and an input payload, touches memory only through the recorder and
+returns a structured decision (a dict of JSON values; the decision hash covers exactly these).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from django.conf import settings
+
+AgentFn = Callable[..., dict]
+_registry: dict[str, AgentFn] = {}
+
+
+class UnknownAgent(LookupError):
+    pass
+
+
+def agent(name: str) -> Callable[[AgentFn], AgentFn]:
+    def register(fn: AgentFn) -> AgentFn:
+        _registry[name] = fn
+        fn.agent_name = name
+        return fn
+
+    return register
+
+
+def get_agent(name: str) -> AgentFn:
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownAgent(f"unknown agent {name!r}; registered: {', '.join(sorted(_registry))}") from None
+
+
+def registered() -> list[str]:
+    return sorted(_registry)
+
+
+def load_agent_modules() -> None:
+    importlib.import_module("provenance.desk.agents")
+    for module in settings.KINTSUGI_AGENT_MODULES:
+        importlib.import_module(module)

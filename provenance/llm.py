@@ -1,0 +1,161 @@
+"""The model client used by every agent and drafter.
+
+One interface, `complete(task, input, facts)`, two backends:
+- `offline`: deterministic Python implementations of each task, no network; the default when no
+  Gemini key is configured and labelled "offline (deterministic)" wherever its output is shown;
+- `gemini`: google-genai with the task's instruction and a structured output schema.
+Every call goes through a response cache in FalkorDB keyed by
+sha256(model, prompt version, input, sorted facts): the same input gets the same answer, which is what
+makes the repair's early stop and the verification baseline meaningful.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+from django.conf import settings
+from pydantic import BaseModel, ValidationError
+
+from provenance import queries
+from provenance.graph import Graph, cache_graph_name
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    name: str
+    prompt_version: str
+    instruction: str
+    schema: type[BaseModel]
+    offline: Callable[[dict, dict], dict]
+
+
+_tasks: dict[str, ModelTask] = {}
+
+
+class ModelOutputError(ValueError):
+    """The model's answer did not match the task's schema."""
+
+
+def model_task(name: str, *, prompt_version: str, instruction: str, schema: type[BaseModel]):
+    """Register a task: the decorated function is its offline (deterministic) implementation."""
+
+    def register(fn: Callable[[dict, dict], dict]) -> Callable[[dict, dict], dict]:
+        _tasks[name] = ModelTask(name, prompt_version, instruction, schema, fn)
+        return fn
+
+    return register
+
+
+def backend_name() -> str:
+    return settings.KINTSUGI_MODEL_BACKEND
+
+
+def model_name() -> str:
+    return settings.GEMINI_MODEL if backend_name() == "gemini" else "offline-deterministic-1"
+
+
+def backend_label() -> str:
+    if backend_name() == "gemini":
+        return f"Gemini ({settings.GEMINI_MODEL})"
+    return "offline (deterministic) model backend"
+
+
+def cache_key(model: str, prompt_version: str, input: dict, facts: dict) -> str:
+    blob = json.dumps([model, prompt_version, input, sorted(facts.items())], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class GeminiBackend:
+    def __init__(self) -> None:
+        from google import genai
+        from google.genai import types
+
+        http_options = None
+        if settings.GEMINI_BASE_URL:
+            http_options = types.HttpOptions(base_url=settings.GEMINI_BASE_URL, api_version="v1beta")
+        self._types = types
+        self._client = genai.Client(api_key=settings.GEMINI_API_KEY, http_options=http_options)
+
+    def generate(self, task: ModelTask, input: dict, facts: dict) -> dict:
+        config = self._types.GenerateContentConfig(
+            system_instruction=task.instruction,
+            response_mime_type="application/json",
+            response_schema=task.schema,
+            temperature=0,
+        )
+        contents = json.dumps({"input": input, "facts": facts}, sort_keys=True)
+        response = self._client.models.generate_content(model=settings.GEMINI_MODEL, contents=contents, config=config)
+        try:
+            return json.loads(response.text or "")
+        except json.JSONDecodeError as exc:
+            raise ModelOutputError(f"{task.name}: model answer is not JSON") from exc
+
+
+class ModelClient:
+    """Cached access to the configured backend. `calls` counts real backend calls (cache misses)."""
+
+    def __init__(self) -> None:
+        self.backend = backend_name()
+        self.model = model_name()
+        self._gemini = GeminiBackend() if self.backend == "gemini" else None
+        self._memo: dict[str, dict] = {}
+        self._cache = Graph(cache_graph_name())
+        self.calls = 0
+        self.hits = 0
+
+    def complete(self, task: str, input: dict, facts: dict | None = None) -> dict:
+        spec = _tasks[task]
+        facts = facts or {}
+        key = cache_key(self.model, spec.prompt_version, input, facts)
+        if key in self._memo:
+            self.hits += 1
+            return self._memo[key]
+        rows = self._cache.ro_query(queries.CACHE_GET, {"key": key})
+        if rows:
+            self.hits += 1
+            answer = json.loads(rows[0][0])
+        else:
+            answer = self._generate(spec, input, facts)
+            self._cache.query(queries.CACHE_PUT, {
+                "key": key, "value": json.dumps(answer, sort_keys=True), "model": self.model, "task": task,
+                "at": datetime.now(timezone.utc).isoformat(),
+            })
+        self._memo[key] = answer
+        return answer
+
+    def _generate(self, spec: ModelTask, input: dict, facts: dict) -> dict:
+        self.calls += 1
+        raw = self._gemini.generate(spec, input, facts) if self._gemini else spec.offline(input, facts)
+        try:
+            return spec.schema.model_validate(raw).model_dump(mode="json")
+        except ValidationError as exc:
+            raise ModelOutputError(f"{spec.name}: model answer does not match its schema: {exc.error_count()} errors") from exc
+
+
+_client: ModelClient | None = None
+
+
+def get_client() -> ModelClient:
+    """One client per process (its memo is a per-process layer over the shared FalkorDB cache)."""
+    global _client
+    if _client is None or _client.backend != backend_name() or _client.model != model_name():
+        _client = ModelClient()
+    return _client
+
+
+def reset_client() -> None:
+    global _client
+    _client = None
+
+
+def registered_task(name: str) -> ModelTask:
+    return _tasks[name]
+
+
+def task_names() -> list[str]:
+    return sorted(_tasks)
+
+

@@ -1,0 +1,36 @@
+"""Progress reporting for long work: a bar on a terminal, plain lines otherwise."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, TextIO
+
+ProgressFn = Callable[[int, int], None]
+
+
+def noop(done: int, total: int) -> None:
+    return None
+
+
+def reporter(label: str, stream: TextIO | None = None, *, min_interval: float = 0.5) -> ProgressFn:
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    last = [0.0, -1]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        finished = done >= total
+        if not finished and now - last[0] < min_interval:
+            return
+        pct = int(100 * done / total) if total else 100
+        if tty:
+            filled = pct * 30 // 100
+            stream.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {pct:3d}%")
+            if finished:
+                stream.write("\n")
+        elif pct != last[1] or finished:
+            stream.write(f"{label}: {done}/{total} ({pct}%)\n")
+        stream.flush()
+        last[0], last[1] = now, pct
+
+    return report

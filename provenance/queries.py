@@ -1,0 +1,228 @@
+"""Cypher for the provenance graph. Every query is parameterised; nothing is formatted into a query.
+
+Node labels: Source, Action, Fact, Effect, Response (model cache). Relationship types: INGESTED,
+READ, WROTE, FEEDS, HANDED_OFF, CAUSED.
+"""
+
+SCHEMA = [
+    "CREATE INDEX FOR (a:Action) ON (a.id)",
+    "CREATE INDEX FOR (a:Action) ON (a.seq)",
+    "CREATE INDEX FOR (f:Fact) ON (f.id)",
+    "CREATE INDEX FOR (f:Fact) ON (f.key)",
+    "CREATE INDEX FOR (s:Source) ON (s.id)",
+    "CREATE INDEX FOR (e:Effect) ON (e.id)",
+    "CREATE INDEX FOR (r:Response) ON (r.key)",
+]
+
+# --- recorder writes (batched with UNWIND; one query per kind per flush) ---
+CREATE_ACTIONS = """
+UNWIND $rows AS r
+CREATE (:Action {id: r.id, agent: r.agent, seq: toFloat(r.seq), ticket: r.ticket, payload: r.payload,
+                 decision: r.decision, dhash: r.dhash, status: r.status, root: r.root, parent: r.parent,
+                 read_keys: r.read_keys, recorded_at: r.recorded_at, incident: r.incident})
+"""
+CREATE_FACTS = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.writer})
+CREATE (a)-[:WROTE]->(:Fact {id: r.id, key: r.key, value: r.value, version: r.version, seq: toFloat(r.seq),
+                             active: true, valid_from: r.valid_from, valid_until: r.valid_until,
+                             known_at: r.known_at, system_at: r.system_at})
+"""
+CREATE_READS = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.reader}), (f:Fact {id: r.fact})
+MERGE (a)-[:READ]->(f)
+"""
+# FEEDS is the writer→reader edge that the blast radius follows; written with the read that caused it.
+CREATE_FEEDS = """
+UNWIND $rows AS r
+MATCH (w:Action {id: r.writer}), (a:Action {id: r.reader})
+MERGE (w)-[:FEEDS]->(a)
+"""
+CREATE_HANDOFFS = """
+UNWIND $rows AS r
+MATCH (p:Action {id: r.parent}), (c:Action {id: r.child})
+MERGE (p)-[:HANDED_OFF]->(c)
+"""
+CREATE_INGESTS = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.action})
+MERGE (s:Source {id: r.source})
+MERGE (a)-[:INGESTED]->(s)
+"""
+CREATE_EFFECTS = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.action})
+CREATE (a)-[:CAUSED]->(:Effect {id: r.id, kind: r.kind, ticket: r.ticket, amount: r.amount,
+                                currency: r.currency, details: r.details, live: true, held: r.held,
+                                recorded_at: r.recorded_at, incident: r.incident})
+"""
+
+# --- loading state into the recorder's mirror ---
+# All fact versions with their writer: the recorder resolves reads against this mirror.
+LOAD_FACTS = """
+MATCH (w:Action)-[:WROTE]->(f:Fact)
+RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
+       f.system_at, f.invalidated_at, f.invalidated_by
+"""
+MAX_IDS = """
+OPTIONAL MATCH (a:Action) WITH max(a.id) AS a
+OPTIONAL MATCH (f:Fact) WITH a, max(f.id) AS f
+OPTIONAL MATCH (e:Effect) RETURN a, f, max(e.id)
+"""
+ACTION_COUNT = "MATCH (a:Action) RETURN count(a)"
+
+# --- blast radius ---
+# The actions that read the source directly.
+INGESTERS = """
+MATCH (s:Source {id: $source})<-[:INGESTED]-(a:Action)
+RETURN a.id
+"""
+# One BFS level: the FEEDS|HANDED_OFF successors of a frontier. The caller keeps the visited set, so
+# each action is expanded once; a variable-length pattern would enumerate every path instead and
+# doubles per layer of diamonds (FALKORDB-NOTES.md).
+SUCCESSORS = """
+UNWIND $ids AS id
+MATCH (:Action {id: id})-[:FEEDS|HANDED_OFF]->(b:Action)
+RETURN DISTINCT b.id
+"""
+ACTION_SUMMARIES = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})
+RETURN a.id, a.agent, a.seq, a.ticket, a.status
+"""
+ACTION_DETAILS = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})
+OPTIONAL MATCH (a)-[:HANDED_OFF]->(c:Action)
+RETURN a.id, a.agent, a.seq, a.ticket, a.payload, a.decision, a.dhash, a.status, a.parent, a.read_keys,
+       collect(c.id)
+"""
+ACTION_WRITES = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[:WROTE]->(f:Fact)
+RETURN a.id, f.id, f.key, f.value
+"""
+ACTION_EFFECTS = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[:CAUSED]->(e:Effect)
+RETURN a.id, e.id, e.kind, e.ticket, e.amount, e.currency, e.details, e.live, e.held
+"""
+ACTION_INGESTS = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[:INGESTED]->(s:Source)
+RETURN a.id, s.id
+"""
+EFFECTS_OF_ACTIONS = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[:CAUSED]->(e:Effect)
+RETURN e.id, e.kind, e.ticket, e.amount, e.live
+"""
+ROOT_ACTIONS = """
+MATCH (a:Action) WHERE a.root = true
+RETURN a.id, a.agent, a.seq, a.payload
+ORDER BY a.seq
+"""
+# Actions with a higher seq that read (or tried to read) one of the keys: a repair that writes a key
+# it did not write before changes what these resolve to.
+READERS_OF_KEYS = """
+MATCH (a:Action) WHERE a.seq > $seq AND any(k IN a.read_keys WHERE k IN $keys)
+RETURN a.id
+"""
+
+# --- repair writes (idempotent: SET and MERGE on ids, so a resumed apply can run a chunk twice) ---
+SET_ACTION_STATUS = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.id})
+SET a.status = r.status, a.incident = r.incident
+"""
+SET_ACTION_RERUN = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.id})
+SET a.status = r.status, a.incident = r.incident, a.payload = r.payload, a.decision = r.decision,
+    a.dhash = r.dhash, a.read_keys = r.read_keys, a.prev_decision = r.prev_decision
+"""
+DROP_READS = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[r:READ]->(:Fact)
+DELETE r
+"""
+DROP_FEEDS_INTO = """
+UNWIND $ids AS id
+MATCH (:Action)-[r:FEEDS]->(a:Action {id: id})
+DELETE r
+"""
+INVALIDATE_FACTS = """
+UNWIND $rows AS r
+MATCH (f:Fact {id: r.id})
+SET f.active = false, f.invalidated_at = r.at, f.invalidated_by = r.incident
+"""
+INVALIDATE_EFFECTS = """
+UNWIND $rows AS r
+MATCH (e:Effect {id: r.id})
+SET e.live = false, e.invalidated_by = r.incident
+"""
+CREATE_ACTIONS_IDEMPOTENT = """
+UNWIND $rows AS r
+MERGE (a:Action {id: r.id})
+SET a.agent = r.agent, a.seq = toFloat(r.seq), a.ticket = r.ticket, a.payload = r.payload,
+    a.decision = r.decision, a.dhash = r.dhash, a.status = r.status, a.root = r.root, a.parent = r.parent,
+    a.read_keys = r.read_keys, a.recorded_at = r.recorded_at, a.incident = r.incident
+"""
+CREATE_FACTS_IDEMPOTENT = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.writer})
+MERGE (f:Fact {id: r.id})
+SET f.key = r.key, f.value = r.value, f.version = r.version, f.seq = toFloat(r.seq), f.active = true,
+    f.valid_from = r.valid_from, f.valid_until = r.valid_until, f.known_at = r.known_at,
+    f.system_at = r.system_at
+MERGE (a)-[:WROTE]->(f)
+"""
+CREATE_EFFECTS_IDEMPOTENT = """
+UNWIND $rows AS r
+MATCH (a:Action {id: r.action})
+MERGE (e:Effect {id: r.id})
+SET e.kind = r.kind, e.ticket = r.ticket, e.amount = r.amount, e.currency = r.currency,
+    e.details = r.details, e.live = true, e.held = r.held, e.recorded_at = r.recorded_at,
+    e.incident = r.incident
+MERGE (a)-[:CAUSED]->(e)
+"""
+
+# --- export_state / verification ---
+ACTIVE_FACTS = """
+MATCH (w:Action)-[:WROTE]->(f:Fact) WHERE f.active = true
+RETURN f.key, f.value, f.seq, f.version
+"""
+LIVE_DECISIONS = """
+MATCH (a:Action) WHERE a.ticket IS NOT NULL AND NOT a.status IN ['poisoned', 'superseded']
+RETURN a.ticket, a.seq, a.decision
+"""
+LIVE_EFFECTS = """
+MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE e.live = true
+RETURN e.id, e.kind, e.ticket, e.amount, e.held, a.id
+"""
+
+# --- explain / facts history ---
+FACT_HISTORY = """
+MATCH (w:Action)-[:WROTE]->(f:Fact {key: $key})
+RETURN f.id, f.value, f.version, f.seq, f.active, f.valid_from, f.valid_until, f.known_at, f.system_at,
+       f.invalidated_at, f.invalidated_by, w.id, w.agent
+ORDER BY f.seq, f.version
+"""
+ACTION_READS = """
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[:READ]->(f:Fact)<-[:WROTE]-(w:Action)
+RETURN a.id, f.key, f.version, w.id
+"""
+PREDECESSORS = """
+UNWIND $ids AS id
+MATCH (p:Action)-[r:FEEDS|HANDED_OFF]->(:Action {id: id})
+RETURN id, p.id, type(r)
+"""
+
+# --- model response cache ---
+CACHE_GET = "MATCH (r:Response {key: $key}) RETURN r.value LIMIT 1"
+CACHE_PUT = """
+MERGE (r:Response {key: $key})
+ON CREATE SET r.value = $value, r.model = $model, r.task = $task, r.created_at = $at
+"""

@@ -1,0 +1,121 @@
+"""Read-only questions about a workspace's provenance graph."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from provenance import queries
+from provenance.graph import Graph, workspace_graph
+from provenance.models import Source, Workspace
+from provenance.recorder import UnknownSource
+
+DEAD = ("poisoned", "superseded")
+
+
+def ingesters(graph: Graph, source: str) -> list[int]:
+    return [r[0] for r in graph.ro_query(queries.INGESTERS, {"source": source})]
+
+
+def reachable(graph: Graph, start: list[int]) -> set[int]:
+    """Every action reachable from `start` over FEEDS|HANDED_OFF, each visited once (level-wise BFS)."""
+    seen = set(start)
+    frontier = list(start)
+    while frontier:
+        nxt = [r[0] for r in graph.ro_query(queries.SUCCESSORS, {"ids": frontier})]
+        frontier = [i for i in nxt if i not in seen]
+        seen.update(frontier)
+    return seen
+
+
+def radius_actions(graph: Graph, source: str) -> list[tuple[int, str, float, str | None, str]]:
+    """(id, agent, seq, ticket, status) of the live actions downstream of `source`, in seq order."""
+    ids = reachable(graph, ingesters(graph, source))
+    rows = graph.ro_query(queries.ACTION_SUMMARIES, {"ids": sorted(ids)}) if ids else []
+    return sorted((tuple(r) for r in rows if r[4] not in DEAD), key=lambda r: r[2])
+
+
+def _check_source(workspace: Workspace, source: str) -> None:
+    if not Source.objects.filter(workspace=workspace, source_id=source).exists():
+        raise UnknownSource(f"unknown source {source!r} in workspace {workspace.name!r}")
+
+
+def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None) -> dict:
+    """The preview of what flagging `source` would touch: actions in seq order, tickets, live effects."""
+    _check_source(workspace, source)
+    graph = workspace_graph(workspace.name)
+    actions = radius_actions(graph, source)
+    ids = [a[0] for a in actions]
+    effects = graph.ro_query(queries.EFFECTS_OF_ACTIONS, {"ids": ids}) if ids else []
+    live = [e for e in effects if e[4]]
+    by_agent: dict[str, int] = {}
+    for a in actions:
+        by_agent[a[1]] = by_agent.get(a[1], 0) + 1
+    listed = actions if limit is None else actions[:limit]
+    return {
+        "source": source,
+        "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": a[3]} for a in listed],
+        "size": len(actions),
+        "tickets": len({a[3] for a in actions if a[3]}),
+        "effects": len(live),
+        "amount_at_stake": sum(e[3] for e in live if e[1] == "refund") / 100,
+        "by_agent": by_agent,
+        "effects_by_kind": {k: sum(1 for e in live if e[1] == k) for k in sorted({e[1] for e in live})},
+    }
+
+
+def export_state(*, workspace: str, baseline: bool = False) -> dict:
+    """Active facts, the standing decision per ticket and live effects, sorted for diffing."""
+    graph = workspace_graph(workspace, baseline=baseline)
+    current: dict[str, tuple] = {}
+    for key, value, seq, version in graph.ro_query(queries.ACTIVE_FACTS):
+        if key not in current or (seq, version) > current[key][:2]:
+            current[key] = (seq, version, json.loads(value))
+    standing: dict[str, tuple] = {}
+    for ticket, seq, decision in graph.ro_query(queries.LIVE_DECISIONS):
+        d = json.loads(decision)
+        if "choice" in d and (ticket not in standing or seq > standing[ticket][0]):
+            standing[ticket] = (seq, d)
+    effects = graph.ro_query(queries.LIVE_EFFECTS)
+    return {
+        "facts": [{"key": k, "value": current[k][2]} for k in sorted(current)],
+        "decisions": [{"ticket": t, "choice": standing[t][1]["choice"], "level": standing[t][1].get("level")}
+                      for t in sorted(standing)],
+        "effects": sorted(({"kind": e[1], "ticket": e[2], "amount": e[3] / 100} for e in effects),
+                          key=lambda e: (e["kind"], e["ticket"] or "", e["amount"])),
+    }
+
+
+def fact_history(*, workspace: str, key: str) -> list[dict]:
+    """Every version of a fact with its three clocks and, if invalidated, when and by which incident."""
+    rows = workspace_graph(workspace).ro_query(queries.FACT_HISTORY, {"key": key})
+    return [{
+        "id": r[0], "value": json.loads(r[1]), "version": r[2], "seq": r[3], "active": r[4],
+        "valid_from": r[5], "valid_until": r[6], "known_at": r[7], "system_at": r[8],
+        "invalidated_at": r[9], "invalidated_by": r[10], "writer": r[11], "writer_agent": r[12],
+    } for r in rows]
+
+
+def _parse(ts: str | None) -> datetime | None:
+    return datetime.fromisoformat(ts) if ts else None
+
+
+def fact_as_of(*, workspace: str, key: str, at: datetime, clock: str = "known") -> dict | None:
+    """The value of `key` as the system knew it at `at` (clock="known"), or as valid in the world at
+    `at` (clock="valid"). Versions whose validity is unknown are never guessed to be valid."""
+    best = None
+    for v in fact_history(workspace=workspace, key=key):
+        invalidated = _parse(v["invalidated_at"])
+        if clock == "known":
+            known, written = _parse(v["known_at"]), _parse(v["system_at"])
+            if not (known and written and known <= at and written <= at):
+                continue
+            if invalidated and invalidated <= at:
+                continue
+        elif clock == "valid":
+            start, end = _parse(v["valid_from"]), _parse(v["valid_until"])
+            if start is None or start > at or (end is not None and end <= at) or not v["active"]:
+                continue
+        else:
+            raise ValueError("clock must be 'known' or 'valid'")
+        best = v
+    return best

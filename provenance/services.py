@@ -1,0 +1,126 @@
+"""Services that record agent work: a whole desk run, or one root action of any registered agent."""
+from __future__ import annotations
+
+import json
+
+from django.db import connection, transaction
+
+from provenance import queries
+from provenance.agents import get_agent
+from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
+from provenance.graph import ping, workspace_graph
+from provenance.models import Source, Ticket, Workspace
+from provenance.progress import ProgressFn, noop
+from provenance.recorder import RecordingSession, UnknownSource
+from provenance.signals import desk_replacing
+
+
+class UnknownWorkspace(LookupError):
+    pass
+
+
+class MalformedPayload(ValueError):
+    pass
+
+
+def workspace_lock(workspace: Workspace) -> None:
+    """Serialise graph writers of one workspace (recording, repairs) until the transaction ends."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [7171, workspace.pk])
+
+
+def get_workspace(name: str) -> Workspace:
+    try:
+        return Workspace.objects.get(name=name)
+    except Workspace.DoesNotExist:
+        raise UnknownWorkspace(f"unknown workspace {name!r}") from None
+
+
+def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = None,
+             exclude_source: str | None = None, actor=None, reason: str = "desk run",
+             progress: ProgressFn = noop) -> dict:
+    """Record one run of the support desk into `workspace`, replacing an earlier run of it."""
+    page_ids = [p[0] for p in PAGES]
+    if exclude_source and exclude_source not in page_ids:
+        raise UnknownSource(f"unknown source {exclude_source!r}; the desk's pages are {', '.join(page_ids)}")
+    specs = generated_tickets(tickets, seed or 0) if tickets else canonical_tickets()
+    ping()  # fail before anything is replaced
+    with transaction.atomic():
+        ws, _ = Workspace.objects.get_or_create(name=workspace)
+        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+        workspace_lock(ws)
+        desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
+        ws.run_number += 1
+        ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": exclude_source}
+        ws.sources.all().delete()
+        ws.tickets.all().delete()
+        pages = [p for p in PAGES if p[0] != exclude_source]
+        Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=t, content=c) for s, t, c in pages)
+        Ticket.objects.bulk_create(
+            Ticket(workspace=ws, ticket_id=t.ticket_id, customer_name=t.customer_name, customer_email=t.email,
+                   subject=t.subject, body=t.body, amount_cents=t.amount_cents, tier=t.tier,
+                   payment_reference=f"ch_{ws.name}_{t.ticket_id}")
+            for t in specs
+        )
+        for baseline in (False, True):
+            workspace_graph(ws.name, baseline=baseline).delete()
+        graph = workspace_graph(ws.name)
+        session = RecordingSession(graph=graph, workspace=ws.name, sources={s: c for s, _, c in pages},
+                                   effects="live", run_number=ws.run_number, load=False)
+        total = len(pages) + len(specs)
+        for i, (source, _, _) in enumerate(pages, start=1):
+            session.run_root("research", {"source": source})
+            progress(i, total)
+        for i, ticket in enumerate(Ticket.objects.filter(workspace=ws).order_by("ticket_id"), start=len(pages) + 1):
+            session.run_root("triage", ticket.as_payload())
+            progress(i, total)
+        session.flush()
+        ws.action_count = len(session.recorded)
+        ws.save(update_fields=["run_number", "run_params", "action_count"])
+    return desk_summary(workspace=ws)
+
+
+def desk_summary(*, workspace: Workspace) -> dict:
+    graph = workspace_graph(workspace.name)
+    rows = graph.ro_query(
+        "MATCH (a:Action) WHERE 'vip_rules' IN a.read_keys RETURN collect(DISTINCT a.ticket)")
+    vip_tickets = set(rows[0][0]) if rows else set()
+    effects = graph.ro_query("MATCH (:Action)-[:CAUSED]->(e:Effect) RETURN e.kind, e.ticket, e.amount")
+    refunds = [(t, amt) for kind, t, amt in effects if kind == "refund"]
+    return {
+        "workspace": workspace.name,
+        "actions": graph.ro_query(queries.ACTION_COUNT)[0][0],
+        "tickets": workspace.tickets.count(),
+        "tickets_read_vip_rules": len(vip_tickets),
+        "effects": len(effects),
+        "refund_total": sum(a for _, a in refunds) / 100,
+        "vip_rules_refund_total": sum(a for t, a in refunds if t in vip_tickets) / 100,
+    }
+
+
+def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) -> list[int]:
+    """Run one root action of a registered agent (and its handoffs) in an existing workspace."""
+    ws = get_workspace(workspace)
+    get_agent(agent)
+    if isinstance(payload, str):
+        try:
+            payload = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise MalformedPayload(f"payload is not JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(payload, dict):
+        raise MalformedPayload("payload must be a JSON object")
+    ping()
+    with transaction.atomic():
+        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+        workspace_lock(ws)
+        session = RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name,
+                                   sources=dict(ws.sources.values_list("source_id", "content")),
+                                   effects="live", run_number=ws.run_number)
+        try:
+            ids = session.run_root(agent, payload)
+        except KeyError as exc:
+            raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
+        session.flush()
+        ws.action_count += len(ids)
+        ws.save(update_fields=["action_count"])
+    return ids

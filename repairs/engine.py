@@ -1,0 +1,321 @@
+"""The repair walk (RETRO/Warp-style selective re-execution), computed in memory into a plan.
+
+compute_plan() reads the workspace graph, masks the actions that ingested the flagged source, walks
+the blast radius in seq order and re-runs an action only when something upstream of it changed in this
+repair. It writes nothing: the result is a Plan (graph mutation steps, per-action outcomes, invalidated
+and replacement effects) that the caller checkpoints in Postgres and applies idempotently, so a worker
+killed at any point resumes to the same result.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+
+from provenance import queries
+from provenance.graph import Graph
+from provenance.progress import ProgressFn, noop
+from provenance.recorder import ActionRecord, RecordingSession, now_iso
+from provenance.selectors import ingesters, radius_actions
+
+CHANGED = frozenset({"poisoned", "rerun_changed", "superseded", "new"})
+COUNT_KEYS = ("poisoned", "rerun_changed", "rerun_same", "skipped", "superseded", "new")
+
+
+@dataclass
+class Node:
+    id: int
+    agent: str
+    seq: float
+    ticket: str | None
+    payload: dict
+    decision: dict
+    dhash: str | None
+    status: str
+    parent: int | None
+    read_keys: list[str]
+    children: list[int]
+    writes: list[tuple[int, str, str]] = field(default_factory=list)  # (fact id, key, value json)
+    effects: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    steps: list[tuple[str, list]]
+    outcomes: list[dict]
+    effects: list[dict]
+    blast_radius: int
+    counts: dict[str, int]
+
+    def to_json(self) -> dict:
+        return {"steps": self.steps, "outcomes": self.outcomes, "effects": self.effects,
+                "blast_radius": self.blast_radius, "counts": self.counts}
+
+
+# Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
+# ones are merged, so applying any suffix of the steps again converges to the same graph.
+STEP_QUERIES = {
+    "drop_reads": queries.DROP_READS,
+    "drop_feeds": queries.DROP_FEEDS_INTO,
+    "status": queries.SET_ACTION_STATUS,
+    "rerun": queries.SET_ACTION_RERUN,
+    "invalidate_facts": queries.INVALIDATE_FACTS,
+    "invalidate_effects": queries.INVALIDATE_EFFECTS,
+    "actions": queries.CREATE_ACTIONS_IDEMPOTENT,
+    "handoffs": queries.CREATE_HANDOFFS,
+    "ingests": queries.CREATE_INGESTS,
+    "facts": queries.CREATE_FACTS_IDEMPOTENT,
+    "reads": queries.CREATE_READS,
+    "feeds": queries.CREATE_FEEDS,
+    "effects": queries.CREATE_EFFECTS_IDEMPOTENT,
+}
+STEP_ORDER = list(STEP_QUERIES)
+CHUNK = 5000
+
+
+class RepairWalk:
+    def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
+                 progress: ProgressFn = noop, supersede: bool = True):
+        self.graph = graph
+        self.session = session
+        self.source = source
+        self.incident = incident
+        self.progress = progress
+        self.supersede_enabled = supersede  # switched off only by the red verification test
+        self.nodes: dict[int, Node] = {}
+        self.preds: dict[int, set[int]] = {}
+        self.status: dict[int, str] = {}
+        self.pending_payload: dict[int, dict] = {}
+        self.rows: dict[str, list] = {k: [] for k in STEP_ORDER}
+        self.outcomes: dict[int, dict] = {}
+        self.effects: list[dict] = []
+        self.new_seqs: list[float] = []
+        self.heap: list[tuple[float, int]] = []
+        self.queued: set[int] = set()
+        self.changed: set[int] = set()
+        self.at = now_iso()
+
+    # --- loading ---
+    def _load(self, ids: list[int]) -> None:
+        ids = [i for i in ids if i not in self.nodes]
+        if not ids:
+            return
+        for r in self.graph.ro_query(queries.ACTION_DETAILS, {"ids": ids}):
+            aid, agent, seq, ticket, payload, decision, dhash, status, parent, read_keys, children = r
+            self.nodes[aid] = Node(aid, agent, seq, ticket, json.loads(payload), json.loads(decision), dhash,
+                                   status, parent, list(read_keys or []), sorted(children))
+            self.preds.setdefault(aid, set())
+        for aid, fid, key, value in self.graph.ro_query(queries.ACTION_WRITES, {"ids": ids}):
+            self.nodes[aid].writes.append((fid, key, value))
+        for aid, eid, kind, ticket, amount, currency, details, live, held in self.graph.ro_query(
+                queries.ACTION_EFFECTS, {"ids": ids}):
+            self.nodes[aid].effects.append({"id": eid, "kind": kind, "ticket": ticket, "amount": amount,
+                                            "currency": currency, "details": json.loads(details or "{}"),
+                                            "live": live, "held": held})
+        for aid, pid, _ in self.graph.ro_query(queries.PREDECESSORS, {"ids": ids}):
+            self.preds[aid].add(pid)
+
+    # --- the walk ---
+    def run(self) -> Plan:
+        radius = radius_actions(self.graph, self.source)
+        radius_ids = [r[0] for r in radius]
+        self._load(radius_ids)
+        total = len(radius_ids)
+        for aid in ingesters(self.graph, self.source):
+            if aid in self.nodes and self.nodes[aid].status not in ("poisoned", "superseded"):
+                self._mask(aid)
+        self.heap = [(self.nodes[i].seq, i) for i in radius_ids]
+        heapq.heapify(self.heap)
+        self.queued = set(radius_ids)
+        done = 0
+        while self.heap:
+            _, aid = heapq.heappop(self.heap)
+            if aid not in self.status:
+                self._visit(self.nodes[aid])
+            done += 1
+            self.progress(min(done, total), total)
+        counts = {k: 0 for k in COUNT_KEYS}
+        for s in self.status.values():
+            counts[s] += 1
+        steps = []
+        for kind in STEP_ORDER:
+            rows = self.rows[kind]
+            for i in range(0, len(rows), CHUNK):
+                steps.append((kind, rows[i:i + CHUNK]))
+        return Plan(steps, sorted(self.outcomes.values(), key=lambda o: o["seq"]), self.effects,
+                    len(radius_ids), counts)
+
+    def _visit(self, node: Node) -> None:
+        if self.preds.get(node.id, set()).isdisjoint(self.changed):
+            self._set(node, "skipped")
+            return
+        payload = self.pending_payload.get(node.id, node.payload)
+        record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent)
+        same = record.outputs() == self._old_outputs(node, payload)
+        self.rows["drop_reads"].append(node.id)
+        self.rows["drop_feeds"].append(node.id)
+        if same:
+            self._stage(replace(record, writes=[], effects=[], handoffs=[]), create=False)
+            self._set(node, "rerun_same", after=record.decision, rerun=record)
+            return
+        self._retire_facts(node)
+        self._retire_effects(node)
+        written = self._stage(record, create=False)
+        self._set(node, "rerun_changed", after=record.decision, rerun=record)
+        self._wake_readers(record, written)
+        self._match_handoffs(node, record)
+
+    def _old_outputs(self, node: Node, payload: dict) -> tuple:
+        old = ActionRecord(id=node.id, agent=node.agent, payload=payload, seq=node.seq, parent=node.parent,
+                           ticket=node.ticket, dhash=node.dhash)
+        old.writes = [{"key": k, "value": json.loads(v)} for _, k, v in node.writes]
+        old.effects = [e for e in node.effects if e["live"]]
+        old.handoffs = [(self.nodes[c].agent, self.nodes[c].payload) for c in node.children
+                        if c in self.nodes and self.nodes[c].status not in ("poisoned", "superseded")]
+        return old.outputs()
+
+    # --- statuses and staging ---
+    def _set(self, node: Node, status: str, *, after: dict | None = None, rerun: ActionRecord | None = None) -> None:
+        self.status[node.id] = status
+        if status in CHANGED:
+            self.changed.add(node.id)
+        self.outcomes[node.id] = {
+            "action_id": node.id, "agent": node.agent, "ticket": node.ticket or "", "seq": node.seq,
+            "parent_id": node.parent, "status": status, "before": node.decision if status != "new" else None,
+            "after": after if after is not None else (None if status in ("poisoned", "superseded") else node.decision),
+        }
+        if rerun is not None:
+            self.rows["rerun"].append({
+                "id": node.id, "status": status, "incident": self.incident,
+                "payload": json.dumps(rerun.payload, sort_keys=True),
+                "decision": json.dumps(rerun.decision, sort_keys=True), "dhash": rerun.dhash,
+                "read_keys": rerun.read_keys, "prev_decision": json.dumps(node.decision, sort_keys=True),
+            })
+        elif status != "new":
+            self.rows["status"].append({"id": node.id, "status": status, "incident": self.incident})
+
+    def _stage(self, record: ActionRecord, *, create: bool, status: str = "new", root: bool = False) -> list[dict]:
+        sink: defaultdict[str, list] = defaultdict(list)
+        self.session.commit(record, status=status, root=root, create=create, sink=sink)
+        for kind, rows in sink.items():
+            self.rows[kind].extend(rows)
+        for row in sink.get("effects", []):
+            self.effects.append({"role": "replacement", "effect_id": row["id"], "action_id": record.id,
+                                 "kind": row["kind"], "ticket": row["ticket"] or "", "amount_cents": row["amount"],
+                                 "currency": row["currency"], "details": json.loads(row["details"])})
+        return sink.get("facts", [])
+
+    def _retire_facts(self, node: Node) -> None:
+        for fid, _, _ in node.writes:
+            fv = self.session.facts.by_id.get(fid)
+            if fv is not None and fv.active:
+                fv.active = False
+                fv.invalidated_at, fv.invalidated_by = self.at, self.incident
+                self.rows["invalidate_facts"].append({"id": fid, "at": self.at, "incident": self.incident})
+
+    def _retire_effects(self, node: Node) -> None:
+        for e in node.effects:
+            if not e["live"]:
+                continue
+            e["live"] = False
+            self.rows["invalidate_effects"].append({"id": e["id"], "incident": self.incident})
+            # A held effect never left the system: it is cancelled, not compensated.
+            self.effects.append({"role": "cancelled" if e["held"] else "invalidated", "effect_id": e["id"],
+                                 "action_id": node.id, "kind": e["kind"], "ticket": e["ticket"] or "",
+                                 "amount_cents": e["amount"], "currency": e["currency"], "details": e["details"]})
+
+    def _mask(self, aid: int) -> None:
+        node = self.nodes[aid]
+        self._set(node, "poisoned")
+        self._retire_facts(node)
+        self._retire_effects(node)
+        for child in node.children:
+            self._supersede(child)
+
+    def _supersede(self, aid: int) -> None:
+        if not self.supersede_enabled:
+            return
+        self._load([aid])
+        node = self.nodes[aid]
+        if node.status in ("poisoned", "superseded") or self.status.get(aid) in ("superseded", "poisoned"):
+            return
+        self._set(node, "superseded")
+        self._retire_facts(node)
+        self._retire_effects(node)
+        for child in node.children:
+            self._supersede(child)
+
+    # --- handoffs ---
+    def _match_handoffs(self, node: Node, record: ActionRecord) -> None:
+        old = [c for c in node.children if self.nodes.get(c) and self.nodes[c].status not in ("poisoned", "superseded")
+               and self.status.get(c) not in ("superseded", "poisoned")]
+        cursor = node.seq
+        for agent, payload in record.handoffs:
+            ticket = payload.get("ticket", record.ticket)
+            match = next((c for c in old if self.nodes[c].agent == agent and self.nodes[c].ticket == ticket), None)
+            if match is not None:
+                old.remove(match)
+                self.pending_payload[match] = payload
+                cursor = max(cursor, self.nodes[match].seq)
+            else:
+                cursor = self._run_new(agent, payload, parent=node.id, after=cursor)
+        for c in old:
+            self._supersede(c)
+
+    def _next_seq_after(self, seq: float) -> float:
+        rows = self.graph.ro_query("MATCH (a:Action) WHERE a.seq > $seq RETURN min(a.seq)", {"seq": seq})
+        nxt = rows[0][0] if rows and rows[0][0] is not None else seq + 1.0
+        i = bisect.bisect_right(self.new_seqs, seq)
+        if i < len(self.new_seqs):
+            nxt = min(nxt, self.new_seqs[i])
+        return nxt
+
+    def _run_new(self, agent: str, payload: dict, *, parent: int, after: float) -> float:
+        """Run an unmatched handoff as a new action (and its own handoffs, depth first), slotted into
+        seq order right after `after`. Returns the last seq used."""
+        seq = (after + self._next_seq_after(after)) / 2
+        bisect.insort(self.new_seqs, seq)
+        aid = self.session.next_action
+        self.session.next_action += 1
+        record = self.session.execute(agent, payload, id=aid, seq=seq, parent=parent)
+        node = Node(aid, agent, seq, record.ticket, payload, record.decision, record.dhash, "new", parent,
+                    record.read_keys, [])
+        self.nodes[aid] = node
+        self._set(node, "new", after=record.decision)
+        written = self._stage(record, create=True, status="new")
+        self._wake_readers(record, written)
+        last = seq
+        for child_agent, child_payload in record.handoffs:
+            last = self._run_new(child_agent, child_payload, parent=aid, after=last)
+        return last
+
+    def _wake_readers(self, record: ActionRecord, written: list[dict]) -> None:
+        """A re-run or new action that writes a key changes what later readers of that key resolve to,
+        even readers that were never downstream of it: add them to the walk."""
+        keys = sorted({f["key"] for f in written})
+        if not keys:
+            return
+        for (reader,) in self.graph.ro_query(queries.READERS_OF_KEYS, {"seq": record.seq, "keys": keys}):
+            if reader in self.status or reader == record.id:
+                continue
+            self._load([reader])
+            self.preds[reader].add(record.id)
+            if reader not in self.queued:
+                self.queued.add(reader)
+                heapq.heappush(self.heap, (self.nodes[reader].seq, reader))
+
+
+def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
+                 progress: ProgressFn = noop, supersede: bool = True) -> Plan:
+    return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
+                      supersede=supersede).run()
+
+
+def apply_step(graph: Graph, step: tuple[str, list]) -> None:
+    kind, rows = step
+    param = "ids" if kind in ("drop_reads", "drop_feeds") else "rows"
+    graph.query(STEP_QUERIES[kind], {param: rows})
+
+

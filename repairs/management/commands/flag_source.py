@@ -1,0 +1,60 @@
+import sys
+import time
+
+from provenance.management.commands._common import KintsugiCommand
+from provenance.progress import reporter
+from provenance.services import get_workspace
+from repairs.models import Incident
+from repairs.services import IncidentAlreadyOpen, flag_source, get_user, incident_summary
+
+DONE = (Incident.Status.REPAIRED, Incident.Status.FAILED, Incident.Status.CLOSED)
+
+
+class Command(KintsugiCommand):
+    help = "Flag a source as bad: opens an incident and starts its repair in the Celery worker."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workspace", required=True)
+        parser.add_argument("--source", required=True)
+        parser.add_argument("--reason", required=True)
+        parser.add_argument("--user", required=True)
+        parser.add_argument("--wait", action="store_true", help="block until the repair finishes")
+        parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait with --wait")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **o):
+        workspace = get_workspace(o["workspace"])
+        actor = get_user(o["user"])
+        try:
+            incident = flag_source(workspace=workspace, source_id=o["source"], actor=actor, reason=o["reason"],
+                                   via=Incident.Via.CLI)
+        except IncidentAlreadyOpen as exc:
+            self._fail(str(exc))
+        if o["wait"]:
+            incident = self._wait(incident, o["timeout"])
+        summary = incident_summary(incident)
+        if o["json"]:
+            self.print_json(summary)
+        else:
+            self.stdout.write(f"incident #{incident.pk}: {incident.status}")
+            if incident.status == Incident.Status.REPAIRED:
+                c, v = summary["counts"], summary["verification"]
+                self.stdout.write(
+                    f"blast radius {summary['blast_radius']}: poisoned {c['poisoned']}, re-run changed "
+                    f"{c['rerun_changed']}, re-run same {c['rerun_same']}, skipped {c['skipped']}, superseded "
+                    f"{c['superseded']}, new {c['new']}; {summary['effects_invalidated']} effects invalidated; "
+                    f"verification {v['facts']}/{v['decisions']}/{v['effects']}")
+        if o["wait"] and incident.status != Incident.Status.REPAIRED:
+            sys.exit(1)
+
+    def _wait(self, incident: Incident, timeout: float) -> Incident:
+        progress = reporter(f"repair #{incident.pk}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            incident.refresh_from_db()
+            if incident.status in DONE:
+                return incident
+            if incident.progress_total:
+                progress(min(incident.percent, 99), 100)
+            time.sleep(0.3)
+        self._fail(f"incident #{incident.pk} still {incident.status} after {timeout:.0f}s (is a Celery worker running?)")

@@ -1,0 +1,130 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Incident(models.Model):
+    """A flagged source and the repair of everything that depended on it."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        REPAIRING = "repairing"
+        REPAIRED = "repaired"
+        FAILED = "failed"
+        BLOCKED = "blocked"
+        CLOSED = "closed"
+
+    class Via(models.TextChoices):
+        ADMIN = "admin"
+        API = "api"
+        CLI = "cli"
+        MCP = "mcp"
+        WORKER = "worker"
+
+    workspace = models.ForeignKey("provenance.Workspace", on_delete=models.PROTECT, related_name="incidents")
+    run_number = models.PositiveIntegerField()
+    source_id = models.CharField(max_length=200)
+    reason = models.TextField()
+    flagged_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="flagged_incidents")
+    flagged_via = models.CharField(max_length=16, choices=Via.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Progress for the admin's bar and the API: the phase and how far it is.
+    phase = models.CharField(max_length=16, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    # Checkpoint: the computed repair plan and how many of its steps reached the graph.
+    plan = models.JSONField(null=True, blank=True, editable=False)
+    applied_steps = models.PositiveIntegerField(default=0)
+    # Outcome
+    blast_radius = models.PositiveIntegerField(null=True, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    effects_invalidated = models.PositiveIntegerField(null=True, blank=True)
+    compensations = models.PositiveIntegerField(null=True, blank=True)
+    tickets_untouched = models.PositiveIntegerField(null=True, blank=True)
+    verification = models.JSONField(null=True, blank=True)
+
+    ACTIVE = (Status.OPEN, Status.REPAIRING, Status.REPAIRED, Status.FAILED, Status.BLOCKED)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "source_id"], condition=~Q(status="closed"),
+                                    name="one_open_incident_per_source"),
+        ]
+        permissions = [("flag_source", "Can flag a source and start a repair")]
+        indexes = [models.Index(fields=["status", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"Incident #{self.pk}: {self.source_id} in {self.workspace}"
+
+    @property
+    def percent(self) -> int:
+        weights = {"walking": (0, 70), "applying": (70, 20), "verifying": (90, 10)}
+        if self.status in (self.Status.REPAIRED, self.Status.CLOSED):
+            return 100
+        start, span = weights.get(self.phase, (0, 0))
+        frac = self.progress_done / self.progress_total if self.progress_total else 0
+        return int(start + span * frac)
+
+
+class IncidentTransition(models.Model):
+    """Who moved an incident from one status to another, when, why and from where. Append-only."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.PROTECT, related_name="transitions")
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True)
+    via = models.CharField(max_length=16, choices=Incident.Via.choices)
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+
+class ActionOutcome(models.Model):
+    """What the repair did to one action of the blast radius (or a new action it created)."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="outcomes")
+    action_id = models.BigIntegerField()
+    agent = models.CharField(max_length=64)
+    ticket = models.CharField(max_length=32, blank=True)
+    seq = models.FloatField()
+    parent_id = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["incident", "seq"]
+        constraints = [models.UniqueConstraint(fields=["incident", "action_id"], name="one_outcome_per_action")]
+
+
+class RepairEffect(models.Model):
+    """An external effect the repair invalidated (it already left: compensate) or produced (a
+    replacement that waits for approval), or a held replacement of an earlier repair it cancelled."""
+
+    class Role(models.TextChoices):
+        INVALIDATED = "invalidated"
+        REPLACEMENT = "replacement"
+        CANCELLED = "cancelled"
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="effects")
+    effect_id = models.BigIntegerField()
+    action_id = models.BigIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    kind = models.CharField(max_length=32)
+    ticket = models.CharField(max_length=32, blank=True)
+    amount_cents = models.IntegerField()
+    currency = models.CharField(max_length=3, default="USD")
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["incident", "ticket", "kind"]
+        constraints = [models.UniqueConstraint(fields=["incident", "effect_id", "role"], name="one_row_per_effect_role")]

@@ -1,0 +1,267 @@
+"""Incident lifecycle and the repair job. Every state change is attributed (actor, reason, via)."""
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, OperationalError, connection, transaction
+from django.utils import timezone
+
+from provenance.graph import GraphUnavailable, workspace_graph
+from provenance.models import Source, Workspace
+from provenance.recorder import RecordingSession, UnknownSource
+from repairs.engine import apply_step, compute_plan
+from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
+from repairs.signals import incident_closed, repair_finished
+from repairs.verify import verify_workspace
+
+log = logging.getLogger(__name__)
+S = Incident.Status
+
+
+class IncidentAlreadyOpen(Exception):
+    def __init__(self, incident: Incident):
+        self.incident = incident
+        super().__init__(f"source {incident.source_id!r} already has open incident #{incident.pk} "
+                         f"({incident.status}) in workspace {incident.workspace.name!r}")
+
+
+class RefusedTransition(ValueError):
+    pass
+
+
+class RepairInProgress(ValueError):
+    pass
+
+
+def _transition(incident: Incident, to: str, *, actor, via: str, reason: str, **fields) -> Incident:
+    before = incident.status
+    incident.status = to
+    for name, value in fields.items():
+        setattr(incident, name, value)
+    incident.save()
+    IncidentTransition.objects.create(incident=incident, actor=actor, via=via, from_status=before, to_status=to,
+                                      reason=reason)
+    return incident
+
+
+def _can_flag(actor, via: str) -> bool:
+    # The CLI runs with shell access to the deployment, so --user names who to attribute the flag to;
+    # the admin, the API and MCP hand the decision to whoever is logged in, so they need the role.
+    return via == Incident.Via.CLI or actor.has_perm("repairs.flag_source")
+
+
+def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via: str) -> Incident:
+    """Open an incident for a bad source and enqueue its repair once the row is committed."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a reason is required to flag a source")
+    if not actor.is_active:
+        raise PermissionError(f"user {actor.get_username()!r} is inactive")
+    if not _can_flag(actor, via):
+        raise PermissionError(f"user {actor.get_username()!r} may not flag sources (Support lead role needed)")
+    if not Source.objects.filter(workspace=workspace, source_id=source_id).exists():
+        raise UnknownSource(f"unknown source {source_id!r} in workspace {workspace.name!r}")
+    existing = Incident.objects.filter(workspace=workspace, source_id=source_id).exclude(status=S.CLOSED).first()
+    if existing:
+        raise IncidentAlreadyOpen(existing)
+    try:
+        with transaction.atomic():
+            incident = Incident.objects.create(workspace=workspace, run_number=workspace.run_number,
+                                               source_id=source_id, reason=reason, flagged_by=actor,
+                                               flagged_via=via)
+            IncidentTransition.objects.create(incident=incident, actor=actor, via=via, to_status=S.OPEN, reason=reason)
+            transaction.on_commit(lambda: enqueue_repair(incident.pk))
+    except IntegrityError:
+        # Two flags raced past the check above; the partial unique index let exactly one through.
+        raise IncidentAlreadyOpen(Incident.objects.exclude(status=S.CLOSED).get(workspace=workspace,
+                                                                                 source_id=source_id)) from None
+    return incident
+
+
+def enqueue_repair(incident_id: int) -> None:
+    from repairs.tasks import repair_incident
+
+    try:
+        repair_incident.delay(incident_id)
+    except Exception as exc:  # the broker is down: say so on the incident instead of losing the job
+        log.warning("could not enqueue repair of incident %s: %s", incident_id, exc)
+        Incident.objects.filter(pk=incident_id, status=S.OPEN).update(
+            status=S.BLOCKED, error=f"could not enqueue the repair: {exc}")
+
+
+def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
+    """Send a failed or blocked repair back to the worker; it resumes from its checkpoint."""
+    with transaction.atomic():
+        incident = Incident.objects.select_for_update().get(pk=incident.pk)
+        if incident.status not in (S.FAILED, S.BLOCKED):
+            raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
+        _transition(incident, S.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
+        transaction.on_commit(lambda: enqueue_repair(incident.pk))
+    return incident
+
+
+def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
+    with transaction.atomic():
+        incident = Incident.objects.select_for_update().get(pk=incident.pk)
+        if incident.status == S.REPAIRING:
+            raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")
+        if incident.status == S.CLOSED:
+            raise RefusedTransition(f"incident #{incident.pk} is already closed")
+        _transition(incident, S.CLOSED, actor=actor, via=via, reason=reason)
+        incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=via)
+    return incident
+
+
+def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
+    """A desk run replaces the graph its incidents describe: close them (refuse while one repairs)."""
+    busy = workspace.incidents.filter(status=S.REPAIRING).first()
+    if busy:
+        raise RepairInProgress(f"incident #{busy.pk} is repairing workspace {workspace.name!r}; try again when it is done")
+    for incident in workspace.incidents.exclude(status=S.CLOSED):
+        _transition(incident, S.CLOSED, actor=actor, via=Incident.Via.CLI if actor else Incident.Via.WORKER,
+                    reason=f"{reason}: workspace run replaced")
+        incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via="worker")
+
+
+@contextmanager
+def _advisory_lock(namespace: int, key: int, *, wait: bool):
+    with connection.cursor() as cur:
+        if wait:
+            cur.execute("SELECT pg_advisory_lock(%s, %s)", [namespace, key])
+            got = True
+        else:
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [namespace, key])
+            got = cur.fetchone()[0]
+    try:
+        yield got
+    finally:
+        if got:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, key])
+
+
+def _excluded_sources(incident: Incident) -> set[str]:
+    """Every source flagged in this run of the workspace: the clean world has none of them."""
+    return set(Incident.objects.filter(workspace=incident.workspace, run_number=incident.run_number)
+               .exclude(status=S.CLOSED).values_list("source_id", flat=True)) | {incident.source_id}
+
+
+class _Progress:
+    def __init__(self, incident_id: int, phase: str):
+        self.incident_id, self.phase, self.last = incident_id, phase, 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < 0.3:
+            return
+        self.last = now
+        Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
+
+
+def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
+    """Repair the workspace after a flag. Safe to call twice at once (the second returns None) and
+    after a crash at any point (it resumes from the checkpoint). Raises GraphUnavailable after marking
+    the incident blocked, so the task can retry."""
+    with _advisory_lock(7172, incident_id, wait=False) as mine:
+        if not mine:
+            return None
+        incident = Incident.objects.select_related("workspace").get(pk=incident_id)
+        if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
+            return incident
+        # Repairs of one workspace run one at a time, so overlapping incidents see each other's result.
+        with _advisory_lock(7171, incident.workspace_id, wait=True):
+            incident.refresh_from_db()
+            if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
+                return incident
+            if incident.status != S.REPAIRING:
+                _transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
+                            attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(), error="")
+            try:
+                return _repair(incident, supersede=supersede)
+            except (GraphUnavailable, OperationalError) as exc:
+                Incident.objects.filter(pk=incident.pk).update(status=S.BLOCKED, error=str(exc).splitlines()[0])
+                IncidentTransition.objects.create(incident=incident, via=Incident.Via.WORKER, from_status=S.REPAIRING,
+                                                  to_status=S.BLOCKED, reason=str(exc).splitlines()[0])
+                raise
+            except Exception as exc:
+                log.exception("repair of incident %s failed", incident.pk)
+                incident.refresh_from_db()
+                _transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
+                            error=f"{type(exc).__name__}: {exc}")
+                return incident
+
+
+def _repair(incident: Incident, *, supersede: bool) -> Incident:
+    ws = incident.workspace
+    graph = workspace_graph(ws.name)
+    if incident.plan is None:
+        excluded = _excluded_sources(incident)
+        session = RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
+                                   sources=dict(ws.sources.values_list("source_id", "content")),
+                                   excluded_sources=excluded, incident=incident.pk)
+        plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
+                            progress=_Progress(incident.pk, "walking"), supersede=supersede)
+        with transaction.atomic():
+            ActionOutcome.objects.filter(incident=incident).delete()
+            RepairEffect.objects.filter(incident=incident).delete()
+            ActionOutcome.objects.bulk_create(ActionOutcome(incident=incident, **o) for o in plan.outcomes)
+            RepairEffect.objects.bulk_create(RepairEffect(incident=incident, **e) for e in plan.effects)
+            incident.plan = plan.to_json()
+            incident.applied_steps = 0
+            incident.blast_radius = plan.blast_radius
+            incident.counts = plan.counts
+            incident.effects_invalidated = sum(1 for e in plan.effects if e["role"] == "invalidated")
+            touched = {o["ticket"] for o in plan.outcomes if o["ticket"] and o["status"] != "skipped"}
+            incident.tickets_untouched = ws.tickets.exclude(ticket_id__in=touched).count()
+            incident.phase = "applying"
+            incident.save()
+    steps = incident.plan["steps"]
+    progress = _Progress(incident.pk, "applying")
+    for i in range(incident.applied_steps, len(steps)):
+        apply_step(graph, steps[i])
+        Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1)
+        progress(i + 1, len(steps))
+    Incident.objects.filter(pk=incident.pk).update(phase="verifying", progress_done=0, progress_total=1)
+    verification = verify_workspace(workspace=ws, excluded=_excluded_sources(incident))
+    with transaction.atomic():
+        incident = Incident.objects.select_for_update().get(pk=incident.pk)
+        incident.verification = verification
+        replies = repair_finished.send(sender=Incident, incident=incident)
+        drafted = [r for _, r in replies if isinstance(r, int)]
+        incident.compensations = sum(drafted) if drafted else incident.effects_invalidated
+        ws.action_count = graph.ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
+        ws.save(update_fields=["action_count"])
+        _transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
+                    finished_at=timezone.now(), phase="done", progress_done=1, progress_total=1)
+    return incident
+
+
+def get_user(username: str):
+    User = get_user_model()
+    try:
+        return User.objects.get(username=username)
+    except User.DoesNotExist:
+        raise LookupError(f"unknown user {username!r}") from None
+
+
+def incident_summary(incident: Incident) -> dict:
+    """The flag_source --json shape, also used by the API and MCP."""
+    v = incident.verification or {}
+    return {
+        "incident": incident.pk,
+        "status": incident.status,
+        "workspace": incident.workspace.name,
+        "source": incident.source_id,
+        "blast_radius": incident.blast_radius,
+        "counts": {k: (incident.counts or {}).get(k, 0) for k in
+                   ("poisoned", "rerun_changed", "rerun_same", "skipped", "superseded", "new")},
+        "effects_invalidated": incident.effects_invalidated,
+        "compensations": incident.compensations,
+        "verification": {k: v.get(k) for k in ("facts", "decisions", "effects")},
+        "progress": {"phase": incident.phase, "done": incident.progress_done, "total": incident.progress_total,
+                     "percent": incident.percent},
+        "error": incident.error or None,
+    }
