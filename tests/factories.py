@@ -1,0 +1,12 @@
+import factory
+from django.contrib.auth import get_user_model
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    is_staff = True
+    password = factory.PostGenerationMethodCall("set_password", "pass-1234-kintsugi")
