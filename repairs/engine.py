@@ -48,10 +48,15 @@ class Plan:
     effects: list[dict]
     blast_radius: int
     counts: dict[str, int]
+    # The edges that brought each outcome's action into the repair, as they stood before it:
+    # {"<action id>": [[upstream action id, "FEEDS" | "HANDED_OFF", [[fact key, version], ...]], ...]}.
+    # A re-run's READ and FEEDS edges are replaced in the graph, so "why was this repaired?" (the
+    # admin's explain path and picture) is answered from here, not from the repaired graph.
+    upstream: dict[str, list] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"steps": self.steps, "outcomes": self.outcomes, "effects": self.effects,
-                "blast_radius": self.blast_radius, "counts": self.counts}
+                "blast_radius": self.blast_radius, "counts": self.counts, "upstream": self.upstream}
 
 
 # Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
@@ -86,6 +91,7 @@ class RepairWalk:
         self.supersede_enabled = supersede  # switched off only by the red verification test
         self.nodes: dict[int, Node] = {}
         self.preds: dict[int, set[int]] = {}
+        self.upstream: defaultdict[int, list] = defaultdict(list)  # pre-repair edges, see Plan.upstream
         self.status: dict[int, str] = {}
         self.pending_payload: dict[int, dict] = {}
         self.rows: dict[str, list] = {k: [] for k in STEP_ORDER}
@@ -114,8 +120,12 @@ class RepairWalk:
             self.nodes[aid].effects.append({"id": eid, "kind": kind, "ticket": ticket, "amount": amount,
                                             "currency": currency, "details": json.loads(details or "{}"),
                                             "live": live, "held": held})
-        for aid, pid, _ in self.graph.ro_query(queries.PREDECESSORS, {"ids": ids}):
+        read_from: defaultdict[tuple[int, int], list] = defaultdict(list)
+        for aid, key, version, writer in self.graph.ro_query(queries.ACTION_READS, {"ids": ids}):
+            read_from[(aid, writer)].append([key, version])
+        for aid, pid, kind in self.graph.ro_query(queries.PREDECESSORS, {"ids": ids}):
             self.preds[aid].add(pid)
+            self.upstream[aid].append([pid, kind, sorted(read_from[(aid, pid)]) if kind == "FEEDS" else []])
 
     # --- the walk ---
     def run(self) -> Plan:
@@ -144,8 +154,10 @@ class RepairWalk:
             rows = self.rows[kind]
             for i in range(0, len(rows), CHUNK):
                 steps.append((kind, rows[i:i + CHUNK]))
+        upstream = {str(aid): sorted(e for e in edges if e[0] in self.outcomes)
+                    for aid, edges in self.upstream.items() if aid in self.outcomes}
         return Plan(steps, sorted(self.outcomes.values(), key=lambda o: o["seq"]), self.effects,
-                    len(radius_ids), counts)
+                    len(radius_ids), counts, upstream)
 
     def _visit(self, node: Node) -> None:
         if self.preds.get(node.id, set()).isdisjoint(self.changed):
@@ -283,6 +295,7 @@ class RepairWalk:
         node = Node(aid, agent, seq, record.ticket, payload, record.decision, record.dhash, "new", parent,
                     record.read_keys, [])
         self.nodes[aid] = node
+        self.upstream[aid].append([parent, "HANDED_OFF", []])
         self._set(node, "new", after=record.decision)
         written = self._stage(record, create=True, status="new")
         self._wake_readers(record, written)
@@ -302,6 +315,8 @@ class RepairWalk:
                 continue
             self._load([reader])
             self.preds[reader].add(record.id)
+            self.upstream[reader].append([record.id, "FEEDS", sorted([f["key"], f["version"]] for f in written
+                                                                     if f["key"] in self.nodes[reader].read_keys)])
             if reader not in self.queued:
                 self.queued.add(reader)
                 heapq.heappush(self.heap, (self.nodes[reader].seq, reader))
