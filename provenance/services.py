@@ -37,12 +37,16 @@ def get_workspace(name: str) -> Workspace:
 
 
 def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = None,
-             exclude_source: str | None = None, actor=None, reason: str = "desk run",
+             exclude_source: str | list[str] | None = None, actor=None, reason: str = "desk run",
              progress: ProgressFn = noop) -> dict:
-    """Record one run of the support desk into `workspace`, replacing an earlier run of it."""
+    """Record one run of the support desk into `workspace`, replacing an earlier run of it.
+
+    `exclude_source` (one page id or several) records the run as if those pages never existed."""
     page_ids = [p[0] for p in PAGES]
-    if exclude_source and exclude_source not in page_ids:
-        raise UnknownSource(f"unknown source {exclude_source!r}; the desk's pages are {', '.join(page_ids)}")
+    excluded = [exclude_source] if isinstance(exclude_source, str) else list(exclude_source or [])
+    for source in excluded:
+        if source not in page_ids:
+            raise UnknownSource(f"unknown source {source!r}; the desk's pages are {', '.join(page_ids)}")
     specs = generated_tickets(tickets, seed or 0) if tickets else canonical_tickets()
     ping()  # fail before anything is replaced
     with transaction.atomic():
@@ -51,15 +55,15 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
         workspace_lock(ws)
         desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
         ws.run_number += 1
-        ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": exclude_source}
+        ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": excluded}
         ws.sources.all().delete()
         ws.tickets.all().delete()
-        pages = [p for p in PAGES if p[0] != exclude_source]
+        pages = [p for p in PAGES if p[0] not in excluded]
         Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=t, content=c) for s, t, c in pages)
         Ticket.objects.bulk_create(
             Ticket(workspace=ws, ticket_id=t.ticket_id, customer_name=t.customer_name, customer_email=t.email,
                    subject=t.subject, body=t.body, amount_cents=t.amount_cents, tier=t.tier,
-                   payment_reference=f"ch_{ws.name}_{t.ticket_id}")
+                   payment_reference=f"ch_{seed or 0}_{t.ticket_id}")
             for t in specs
         )
         for baseline in (False, True):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 from contextlib import contextmanager
 
@@ -161,6 +163,19 @@ class _Progress:
         Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
 
 
+def _fault_point(name: str) -> None:
+    """Fault injection for the resumability tests: when the file named by KINTSUGI_FAULT_FILE holds
+    `name`, remove it and die with SIGKILL here, as a worker killed by the OOM killer would."""
+    path = os.environ.get("KINTSUGI_FAULT_FILE")
+    if not path or not os.path.exists(path):
+        return
+    with open(path) as f:
+        wanted = f.read().strip()
+    if wanted == name:
+        os.remove(path)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
     """Repair the workspace after a flag. Safe to call twice at once (the second returns None) and
     after a crash at any point (it resumes from the checkpoint). Raises GraphUnavailable after marking
@@ -204,6 +219,7 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
                                    excluded_sources=excluded, incident=incident.pk)
         plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
                             progress=_Progress(incident.pk, "walking"), supersede=supersede)
+        _fault_point("walked")
         with transaction.atomic():
             ActionOutcome.objects.filter(incident=incident).delete()
             RepairEffect.objects.filter(incident=incident).delete()
@@ -224,8 +240,10 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
         apply_step(graph, steps[i])
         Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1)
         progress(i + 1, len(steps))
+        _fault_point(f"applied:{i + 1}")
     Incident.objects.filter(pk=incident.pk).update(phase="verifying", progress_done=0, progress_total=1)
     verification = verify_workspace(workspace=ws, excluded=_excluded_sources(incident))
+    _fault_point("verified")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         incident.verification = verification

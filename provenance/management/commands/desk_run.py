@@ -10,7 +10,7 @@ class Command(KintsugiCommand):
         parser.add_argument("--workspace", required=True)
         parser.add_argument("--tickets", type=int)
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--exclude-source")
+        parser.add_argument("--exclude-source", action="append", help="repeatable: record as if the page never existed")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):

@@ -1,0 +1,137 @@
+"""The repair's promises beyond the canonical numbers: correctness on generated desks, minimal
+re-execution, serialisation, and resumption after a worker is killed."""
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from provenance.desk.scenario import PAGES, POISONED_PAGE
+from provenance.selectors import export_state
+from provenance.services import desk_run
+from repairs.models import Incident, RepairEffect
+from repairs.services import IncidentAlreadyOpen, run_repair
+from tests.conftest import Worker, purge_broker, wait_for, worker_env
+from tests.repairs.helpers import flagger, graph_dump, inputs_by_step, open_incident, repair
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PAGE_IDS = [p[0] for p in PAGES]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("page", PAGE_IDS)
+def test_generated_desk_repair_equals_a_clean_run(seed, page):
+    desk_run(workspace="gen", tickets=300, seed=seed)
+    desk_run(workspace="gen-clean", tickets=300, seed=seed, exclude_source=page)
+    incident = repair("gen", page)
+    assert incident.status == "repaired", incident.error
+    assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+    assert export_state(workspace="gen") == export_state(workspace="gen-clean")
+
+
+@pytest.mark.parametrize("tickets,seed", [(None, 0), (300, 5)])
+def test_reexecutions_equal_the_minimum(tickets, seed):
+    """Computed independently: the surviving actions whose inputs (payload, values read) differ
+    between the poisoned run and a clean run are exactly the ones the repair re-ran."""
+    desk_run(workspace="min", tickets=tickets, seed=seed)
+    desk_run(workspace="min-clean", tickets=tickets, seed=seed, exclude_source=POISONED_PAGE)
+    before = inputs_by_step("min")
+    clean = inputs_by_step("min-clean")
+    minimum = {aid for step, (aid, *inputs) in before.items() if step in clean and clean[step][1:] != tuple(inputs)}
+    incident = repair("min", POISONED_PAGE)
+    rerun = set(incident.outcomes.filter(status__in=["rerun_same", "rerun_changed"]).values_list("action_id", flat=True))
+    assert rerun == minimum
+    assert len(rerun) > 0
+
+
+def test_two_concurrent_flags_open_exactly_one_incident():
+    desk_run(workspace="race")
+    user = flagger()
+    results, barrier = [], threading.Barrier(2)
+
+    def flag():
+        barrier.wait()
+        try:
+            results.append(open_incident("race", POISONED_PAGE, user).pk)
+        except IncidentAlreadyOpen as exc:
+            results.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=flag) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Incident.objects.filter(workspace__name="race").count() == 1
+    refused = [r for r in results if isinstance(r, IncidentAlreadyOpen)]
+    assert len(refused) == 1 and f"#{Incident.objects.get().pk}" in str(refused[0])
+
+
+def test_a_repair_delivered_twice_at_once_runs_once():
+    desk_run(workspace="twice")
+    incident = open_incident("twice", POISONED_PAGE)
+    results, barrier = [], threading.Barrier(2)
+
+    def deliver():
+        barrier.wait()
+        try:
+            results.append(run_repair(incident_id=incident.pk))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    incident.refresh_from_db()
+    assert incident.status == "repaired"
+    assert incident.counts["new"] == 4
+    assert RepairEffect.objects.filter(incident=incident, role="invalidated").count() == 10
+    assert incident.transitions.filter(to_status="repairing").count() == 1
+
+
+def test_overlapping_incidents_compensate_each_effect_once():
+    desk_run(workspace="overlap")
+    desk_run(workspace="overlap-clean", exclude_source=[POISONED_PAGE, "acme/refund-policy"])
+    first = repair("overlap", POISONED_PAGE)
+    second = repair("overlap", "acme/refund-policy")
+    assert (first.status, second.status) == ("repaired", "repaired")
+    invalidated = RepairEffect.objects.filter(incident__workspace__name="overlap", role="invalidated")
+    counts = Counter(invalidated.values_list("effect_id", flat=True))
+    assert counts and max(counts.values()) == 1
+    # The first repair's held replacements never left: the second cancels them instead of compensating.
+    assert RepairEffect.objects.filter(incident=second, role="cancelled").exists()
+    assert [second.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+    assert export_state(workspace="overlap") == export_state(workspace="overlap-clean")
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("fault", ["walked", "applied:1", "applied:6", "verified"])
+def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, settings):
+    desk_run(workspace="ref")
+    reference = repair("ref", POISONED_PAGE)
+    desk_run(workspace="kill")
+    fault_file = tmp_path / "fault"
+    fault_file.write_text(fault)
+    purge_broker()
+    worker = Worker(worker_env(connection.settings_dict["NAME"], KINTSUGI_FAULT_FILE=str(fault_file)),
+                    tmp_path / "worker.log").start()
+    try:
+        incident = open_incident("kill", POISONED_PAGE)
+        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=120)
+    finally:
+        worker.stop()
+    incident.refresh_from_db()
+    assert not fault_file.exists(), "the fault point was never reached"
+    assert incident.status == "repaired", incident.error
+    assert incident.counts == reference.counts
+    assert incident.verification == reference.verification
+
+    def effects(inc):
+        return sorted(inc.effects.values_list("role", "kind", "ticket", "amount_cents", "effect_id"))
+
+    assert effects(incident) == effects(reference)
+    assert graph_dump("kill") == graph_dump("ref")
