@@ -214,6 +214,13 @@ UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:READ]->(f:Fact)<-[:WROTE]-(w:Action)
 RETURN a.id, f.key, f.version, w.id
 """
+# One BFS level of explain_path: the FEEDS|HANDED_OFF successors of a frontier, with the edge that leads
+# there, so the shortest path from the source's ingesters to an action can be rebuilt step by step.
+SUCCESSOR_EDGES = """
+UNWIND $ids AS id
+MATCH (:Action {id: id})-[r:FEEDS|HANDED_OFF]->(b:Action)
+RETURN id, b.id, type(r)
+"""
 PREDECESSORS = """
 UNWIND $ids AS id
 MATCH (p:Action)-[r:FEEDS|HANDED_OFF]->(:Action {id: id})

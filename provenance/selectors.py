@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
+
+from django.db.models import QuerySet
 
 from provenance import queries
 from provenance.graph import Graph, workspace_graph
@@ -39,8 +41,18 @@ def _check_source(workspace: Workspace, source: str) -> None:
         raise UnknownSource(f"unknown source {source!r} in workspace {workspace.name!r}")
 
 
-def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None) -> dict:
-    """The preview of what flagging `source` would touch: actions in seq order, tickets, live effects."""
+def visible_workspaces(*, user) -> QuerySet[Workspace]:
+    """The workspaces `user` may see: the ones they are a member of (superusers see all)."""
+    if not user or not user.is_authenticated or not user.is_active:
+        return Workspace.objects.none()
+    if user.is_superuser:
+        return Workspace.objects.all()
+    return Workspace.objects.filter(members=user)
+
+
+def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None, offset: int = 0) -> dict:
+    """The preview of what flagging `source` would touch: actions in seq order, tickets, live effects.
+    `offset`/`limit` page the listed actions; the totals always cover the whole radius."""
     _check_source(workspace, source)
     graph = workspace_graph(workspace.name)
     actions = radius_actions(graph, source)
@@ -50,7 +62,7 @@ def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None)
     by_agent: dict[str, int] = {}
     for a in actions:
         by_agent[a[1]] = by_agent.get(a[1], 0) + 1
-    listed = actions if limit is None else actions[:limit]
+    listed = actions[offset:] if limit is None else actions[offset:offset + limit]
     return {
         "source": source,
         "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": a[3]} for a in listed],
@@ -61,6 +73,54 @@ def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None)
         "by_agent": by_agent,
         "effects_by_kind": {k: sum(1 for e in live if e[1] == k) for k in sorted({e[1] for e in live})},
     }
+
+
+def explain_path(*, workspace: str, source: str, action_id: int) -> list[dict]:
+    """The shortest FEEDS|HANDED_OFF chain from an action that INGESTED `source` to `action_id`, one dict
+    per step (the action, how it was reached, the facts it read, its handoffs). [] when the action does
+    not depend on the source. Ties between equally short paths go to the lowest action ids."""
+    ws = Workspace.objects.filter(name=workspace).first()
+    if ws is None:
+        raise LookupError(f"unknown workspace {workspace!r}")
+    _check_source(ws, source)
+    graph = workspace_graph(workspace)
+    if not graph.ro_query(queries.ACTION_SUMMARIES, {"ids": [action_id]}):
+        raise LookupError(f"unknown action {action_id} in workspace {workspace!r}")
+    start = sorted(ingesters(graph, source))
+    reached_by: dict[int, tuple[int | None, str]] = {a: (None, "INGESTED") for a in start}
+    frontier = start
+    while frontier and action_id not in reached_by:
+        nxt = []
+        for parent, child, edge in sorted(graph.ro_query(queries.SUCCESSOR_EDGES, {"ids": frontier})):
+            if child not in reached_by:
+                reached_by[child] = (parent, edge)
+                nxt.append(child)
+        frontier = nxt
+    if action_id not in reached_by:
+        return []
+    path = [action_id]
+    while reached_by[path[-1]][0] is not None:
+        path.append(reached_by[path[-1]][0])
+    path.reverse()
+    summaries = {r[0]: r for r in graph.ro_query(queries.ACTION_SUMMARIES, {"ids": path})}
+    reads: dict[int, list[dict]] = {a: [] for a in path}
+    for reader, key, version, writer in graph.ro_query(queries.ACTION_READS, {"ids": path}):
+        reads[reader].append({"key": key, "version": version, "writer": writer})
+    handoffs: dict[int, list[int]] = {a: [] for a in path}
+    for parent, child, edge in graph.ro_query(queries.SUCCESSOR_EDGES, {"ids": path}):
+        if edge == "HANDED_OFF":
+            handoffs[parent].append(child)
+    steps = []
+    for action in path:
+        parent, edge = reached_by[action]
+        facts = sorted(reads[action], key=lambda f: (f["key"], f["version"]))
+        # source: set on the first step only; facts: for FEEDS, the keys read that the previous step wrote.
+        how = {"edge": edge, "source": source if edge == "INGESTED" else None, "from_action": parent,
+               "facts": sorted({f["key"] for f in facts if f["writer"] == parent}) if edge == "FEEDS" else []}
+        _, agent, seq, ticket, status = summaries[action]
+        steps.append({"action": action, "agent": agent, "seq": seq, "ticket": ticket, "status": status,
+                      "reached_by": how, "facts_read": facts, "handoffs": sorted(handoffs[action])})
+    return steps
 
 
 def export_state(*, workspace: str, baseline: bool = False) -> dict:
@@ -96,7 +156,12 @@ def fact_history(*, workspace: str, key: str) -> list[dict]:
 
 
 def _parse(ts: str | None) -> datetime | None:
-    return datetime.fromisoformat(ts) if ts else None
+    # A recorded clock without an offset (a plain date given on back-fill) is read as UTC, so that it
+    # compares with the aware timestamps the recorder writes instead of raising TypeError.
+    if not ts:
+        return None
+    parsed = datetime.fromisoformat(ts)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def fact_as_of(*, workspace: str, key: str, at: datetime, clock: str = "known") -> dict | None:

@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "pgtrigger",
     "pghistory",
     "provenance",
@@ -103,10 +104,43 @@ KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")
 
+# The REST API (kintsugi_site/api): token first so that anonymous callers get 401 with WWW-Authenticate;
+# session auth keeps the browsable API usable from a logged-in admin session.
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "kintsugi_site.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "kintsugi_site.api.errors.exception_handler",
+    # Only the expensive endpoints are throttled (kintsugi_site.api.throttles), each by its own scope.
+    "DEFAULT_THROTTLE_RATES": {
+        "blast_radius": env("KINTSUGI_API_RATE_BLAST_RADIUS", default="120/min"),
+        "explain": env("KINTSUGI_API_RATE_EXPLAIN", default="120/min"),
+        "report": env("KINTSUGI_API_RATE_REPORT", default="30/min"),
+        "flag": env("KINTSUGI_API_RATE_FLAG", default="30/min"),
+    },
 }
-SPECTACULAR_SETTINGS = {"TITLE": "kintsugi API", "VERSION": "1.0.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "kintsugi API",
+    "DESCRIPTION": "What did this source touch? Blast radius, incidents, explain paths, fact history, review.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kintsugi_site.api.schema.add_error_responses",
+    ],
+}
+# The MCP endpoint (python manage.py mcp_serve): loopback by default; Host/Origin headers are checked.
+KINTSUGI_MCP_HOST = env("KINTSUGI_MCP_HOST", default="127.0.0.1")
+KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
 
 LOGGING = {
     "version": 1,

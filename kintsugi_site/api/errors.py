@@ -1,0 +1,111 @@
+"""One exception handler for the whole API: every error is `{"error": {"code", "message", "details"}}`
+with the right status, and nothing ever returns a stack trace.
+
+Domain exceptions from the services are mapped here, not caught in views, so a view stays a thin caller.
+Refused attempts to change something (POST answered 401/403/404/409/429) leave an audit record too.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from provenance.graph import GraphUnavailable
+from provenance.recorder import UnknownSource
+from provenance.services import UnknownWorkspace
+from kintsugi_site.api.audit import record_refusal
+from repairs.services import IncidentAlreadyOpen, RefusedTransition, RepairInProgress
+
+log = logging.getLogger("kintsugi.api")
+
+REFUSALS_AUDITED = {401, 403, 404, 409, 429}
+
+
+class ApiError(exceptions.APIException):
+    """An error a view raises on purpose, with its own stable code and optional details."""
+
+    def __init__(self, message: str, *, code: str, status_code: int = 400, details=None):
+        super().__init__(detail=message, code=code)
+        self.status_code, self.code, self.details = status_code, code, details
+
+
+def error_body(code: str, message: str, details=None) -> dict:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
+    """(status, code, message, details) for the services' exceptions; None for anything unknown."""
+    if isinstance(exc, IncidentAlreadyOpen):
+        return 409, "incident_already_open", _first_line(exc), {
+            "incident": exc.incident.pk, "status": exc.incident.status}
+    if isinstance(exc, (UnknownSource, UnknownWorkspace)):
+        return 404, "not_found", _first_line(exc), None
+    if isinstance(exc, (RefusedTransition, RepairInProgress)):
+        return 409, "refused_transition", _first_line(exc), None
+    if isinstance(exc, PermissionError):
+        return 403, "permission_denied", _first_line(exc), None
+    if isinstance(exc, GraphUnavailable):
+        return 503, "graph_unavailable", "the provenance graph store is unavailable; try again shortly", None
+    if isinstance(exc, LookupError):
+        return 404, "not_found", _first_line(exc), None
+    if isinstance(exc, ValueError):
+        return 400, "invalid", _first_line(exc), None
+    return None
+
+
+_DRF_CODES = {
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.Throttled: "throttled",
+    exceptions.ParseError: "parse_error",
+    exceptions.ValidationError: "invalid",
+}
+
+
+def exception_handler(exc: Exception, context: dict) -> Response:
+    request = context.get("request")
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.APIException):
+        response = drf_exception_handler(exc, context)  # keeps WWW-Authenticate and Retry-After headers
+        if isinstance(exc, ApiError):
+            body = error_body(exc.code, str(exc.detail), exc.details)
+        elif isinstance(exc, exceptions.ValidationError):
+            body = error_body("invalid", "the request is not valid; see details", exc.detail)
+        elif isinstance(exc, exceptions.Throttled):
+            body = error_body("throttled", str(exc.detail), {"retry_after": exc.wait})
+        else:
+            code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), exc.default_code)
+            body = error_body(code, str(exc.detail), None)
+        response.data = body
+    else:
+        mapped = _domain_error(exc)
+        if mapped is None:
+            # Unknown failure: log it with its traceback for operators, answer without one.
+            log.exception("API request failed: %s %s", getattr(request, "method", "?"), getattr(request, "path", "?"))
+            response = Response(error_body("server_error", "internal error; it has been logged", None),
+                                status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+        else:
+            code_status, code, message, details = mapped
+            response = Response(error_body(code, message, details), status=code_status)
+    if request is not None and request.method not in ("GET", "HEAD", "OPTIONS") and \
+            response.status_code in REFUSALS_AUDITED:
+        record_refusal(request=request, view=context.get("view"), status=response.status_code,
+                              code=response.data["error"]["code"], message=response.data["error"]["message"])
+    return response

@@ -1,0 +1,39 @@
+"""drf-spectacular hook: every operation documents the error shape and the statuses it can answer with."""
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "details"],
+            "properties": {
+                "code": {"type": "string", "description": "stable machine-readable code"},
+                "message": {"type": "string"},
+                "details": {"nullable": True, "description": "field errors, or what the code needs"},
+            },
+        }
+    },
+}
+
+_DESCRIPTIONS = {
+    "400": "Invalid request", "401": "Not authenticated", "403": "Refused: the role does not allow it",
+    "404": "Not found (or in a workspace the caller is not a member of)", "405": "Method not allowed",
+    "406": "Not acceptable", "409": "Conflict", "415": "Unsupported media type",
+    "429": "Throttled", "503": "A backing store is unavailable",
+}
+_EVERY_OPERATION = ("401", "403", "404", "405", "406", "429", "503")
+_WITH_BODY = ("400", "409", "415")
+
+
+def add_error_responses(result, generator, request, public):
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    ref = {"$ref": "#/components/schemas/Error"}
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            codes = _EVERY_OPERATION + (_WITH_BODY if method in ("post", "put", "patch") else ("400",))
+            responses = operation.setdefault("responses", {})
+            for code in codes:
+                responses.setdefault(code, {"description": _DESCRIPTIONS[code],
+                                            "content": {"application/json": {"schema": ref}}})
+    return result

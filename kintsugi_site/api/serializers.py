@@ -1,0 +1,237 @@
+"""Request and response shapes of the API. Responses that come from a service or selector as plain data
+(incident_summary, blast_radius, fact_history, explain_path) are passed through a declared serializer so
+that the OpenAPI schema states exactly what the endpoint returns."""
+from __future__ import annotations
+
+from django.db.models import Count, Q
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from provenance.models import Source, Workspace
+from repairs.models import Incident
+from repairs.services import incident_summary
+
+MAX_BLAST_RADIUS_PAGE = 500
+
+
+# --- requests ---------------------------------------------------------------------------------------
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, help_text="Why: recorded with the change, and required.")
+
+    def validate_reason(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("a reason is required")
+        return value.strip()
+
+
+class BlastRadiusQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, default=50,
+                                     help_text=f"Actions per page; at most {MAX_BLAST_RADIUS_PAGE}.")
+    offset = serializers.IntegerField(min_value=0, default=0)
+
+
+class ExplainQuerySerializer(serializers.Serializer):
+    source = serializers.IntegerField(min_value=1, help_text="The id of the source (as in /api/v1/sources/{id}/).")
+
+
+class FactQuerySerializer(serializers.Serializer):
+    as_of = serializers.DateTimeField(required=False, help_text="ISO 8601; also answer what held at this time.")
+    clock = serializers.ChoiceField(choices=["known", "valid"], default="known",
+                                    help_text="known: what the system believed then; valid: what held in the world.")
+
+
+class IncidentReportQuerySerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["json", "csv", "pdf"], default="json")
+
+
+# --- workspaces and sources ----------------------------------------------------------------------------
+class WorkspaceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Workspace
+        fields = ["id", "name", "run_number", "action_count", "created_at"]
+
+
+class IncidentStatusCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    open = serializers.IntegerField()
+    repairing = serializers.IntegerField()
+    repaired = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    blocked = serializers.IntegerField()
+    closed = serializers.IntegerField()
+
+
+class WorkspaceCountsSerializer(serializers.Serializer):
+    sources = serializers.IntegerField()
+    tickets = serializers.IntegerField()
+    actions = serializers.IntegerField()
+    incidents = IncidentStatusCountsSerializer()
+
+
+class WorkspaceDetailSerializer(WorkspaceSerializer):
+    counts = serializers.SerializerMethodField()
+
+    class Meta(WorkspaceSerializer.Meta):
+        fields = WorkspaceSerializer.Meta.fields + ["run_params", "counts"]
+
+    @extend_schema_field(WorkspaceCountsSerializer)
+    def get_counts(self, workspace: Workspace) -> dict:
+        by_status = workspace.incidents.aggregate(
+            total=Count("pk"), **{s: Count("pk", filter=Q(status=s)) for s in Incident.Status.values})
+        return {"sources": workspace.sources.count(), "tickets": workspace.tickets.count(),
+                "actions": workspace.action_count, "incidents": by_status}
+
+
+class SourceSerializer(serializers.ModelSerializer):
+    workspace_name = serializers.CharField(source="workspace.name", read_only=True)
+    open_incident = serializers.SerializerMethodField(help_text="The id of the source's open incident, if any.")
+
+    class Meta:
+        model = Source
+        fields = ["id", "workspace", "workspace_name", "source_id", "title", "created_at", "open_incident"]
+
+    def get_open_incident(self, source: Source) -> int | None:
+        return (Incident.objects.filter(workspace_id=source.workspace_id, source_id=source.source_id)
+                .exclude(status=Incident.Status.CLOSED).values_list("pk", flat=True).first())
+
+
+class SourceDetailSerializer(SourceSerializer):
+    class Meta(SourceSerializer.Meta):
+        fields = SourceSerializer.Meta.fields + ["content"]
+
+
+# --- incidents (the canonical incident_summary shape, plus who/when/why) --------------------------------
+class OutcomeCountsSerializer(serializers.Serializer):
+    poisoned = serializers.IntegerField()
+    rerun_changed = serializers.IntegerField()
+    rerun_same = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    superseded = serializers.IntegerField()
+    new = serializers.IntegerField()
+
+
+class VerificationSerializer(serializers.Serializer):
+    facts = serializers.IntegerField(allow_null=True, help_text="Active facts differing from the clean baseline.")
+    decisions = serializers.IntegerField(allow_null=True)
+    effects = serializers.IntegerField(allow_null=True)
+
+
+class ProgressSerializer(serializers.Serializer):
+    phase = serializers.CharField(allow_blank=True)
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class IncidentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    incident = serializers.IntegerField(help_text="Same as id (the flag_source --json shape).")
+    status = serializers.ChoiceField(choices=Incident.Status.choices)
+    workspace = serializers.CharField()
+    workspace_id = serializers.IntegerField()
+    source = serializers.CharField()
+    reason = serializers.CharField()
+    flagged_by = serializers.CharField()
+    flagged_via = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    attempts = serializers.IntegerField()
+    blast_radius = serializers.IntegerField(allow_null=True)
+    counts = OutcomeCountsSerializer()
+    effects_invalidated = serializers.IntegerField(allow_null=True)
+    compensations = serializers.IntegerField(allow_null=True)
+    verification = VerificationSerializer()
+    progress = ProgressSerializer()
+    error = serializers.CharField(allow_null=True)
+
+    def to_representation(self, incident: Incident) -> dict:
+        data = incident_summary(incident) | {
+            "id": incident.pk, "workspace_id": incident.workspace_id, "reason": incident.reason,
+            "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,
+            "created_at": incident.created_at, "finished_at": incident.finished_at, "attempts": incident.attempts,
+        }
+        return super().to_representation(data)
+
+
+# --- blast radius -------------------------------------------------------------------------------------------
+class RadiusActionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    agent = serializers.CharField()
+    seq = serializers.FloatField()
+    ticket = serializers.CharField(allow_null=True)
+
+
+class BlastRadiusSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    source_pk = serializers.IntegerField(help_text="The source's API id.")
+    workspace = serializers.CharField()
+    size = serializers.IntegerField(help_text="Actions in the blast radius (all pages).")
+    tickets = serializers.IntegerField(help_text="Tickets those actions touched.")
+    effects = serializers.IntegerField(help_text="Live external effects (refunds, emails) of those actions.")
+    amount_at_stake = serializers.FloatField(help_text="Sum of the live refunds, in the currency's main unit.")
+    by_agent = serializers.DictField(child=serializers.IntegerField())
+    effects_by_kind = serializers.DictField(child=serializers.IntegerField())
+    limit = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True)
+    previous = serializers.CharField(allow_null=True)
+    actions = RadiusActionSerializer(many=True, help_text="This page of the radius, in re-execution (seq) order.")
+
+
+# --- explain ------------------------------------------------------------------------------------------------
+class FactReadSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    version = serializers.IntegerField()
+    writer = serializers.IntegerField(help_text="The action that wrote this version.")
+
+
+class ReachedBySerializer(serializers.Serializer):
+    edge = serializers.ChoiceField(choices=["INGESTED", "FEEDS", "HANDED_OFF"])
+    source = serializers.CharField(allow_null=True, help_text="For INGESTED (the first step): the source.")
+    from_action = serializers.IntegerField(allow_null=True, help_text="The previous step (null on the first).")
+    facts = serializers.ListField(child=serializers.CharField(),
+                                  help_text="For FEEDS: the keys this step read that the previous step wrote.")
+
+
+class ExplainStepSerializer(serializers.Serializer):
+    action = serializers.IntegerField()
+    agent = serializers.CharField()
+    seq = serializers.FloatField()
+    ticket = serializers.CharField(allow_null=True)
+    status = serializers.CharField(allow_null=True)
+    reached_by = ReachedBySerializer()
+    facts_read = FactReadSerializer(many=True)
+    handoffs = serializers.ListField(child=serializers.IntegerField(), help_text="Actions this step handed off to.")
+
+
+class ExplainSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    source = serializers.CharField()
+    action = serializers.IntegerField()
+    steps = ExplainStepSerializer(many=True)
+
+
+# --- facts --------------------------------------------------------------------------------------------------
+class FactVersionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    value = serializers.JSONField()
+    version = serializers.IntegerField()
+    seq = serializers.FloatField()
+    active = serializers.BooleanField()
+    valid_from = serializers.CharField(allow_null=True, help_text="Valid time: from when it held in the world.")
+    valid_until = serializers.CharField(allow_null=True)
+    known_at = serializers.CharField(allow_null=True, help_text="Known time: when the system learned it.")
+    system_at = serializers.CharField(allow_null=True, help_text="System time: when it was written.")
+    invalidated_at = serializers.CharField(allow_null=True)
+    invalidated_by = serializers.IntegerField(allow_null=True, help_text="The incident that invalidated it.")
+    writer = serializers.IntegerField()
+    writer_agent = serializers.CharField()
+
+
+class FactHistorySerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    key = serializers.CharField()
+    clock = serializers.CharField()
+    as_of = serializers.DateTimeField(allow_null=True)
+    value_as_of = FactVersionSerializer(allow_null=True, help_text="The version that held at as_of on that clock.")
+    versions = FactVersionSerializer(many=True)

@@ -1,0 +1,21 @@
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from kintsugi_site.api import views
+
+app_name = "api"
+
+router = DefaultRouter()
+router.register("workspaces", views.WorkspaceViewSet, basename="workspace")
+router.register("sources", views.SourceViewSet, basename="source")
+router.register("incidents", views.IncidentViewSet, basename="incident")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[]), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]), name="redoc"),
+    path("actions/<int:action_id>/explain/", views.ExplainView.as_view(), name="action-explain"),
+    *router.urls,
+    re_path(r"^.*$", views.NotFoundView.as_view(), name="not-found"),
+]

@@ -1,0 +1,248 @@
+"""Thin views: parse the request, call one service or selector, render the result. Errors from the
+services are mapped to statuses in kintsugi_site.api.errors, never caught here.
+
+Tenancy: every queryset starts from the workspaces the caller is a member of, so anything in another
+workspace answers 404, exactly as if it did not exist."""
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.generics import get_object_or_404
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from kintsugi_site.api import reports
+from kintsugi_site.api.errors import ApiError
+from kintsugi_site.api.permissions import MayRetryIncidents
+from kintsugi_site.api.serializers import (
+    MAX_BLAST_RADIUS_PAGE,
+    BlastRadiusQuerySerializer,
+    BlastRadiusSerializer,
+    ExplainQuerySerializer,
+    ExplainSerializer,
+    FactHistorySerializer,
+    FactQuerySerializer,
+    IncidentReportQuerySerializer,
+    IncidentSerializer,
+    ReasonSerializer,
+    SourceDetailSerializer,
+    SourceSerializer,
+    WorkspaceDetailSerializer,
+    WorkspaceSerializer,
+)
+from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
+from provenance import selectors as provenance_selectors
+from provenance.models import Source
+from repairs import services as repair_services
+from repairs.models import Incident
+
+VIA = Incident.Via.API
+
+
+def _query(serializer_class, request):
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _body(serializer_class, request):
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _visible(request):
+    return provenance_selectors.visible_workspaces(user=request.user)
+
+
+def _int_filter(request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError(f"{name} must be an integer id", code="invalid", details={name: value}) from None
+
+
+WORKSPACE_FILTER = OpenApiParameter("workspace", OpenApiTypes.INT, description="Only this workspace (its id).")
+
+
+# --- workspaces -----------------------------------------------------------------------------------------
+@extend_schema_view(list=extend_schema(summary="Workspaces the caller is a member of"),
+                    retrieve=extend_schema(summary="A workspace with its counts"))
+class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
+    def get_queryset(self):
+        return _visible(self.request).order_by("name")
+
+    def get_serializer_class(self):
+        return WorkspaceDetailSerializer if self.action == "retrieve" else WorkspaceSerializer
+
+    @extend_schema(summary="The history of a fact with its three clocks", parameters=[FactQuerySerializer],
+                   responses=FactHistorySerializer)
+    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)")
+    def facts(self, request, pk=None, key=None):
+        workspace = self.get_object()
+        q = _query(FactQuerySerializer, request)
+        versions = provenance_selectors.fact_history(workspace=workspace.name, key=key)
+        if not versions:
+            raise ApiError(f"no fact {key!r} in workspace {workspace.name!r}", code="not_found", status_code=404)
+        as_of = q.get("as_of")
+        held = (provenance_selectors.fact_as_of(workspace=workspace.name, key=key, at=as_of, clock=q["clock"])
+                if as_of else None)
+        return Response(FactHistorySerializer({
+            "workspace": workspace.name, "key": key, "clock": q["clock"], "as_of": as_of,
+            "value_as_of": held, "versions": versions}).data)
+
+
+# --- sources --------------------------------------------------------------------------------------------
+@extend_schema_view(list=extend_schema(summary="Sources (outside documents the agents ingested)",
+                                       parameters=[WORKSPACE_FILTER]),
+                    retrieve=extend_schema(summary="A source with its content"))
+class SourceViewSet(viewsets.ReadOnlyModelViewSet):
+    throttle_scope = None  # set per action: the expensive ones are throttled by their own scope
+
+    def get_queryset(self):
+        qs = Source.objects.filter(workspace__in=_visible(self.request)).select_related("workspace")
+        workspace = _int_filter(self.request, "workspace") if self.action == "list" else None
+        return qs.filter(workspace_id=workspace) if workspace else qs
+
+    def get_serializer_class(self):
+        return SourceDetailSerializer if self.action == "retrieve" else SourceSerializer
+
+    @extend_schema(summary="Flag a bad source: opens an incident and starts its repair", request=ReasonSerializer,
+                   responses={201: IncidentSerializer,
+                              409: OpenApiResponse(description="The source already has an open incident "
+                                                               "(details.incident names it)")})
+    @action(detail=True, methods=["post"], throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="flag")
+    def flag(self, request, pk=None):
+        source = self.get_object()
+        reason = _body(ReasonSerializer, request)["reason"]
+        incident = repair_services.flag_source(workspace=source.workspace, source_id=source.source_id,
+                                               actor=request.user, reason=reason, via=VIA)
+        return Response(IncidentSerializer(incident).data, status=201,
+                        headers={"Location": reverse("api:incident-detail", args=[incident.pk], request=request)})
+
+    @extend_schema(summary="Preview what flagging this source would touch (paged)",
+                   parameters=[BlastRadiusQuerySerializer], responses=BlastRadiusSerializer)
+    @action(detail=True, methods=["get"], url_path="blast-radius", throttle_classes=[ExpensiveEndpointThrottle],
+            throttle_scope="blast_radius")
+    def blast_radius(self, request, pk=None):
+        source = self.get_object()
+        q = _query(BlastRadiusQuerySerializer, request)
+        limit, offset = q["limit"], q["offset"]
+        if limit > MAX_BLAST_RADIUS_PAGE:
+            raise ApiError(f"limit {limit} is over the hard cap of {MAX_BLAST_RADIUS_PAGE} actions per page; "
+                           f"page through the radius with offset", code="limit_over_cap",
+                           details={"limit": limit, "max_limit": MAX_BLAST_RADIUS_PAGE})
+        radius = provenance_selectors.blast_radius(workspace=source.workspace, source=source.source_id,
+                                                   limit=limit, offset=offset)
+        url = request.build_absolute_uri(request.path)
+        more = offset + limit < radius["size"]
+        return Response(BlastRadiusSerializer(radius | {
+            "source_pk": source.pk, "workspace": source.workspace.name, "limit": limit, "offset": offset,
+            "next": f"{url}?limit={limit}&offset={offset + limit}" if more else None,
+            "previous": f"{url}?limit={limit}&offset={max(offset - limit, 0)}" if offset else None,
+        }).data)
+
+
+# --- incidents ------------------------------------------------------------------------------------------
+class FileDownloadNegotiation(BaseContentNegotiation):
+    """The report's `?format=` names the file format, not a DRF renderer: never negotiate on it."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Incidents, newest first", parameters=[
+        WORKSPACE_FILTER,
+        OpenApiParameter("status", OpenApiTypes.STR, enum=Incident.Status.values),
+        OpenApiParameter("source", OpenApiTypes.STR, description="Only incidents of this source_id.")]),
+    retrieve=extend_schema(summary="An incident: status, progress, counts, verification"))
+class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = IncidentSerializer
+    throttle_scope = None
+
+    def get_queryset(self):
+        qs = (Incident.objects.filter(workspace__in=_visible(self.request))
+              .select_related("workspace", "flagged_by").order_by("-created_at", "-pk"))
+        if self.action != "list":
+            return qs
+        params = self.request.query_params
+        workspace = _int_filter(self.request, "workspace")
+        if workspace:
+            qs = qs.filter(workspace_id=workspace)
+        if params.get("status"):
+            if params["status"] not in Incident.Status.values:
+                raise ApiError(f"status must be one of {', '.join(Incident.Status.values)}", code="invalid",
+                               details={"status": params["status"]})
+            qs = qs.filter(status=params["status"])
+        if params.get("source"):
+            qs = qs.filter(source_id=params["source"])
+        return qs
+
+    @extend_schema(summary="Send a failed or blocked repair back to the worker", request=ReasonSerializer,
+                   responses={200: IncidentSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[MayRetryIncidents])
+    def retry(self, request, pk=None):
+        incident = self.get_object()
+        reason = _body(ReasonSerializer, request)["reason"]
+        incident = repair_services.retry_incident(incident=incident, actor=request.user, reason=reason, via=VIA)
+        return Response(IncidentSerializer(incident).data)
+
+    @extend_schema(summary="Download the incident report", parameters=[IncidentReportQuerySerializer],
+                   responses={(200, "application/json"): OpenApiTypes.OBJECT,
+                              (200, "text/csv"): OpenApiTypes.STR,
+                              (200, "application/pdf"): OpenApiTypes.BINARY})
+    @action(detail=True, methods=["get"], content_negotiation_class=FileDownloadNegotiation,
+            throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="report")
+    def report(self, request, pk=None):
+        incident = self.get_object()
+        fmt = _query(IncidentReportQuerySerializer, request)["format"]
+        body, content_type, filename = reports.render(incident, fmt)
+        response = HttpResponse(body, content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+
+# --- explain --------------------------------------------------------------------------------------------
+class ExplainView(APIView):
+    throttle_classes = [ExpensiveEndpointThrottle]
+    throttle_scope = "explain"
+
+    @extend_schema(summary="The path from a source to an action: why the action depends on the source",
+                   parameters=[ExplainQuerySerializer], responses=ExplainSerializer)
+    def get(self, request, action_id: int):
+        source_pk = _query(ExplainQuerySerializer, request)["source"]
+        source = get_object_or_404(Source.objects.filter(workspace__in=_visible(request)).select_related("workspace"),
+                                   pk=source_pk)
+        steps = provenance_selectors.explain_path(workspace=source.workspace.name, source=source.source_id,
+                                                  action_id=action_id)
+        if not steps:
+            raise ApiError(f"action {action_id} does not depend on source {source.source_id!r}", code="no_path",
+                           status_code=404)
+        return Response(ExplainSerializer({"workspace": source.workspace.name, "source": source.source_id,
+                                           "action": action_id, "steps": steps}).data)
+
+
+class NotFoundView(APIView):
+    """Any other path under /api/v1/: a JSON 404 instead of Django's HTML page."""
+
+    permission_classes = [AllowAny]
+    authentication_classes = []
+    schema = None  # not an endpoint: left out of the OpenAPI schema
+
+    def get(self, request, *args, **kwargs):
+        raise ApiError(f"no API endpoint at {request.path}", code="not_found", status_code=404)
+
+    post = put = patch = delete = get

@@ -1,0 +1,59 @@
+"""API fixtures: users in roles with tokens, a canonical desk in a workspace of its own, API clients."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from provenance.desk.scenario import POISONED_PAGE
+from provenance.models import Source
+from provenance.services import desk_run, get_workspace
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_cache():
+    # Throttle counters live in the default (local-memory) cache: start each test with none.
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+def role(name: str) -> Group:
+    """The role's group (made by the compensation app's data migration); a stand-in with the flag
+    permission for 'Support lead' where that migration has not run."""
+    group, created = Group.objects.get_or_create(name=name)
+    if created and name == "Support lead":
+        group.permissions.add(Permission.objects.get(codename="flag_source"))
+    return group
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username: str, *, roles=(), workspaces=(), superuser: bool = False):
+        user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi",
+                                                     is_superuser=superuser, is_staff=superuser)
+        for name in roles:
+            user.groups.add(role(name))
+        for ws in workspaces:
+            ws.members.add(user)
+        Token.objects.create(user=user)
+        return user
+    return make
+
+
+def client_for(user=None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {user.auth_token.key}")
+    return client
+
+
+@pytest.fixture
+def canonical_desk():
+    """Record the canonical desk into a workspace named after nothing else; returns (workspace, poisoned source)."""
+    def make(name: str):
+        desk_run(workspace=name)
+        ws = get_workspace(name)
+        return ws, Source.objects.get(workspace=ws, source_id=POISONED_PAGE)
+    return make
