@@ -149,3 +149,15 @@ def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+@pytest.fixture(autouse=True)
+def _empty_graphs():
+    """Each test starts without workspace graphs (the model cache stays: it is content-addressed)."""
+    yield
+    from django.conf import settings
+    from provenance.graph import Graph, _db, cache_graph_name
+
+    for name in _db().list_graphs():
+        if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name():
+            Graph(name).delete()

@@ -28,7 +28,8 @@ class KintsugiCommand(BaseCommand):
             self._fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     def _fail(self, message: str) -> None:
-        sys.stderr.write(f"error: {message}\n")
+        self.stderr.style_func = None
+        self.stderr.write(f"error: {message}")
         sys.exit(2)
 
     def print_json(self, data) -> None:
