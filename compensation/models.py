@@ -1,0 +1,148 @@
+"""Compensation items (drafts people approve or reject) and the append-only audit trail.
+
+Kinds of item (what `review_queue` lists as "kind"):
+- `refund_reversal`: a refund that already left on a now-invalid decision; executing it files a reversal
+  request in the ledger. When the repair also produced a replacement refund on the same ticket, the two
+  are netted into this one item for the difference (a full refund that should have been partial).
+- `correction_email`: a customer email that already left on a now-invalid decision; executing it sends
+  the correction. When the ticket's refund was netted, the replacement confirmation is folded into it:
+  one email that explains the difference.
+- `replacement_refund` / `replacement_email`: effects the repair itself produced (re-runs, new actions).
+  They were held, never sent, and wait for approval in the same queue.
+The first two are the "compensation items" an incident counts (one per invalidated effect group); the
+replacement kinds are listed beside them.
+"""
+from __future__ import annotations
+
+import pgtrigger
+from django.conf import settings
+from django.db import models
+
+
+class CompensationItem(models.Model):
+    class Kind(models.TextChoices):
+        REFUND_REVERSAL = "refund_reversal", "refund reversal request"
+        CORRECTION_EMAIL = "correction_email", "customer correction email"
+        REPLACEMENT_REFUND = "replacement_refund", "replacement refund"
+        REPLACEMENT_EMAIL = "replacement_email", "replacement email"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        EXECUTED = "executed"
+        REJECTED = "rejected"
+        CANCELLED = "cancelled"
+
+    COMPENSATION_KINDS = (Kind.REFUND_REVERSAL, Kind.CORRECTION_EMAIL)
+    MONEY_KINDS = (Kind.REFUND_REVERSAL, Kind.REPLACEMENT_REFUND)
+    EMAIL_KINDS = (Kind.CORRECTION_EMAIL, Kind.REPLACEMENT_EMAIL)
+
+    incident = models.ForeignKey("repairs.Incident", on_delete=models.PROTECT, related_name="compensation_items")
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # incident:kind:ticket:effect ids; makes drafting idempotent when repair_finished is sent again.
+    draft_key = models.CharField(max_length=200, unique=True, editable=False)
+    effects = models.ManyToManyField("repairs.RepairEffect", related_name="compensation_items", blank=True)
+
+    # Trusted: computed from the ticket and the repair, never from model output.
+    ticket_id = models.CharField(max_length=32)
+    customer_email = models.EmailField(help_text="The ticket's customer: the only allowed recipient.")
+    facts = models.JSONField(default=dict, help_text="Ticket snapshot and netting numbers the draft is checked against.")
+    original = models.JSONField(default=list, help_text="The effects this item compensates or releases.")
+    path = models.JSONField(default=list, help_text="From the flagged source to the effect.")
+
+    # Untrusted: drafted by the model (or edited by a reviewer) and validated before approval.
+    to = models.CharField(max_length=320, blank=True)
+    subject = models.CharField(max_length=300, blank=True)
+    body = models.TextField(blank=True)
+    payment_reference = models.CharField(max_length=64, blank=True)
+    amount_cents = models.IntegerField(default=0, help_text="Money this item moves when executed (0 for emails).")
+    currency = models.CharField(max_length=8, default="USD")
+    drafted_by = models.CharField(max_length=120, blank=True, help_text="Model backend that wrote the draft.")
+    prompt_version = models.CharField(max_length=64, blank=True)
+    valid = models.BooleanField(default=False)
+    problems = models.JSONField(default=list, blank=True)
+    edited = models.BooleanField(default=False)
+
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                   related_name="compensation_decisions")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    # Recorded when the item is approved, before anything is sent: the ledger and the outbox refuse a
+    # second row with the same key, so retries and double clicks send nothing twice.
+    execution_key = models.CharField(max_length=128, unique=True, null=True, blank=True, editable=False)
+    execution_attempts = models.PositiveIntegerField(default=0)
+    executed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["incident", "ticket_id", "kind", "pk"]
+        permissions = [("review_compensationitem", "Can approve, reject or edit compensation drafts")]
+        indexes = [models.Index(fields=["status", "incident"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.get_kind_display()} for {self.ticket_id}"
+
+    @property
+    def is_compensation(self) -> bool:
+        return self.kind in self.COMPENSATION_KINDS
+
+    @property
+    def moves_money(self) -> bool:
+        return self.kind in self.MONEY_KINDS
+
+    @property
+    def approvable(self) -> bool:
+        return self.status == self.Status.PENDING and self.valid
+
+    @property
+    def amount_display(self) -> str:
+        return f"{self.amount_cents / 100:.2f} {self.currency}"
+
+
+class AuditEvent(models.Model):
+    """One state change of an incident, a compensation item or a policy: who, what, when, why, from where.
+
+    Append-only: UPDATE and DELETE are refused by triggers (and, for a restricted application role, by
+    missing privileges), and every row carries the SHA-256 of its content and of the previous row, so
+    `manage.py verify_audit` detects an edit, a deletion or a reordering made behind the triggers' back
+    (by the table owner, with triggers disabled)."""
+
+    class Via(models.TextChoices):
+        ADMIN = "admin"
+        API = "api"
+        CLI = "cli"
+        MCP = "mcp"
+        WORKER = "worker"
+
+    seq = models.PositiveBigIntegerField(unique=True, editable=False)
+    at = models.DateTimeField(editable=False)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                              related_name="+", db_constraint=False)
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Username at the time (kept if the user is renamed).")
+    via = models.CharField(max_length=16, choices=Via.choices)
+    subject_type = models.CharField(max_length=32)
+    subject_id = models.CharField(max_length=64, blank=True)
+    incident = models.ForeignKey("repairs.Incident", on_delete=models.DO_NOTHING, null=True, blank=True,
+                                 related_name="audit_events", db_constraint=False)
+    action = models.CharField(max_length=64)
+    from_status = models.CharField(max_length=32, blank=True)
+    to_status = models.CharField(max_length=32, blank=True)
+    reason = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    prev_hash = models.CharField(max_length=64, editable=False)
+    hash = models.CharField(max_length=64, editable=False)
+
+    class Meta:
+        ordering = ["seq"]
+        permissions = [("export_auditevent", "Can export the audit trail")]
+        indexes = [models.Index(fields=["subject_type", "subject_id"])]
+        triggers = [
+            # Row triggers only: TRUNCATE is what Django's test flush uses, so it is refused by the
+            # database role instead (compensation.audit.restrict_role revokes it with UPDATE/DELETE).
+            pgtrigger.Protect(name="audit_no_update_delete", operation=pgtrigger.Update | pgtrigger.Delete),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.action} {self.subject_type}:{self.subject_id}"

@@ -1,0 +1,27 @@
+"""Groups Support lead, Reviewer and Auditor with their permissions (compensation.roles)."""
+from django.contrib.auth.management import create_permissions
+from django.db import migrations
+
+from compensation.roles import grant_roles
+
+
+def create_roles(apps, schema_editor):
+    # Permissions are normally created after all migrations (post_migrate); create them now so the
+    # groups can hold them on a fresh database.
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    grant_roles(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("compensation", "0001_initial"),
+        ("provenance", "0001_initial"),
+        ("repairs", "0001_initial"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("contenttypes", "0002_remove_content_type_name"),
+    ]
+
+    operations = [migrations.RunPython(create_roles, migrations.RunPython.noop)]
