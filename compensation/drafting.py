@@ -1,0 +1,181 @@
+"""From a repair's effects to the items people review: netting per ticket, and the drafting tasks.
+
+Netting (issue 4, item 1). Per ticket of an incident:
+- invalidated refunds A and replacement refunds B on the same ticket become ONE money item for the
+  difference: a `refund_reversal` of A - B when A > B (a full refund that should have been partial), a
+  `replacement_refund` of B - A when B > A, nothing when they cancel out. Without a replacement, each
+  ticket's invalidated refunds become one `refund_reversal` of A.
+- invalidated emails become ONE `correction_email` per ticket. When the ticket's refund was netted, the
+  replacement emails (the new confirmation) are folded into it: one email explains the difference.
+- replacement emails of tickets whose refund was not netted (a reply instead of a refund) stay
+  `replacement_email` items; replacement refunds without anything invalidated stay `replacement_refund`.
+
+Drafting goes through the model client (provenance.llm): Gemini with a structured output schema when a
+key is set, the deterministic offline drafters below otherwise. Everything a drafter returns is untrusted
+and checked by compensation.validation before an item can be approved.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from provenance.llm import model_task
+
+REVERSAL_TASK = "draft_refund_reversal"
+EMAIL_TASK = "draft_correction_email"
+
+
+@dataclass
+class PlannedItem:
+    kind: str
+    ticket: str
+    amount_cents: int
+    currency: str
+    effects: list[dict] = field(default_factory=list)  # RepairEffect-shaped dicts: effect_id, role, kind, ...
+    situation: str = ""  # what the email has to explain
+    netting: dict = field(default_factory=dict)
+
+    @property
+    def compensates(self) -> bool:
+        return any(e["role"] == "invalidated" for e in self.effects)
+
+    @property
+    def draft_suffix(self) -> str:
+        return ",".join(f"{e['role'][0]}{e['effect_id']}" for e in sorted(self.effects, key=lambda e: (e["role"], e["effect_id"])))
+
+
+def plan_items(effects: list[dict]) -> list[PlannedItem]:
+    """Group invalidated and replacement effects by ticket and net them (see the module docstring).
+    `effects` are dicts with role, kind, ticket, amount_cents, currency, effect_id, details."""
+    by_ticket: dict[str, dict[tuple[str, str], list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for e in effects:
+        if e["role"] in ("invalidated", "replacement"):
+            by_ticket[e["ticket"]][(e["role"], e["kind"])].append(e)
+    items: list[PlannedItem] = []
+    for ticket in sorted(by_ticket):
+        g = by_ticket[ticket]
+        inv_refunds, rep_refunds = g[("invalidated", "refund")], g[("replacement", "refund")]
+        inv_emails, rep_emails = g[("invalidated", "email")], g[("replacement", "email")]
+        currency = next((e["currency"] for e in inv_refunds + rep_refunds + inv_emails + rep_emails), "USD")
+        paid_back = sum(e["amount_cents"] for e in inv_refunds)
+        should_be = sum(e["amount_cents"] for e in rep_refunds)
+        netted = bool(inv_refunds and rep_refunds)
+        netting = {"refunded_cents": paid_back, "replacement_cents": should_be, "netted": netted}
+        situation = ""
+        if inv_refunds:
+            diff = paid_back - should_be
+            netting["reverse_cents"] = max(diff, 0)
+            if diff > 0:
+                situation = "refund_reduced" if rep_refunds else "refund_withdrawn"
+                items.append(PlannedItem("refund_reversal", ticket, diff, currency, inv_refunds + rep_refunds,
+                                         situation, netting))
+            elif diff < 0:
+                situation = "refund_increased"
+                items.append(PlannedItem("replacement_refund", ticket, -diff, currency, inv_refunds + rep_refunds,
+                                         situation, netting))
+            else:
+                situation = "refund_unchanged"
+        else:
+            items.extend(PlannedItem("replacement_refund", ticket, e["amount_cents"], e["currency"], [e],
+                                     "new_refund", netting) for e in rep_refunds)
+        if inv_emails:
+            folded = rep_emails if netted else []
+            items.append(PlannedItem("correction_email", ticket, 0, currency, inv_emails + folded,
+                                     situation or "message_withdrawn", netting))
+        else:
+            folded = []
+        items.extend(PlannedItem("replacement_email", ticket, 0, e["currency"], [e], "replacement", netting)
+                     for e in rep_emails if e not in folded)
+    return items
+
+
+# --- the drafting tasks ---
+
+class ReversalDraft(BaseModel):
+    customer_email: str
+    payment_reference: str
+    amount_cents: int
+    currency: str
+    note: str
+
+
+class EmailDraft(BaseModel):
+    to: str
+    subject: str
+    body: str
+
+
+def _money(cents: int, currency: str) -> str:
+    return f"{cents / 100:.2f} {currency}"
+
+
+@model_task(
+    REVERSAL_TASK, prompt_version="draft-refund-reversal-v1", schema=ReversalDraft,
+    instruction=(
+        "You prepare a refund reversal request for a payments team. Use exactly the customer email, payment "
+        "reference, amount in cents and currency given in the input; never a different amount, currency or "
+        "recipient. Write a one-sentence plain-text note saying why the refund is reversed. No links, no "
+        "markup, no other email addresses."
+    ),
+)
+def draft_refund_reversal(input: dict, facts: dict) -> dict:
+    money = _money(input["reverse_cents"], input["currency"])
+    if input["situation"] == "refund_reduced":
+        note = (f"Ticket {input['ticket']} was refunded {_money(input['refunded_cents'], input['currency'])} "
+                f"under a policy that was not ours; the correct refund is "
+                f"{_money(input['replacement_cents'], input['currency'])}, so {money} is requested back.")
+    else:
+        note = (f"Ticket {input['ticket']} was refunded {money} under a policy that was not ours; it does not "
+                f"qualify for a refund, so {money} is requested back.")
+    return {"customer_email": input["customer_email"], "payment_reference": input["payment_reference"],
+            "amount_cents": input["reverse_cents"], "currency": input["currency"], "note": note}
+
+
+@model_task(
+    EMAIL_TASK, prompt_version="draft-correction-email-v1", schema=EmailDraft,
+    instruction=(
+        "You write a short, polite plain-text email to a customer correcting an earlier message that was based "
+        "on a wrong policy. Address it to the customer email given and to nobody else. Explain the situation "
+        "given; mention only the amounts and the currency in the input. No links, no markup, no other email "
+        "addresses, no phone numbers."
+    ),
+)
+def draft_correction_email(input: dict, facts: dict) -> dict:
+    name, ticket, cur = input["customer"], input["ticket"], input["currency"]
+    refunded, kept = input["refunded_cents"], input["replacement_cents"]
+    back = input["reverse_cents"]
+    situation = input["situation"]
+    if situation == "refund_reduced":
+        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
+                f"{_money(refunded, cur)}. That refund followed a policy that was not ours. Under our refund "
+                f"policy this order qualifies for a refund of {_money(kept, cur)}, so you keep "
+                f"{_money(kept, cur)} and we will ask for the difference of {_money(back, cur)} back. "
+                f"We are sorry for the confusion.")
+    elif situation == "refund_withdrawn":
+        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
+                f"{_money(refunded, cur)}. That refund followed a policy that was not ours, and this order does "
+                f"not qualify for a refund under our refund policy, so we will ask for {_money(back, cur)} back. "
+                f"We are sorry for the confusion.")
+    elif situation == "refund_increased":
+        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
+                f"{_money(refunded, cur)}. The correct refund is {_money(kept, cur)}; we will pay the "
+                f"difference to your original payment method. We are sorry for the confusion.")
+    else:
+        body = (f"Hello {name}, please disregard our earlier message about ticket {ticket}: it followed a "
+                f"policy that was not ours. We are sorry for the confusion.")
+    return {"to": input["customer_email"], "subject": f"A correction about your ticket {ticket}", "body": body}
+
+
+def reversal_input(*, item_facts: dict) -> dict:
+    """The model input for a reversal: only what the draft may use (no ids, so equal cases share a cache entry)."""
+    keys = ("ticket", "customer", "customer_email", "payment_reference", "currency", "paid_cents",
+            "refunded_cents", "replacement_cents", "reverse_cents", "situation")
+    return {k: item_facts.get(k) for k in keys}
+
+
+def email_input(*, item_facts: dict) -> dict:
+    keys = ("ticket", "customer", "customer_email", "currency", "paid_cents", "refunded_cents",
+            "replacement_cents", "reverse_cents", "situation", "original_subject", "original_body")
+    return {k: item_facts.get(k) for k in keys}

@@ -1,0 +1,89 @@
+"""Executing approved items, exactly once.
+
+The idempotency key (`compensation:<item id>`) is recorded with the approval, before anything is sent.
+Execution then runs in three steps:
+1. lock the item; an executed item is a no-op, anything but an approved item is refused; count the attempt;
+2. deliver, carrying the key: a ledger row (reversal request or payment) is created with
+   get_or_create on its unique idempotency key, and an email goes through Django's email framework with
+   the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once;
+3. lock the item again and mark it executed (once: a concurrent or repeated run finds it executed).
+A retry, a double click or a worker that dies between 2 and 3 repeats step 2 with the same key and
+sends nothing twice. With a real SMTP backend instead of the outbox, a crash between 2 and 3 could
+send an email twice unless the relay honours the key; the ledger is always exact.
+"""
+from __future__ import annotations
+
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.utils import timezone
+
+from compensation import audit
+from compensation.models import CompensationItem
+from provenance.models import LedgerEntry, OutboxEmail
+
+K, St = CompensationItem.Kind, CompensationItem.Status
+
+
+class NotApproved(ValueError):
+    pass
+
+
+def deliver(item: CompensationItem) -> dict:
+    """Send one approved item with its idempotency key. Safe to call any number of times."""
+    key = item.execution_key
+    if not key:
+        raise NotApproved(f"item #{item.pk} has no execution key (it was never approved)")
+    incident = item.incident
+    if item.moves_money:
+        invalidated = [e["effect_id"] for e in item.original if e["role"] == "invalidated"]
+        entry, created = LedgerEntry.objects.get_or_create(idempotency_key=key, defaults=dict(
+            workspace_id=incident.workspace_id, run_number=incident.run_number,
+            kind=LedgerEntry.Kind.REVERSAL_REQUEST if item.kind == K.REFUND_REVERSAL else LedgerEntry.Kind.PAYMENT,
+            ticket_id=item.ticket_id, amount_cents=item.amount_cents, currency=item.currency,
+            effect_id=(invalidated or [e["effect_id"] for e in item.original] or [None])[0],
+            reference=item.payment_reference,
+        ))
+        return {"ledger_entry": entry.pk, "created": created}
+    if OutboxEmail.objects.filter(idempotency_key=key).exists():
+        return {"outbox": "already filed", "created": False}
+    # The recipient is the ticket's customer (validated equal to the draft's `to` at approval).
+    sent = EmailMessage(
+        subject=item.subject, body=item.body, to=[item.customer_email],
+        headers={"X-Kintsugi-Workspace": incident.workspace.name, "X-Kintsugi-Run": str(incident.run_number),
+                 "X-Kintsugi-Idempotency": key, "X-Kintsugi-Compensation": str(item.pk)},
+    ).send()
+    return {"outbox": "sent", "created": bool(sent)}
+
+
+def execute_item(*, item_id: int, via: str = "worker", actor=None) -> CompensationItem:
+    """Execute an approved item exactly once (see the module docstring). Returns the item."""
+    with transaction.atomic():
+        item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)
+        if item.status == St.EXECUTED:
+            return item
+        if item.status != St.APPROVED:
+            raise NotApproved(f"item #{item.pk} is {item.status}; only approved items are executed")
+        item.execution_attempts += 1
+        item.save(update_fields=["execution_attempts", "updated_at"])
+    outcome = deliver(item)
+    with transaction.atomic():
+        audit.lock_chain()
+        item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)
+        if item.status == St.EXECUTED:
+            return item
+        item.status, item.executed_at = St.EXECUTED, timezone.now()
+        item.save(update_fields=["status", "executed_at", "updated_at"])
+        audit.record(action="item.executed", subject_type="compensation_item", subject_id=item.pk, via=via,
+                     actor=actor, reason="approved item executed", incident_id=item.incident_id,
+                     from_status=St.APPROVED, to_status=St.EXECUTED,
+                     data={"idempotency_key": item.execution_key, "attempts": item.execution_attempts, **outcome})
+    return item
+
+
+def execute_approved(*, via: str = "worker", actor=None) -> int:
+    """Execute every approved item still waiting (e.g. its task was lost while the broker was down)."""
+    done = 0
+    for pk in CompensationItem.objects.filter(status=St.APPROVED).values_list("pk", flat=True):
+        execute_item(item_id=pk, via=via, actor=actor)
+        done += 1
+    return done

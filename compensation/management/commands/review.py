@@ -1,0 +1,34 @@
+from compensation.models import CompensationItem
+from compensation.services import approve_item, reject_item
+from provenance.management.commands._common import KintsugiCommand
+from repairs.services import get_user
+
+
+class Command(KintsugiCommand):
+    help = ("Approve or reject one compensation item as --user. Refusals (four-eyes, role, invalid draft, "
+            "already decided) print one line on stderr and exit 2; they are recorded in the audit trail.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--item", required=True, type=int)
+        parser.add_argument("--decision", required=True, choices=["approve", "reject"])
+        parser.add_argument("--user", required=True)
+        parser.add_argument("--reason", required=True)
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **o):
+        actor = get_user(o["user"])
+        try:
+            item = CompensationItem.objects.get(pk=o["item"])
+        except CompensationItem.DoesNotExist:
+            raise LookupError(f"unknown compensation item {o['item']}") from None
+        if o["decision"] == "approve":
+            item = approve_item(item=item, actor=actor, reason=o["reason"], via="cli")
+        else:
+            item = reject_item(item=item, actor=actor, reason=o["reason"], via="cli")
+        item.refresh_from_db()
+        if o["json"]:
+            self.print_json({"id": item.pk, "incident": item.incident_id, "kind": item.kind, "ticket": item.ticket_id,
+                             "amount": item.amount_cents, "status": item.status, "valid": item.valid,
+                             "decided_by": actor.get_username(), "reason": item.decision_reason})
+        else:
+            self.stdout.write(f"item #{item.pk}: {item.status}")

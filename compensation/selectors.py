@@ -1,0 +1,63 @@
+"""Read-side questions about compensation items and the audit trail."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+
+from compensation.models import AuditEvent, CompensationItem
+from provenance.models import Source, Workspace
+from repairs.models import Incident
+
+St = CompensationItem.Status
+STATUS_ORDER = Case(When(status=St.PENDING, then=Value(0)), When(status=St.APPROVED, then=Value(1)),
+                    default=Value(2), output_field=IntegerField())
+
+
+def review_queue(*, workspace: Workspace | None = None, incident: Incident | None = None) -> QuerySet[CompensationItem]:
+    """Items, pending first (then approved-awaiting-execution, then decided), newest incident first."""
+    qs = CompensationItem.objects.select_related("incident__workspace", "decided_by").annotate(status_order=STATUS_ORDER)
+    if workspace is not None:
+        qs = qs.filter(incident__workspace=workspace)
+    if incident is not None:
+        qs = qs.filter(incident=incident)
+    return qs.order_by("status_order", "-incident_id", "ticket_id", "kind", "pk")
+
+
+def queue_rows(*, workspace: Workspace) -> list[dict]:
+    """The `review_queue --json` shape. `amount` is integer cents; `valid` is true when the draft passed
+    validation (approvable = pending and valid)."""
+    return [{"id": i.pk, "incident": i.incident_id, "kind": i.kind, "ticket": i.ticket_id, "amount": i.amount_cents,
+             "status": i.status, "valid": i.valid} for i in review_queue(workspace=workspace)]
+
+
+def money_totals(items) -> dict[str, int]:
+    """Cents per currency that executing these items would move (emails move none)."""
+    totals: dict[str, int] = defaultdict(int)
+    for item in items:
+        if item.moves_money:
+            totals[item.currency] += item.amount_cents
+    return dict(sorted(totals.items()))
+
+
+def item_history(*, item: CompensationItem) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(subject_type="compensation_item", subject_id=str(item.pk)).order_by("seq")
+
+
+def incident_history(*, incident: Incident) -> QuerySet[AuditEvent]:
+    """The incident's own transitions and every event of its items."""
+    return AuditEvent.objects.filter(Q(incident_id=incident.pk) | Q(subject_type="incident", subject_id=str(incident.pk))
+                                     ).order_by("seq")
+
+
+def flagged_source(*, item: CompensationItem) -> Source | None:
+    return Source.objects.filter(workspace_id=item.incident.workspace_id, source_id=item.incident.source_id).first()
+
+
+def path_text(steps: list[dict]) -> str:
+    """One line for a path: `source → research #3 (poisoned) → …` (plain text; templates escape it)."""
+    parts = []
+    for s in steps:
+        label = s["label"] + (f" [{s['status']}]" if s.get("status") else "")
+        parts.append(f"—{s['edge']}→ {label}" if s.get("edge") else label)
+    return " ".join(parts)

@@ -1,0 +1,386 @@
+"""Compensation workflows: drafting after a repair, review decisions (four-eyes), cancellation.
+
+Every service that changes state takes `actor`, `reason` and `via` (admin, api, cli, mcp, worker) and
+writes its audit event in the same transaction (compensation.audit). Refused attempts (wrong role,
+four-eyes, invalid draft, already decided) are recorded in a transaction of their own, so the record
+survives the refusal, and then raised: PermissionError / ValueError subclasses, which the CLI turns into
+exit code 2 and the admin into an error message.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from compensation import audit
+from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
+                                   reversal_input)
+from compensation.models import CompensationItem
+from compensation.validation import validate_draft
+from provenance.llm import backend_label, get_client, registered_task
+from provenance.models import Ticket
+from repairs.models import Incident, RepairEffect
+
+log = logging.getLogger(__name__)
+K, St = CompensationItem.Kind, CompensationItem.Status
+REVIEW_PERMISSION = "compensation.review_compensationitem"
+EDITABLE_FIELDS = {
+    K.REFUND_REVERSAL: ("amount_cents", "body"),
+    K.REPLACEMENT_REFUND: ("amount_cents", "body"),
+    K.CORRECTION_EMAIL: ("to", "subject", "body"),
+    K.REPLACEMENT_EMAIL: ("to", "subject", "body"),
+}
+
+
+class ReviewRefused(PermissionError):
+    """The actor may not make this decision (role, four-eyes)."""
+
+
+class DecisionRefused(ValueError):
+    """The item cannot take this decision (already decided, draft invalid, empty reason)."""
+
+
+# --- drafting -------------------------------------------------------------------------------------
+
+def _effect_dict(e: RepairEffect) -> dict:
+    return {"effect_id": e.effect_id, "action_id": e.action_id, "role": e.role, "kind": e.kind, "ticket": e.ticket,
+            "amount_cents": e.amount_cents, "currency": e.currency, "details": e.details}
+
+
+def _paths(incident: Incident, effects: list[dict]) -> list[dict]:
+    """For each effect, the path from the flagged source to it: the ingesting (poisoned) action, then
+    the handoff chain from the root action that read its memory down to the action that caused the
+    effect. Built from the repair's outcome rows, because the repair itself rewired the graph (re-runs
+    drop the FEEDS edges that made them depend on the bad source)."""
+    outcomes = {o.action_id: o for o in incident.outcomes.all()}
+    poisoned = sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
+    out = []
+    for e in effects:
+        chain, aid = [], e["action_id"]
+        while aid is not None and aid in outcomes and len(chain) < 64:
+            chain.append(outcomes[aid])
+            aid = outcomes[aid].parent_id
+        chain.reverse()
+        steps = [{"node": "source", "label": incident.source_id, "edge": ""}]
+        if poisoned and (not chain or chain[0].status != "poisoned"):
+            p = poisoned[0]
+            steps.append({"node": "action", "label": f"{p.agent} #{p.action_id}", "status": p.status, "edge": "INGESTED"})
+        for i, o in enumerate(chain):
+            edge = "INGESTED" if o.status == "poisoned" else ("FEEDS" if i == 0 else "HANDED_OFF")
+            steps.append({"node": "action", "label": f"{o.agent} #{o.action_id}" + (f" ({o.ticket})" if o.ticket else ""),
+                          "status": o.status, "edge": edge})
+        steps.append({"node": "effect", "label": f"{e['kind']} #{e['effect_id']}", "status": e["role"], "edge": "CAUSED"})
+        out.append({"effect_id": e["effect_id"], "role": e["role"], "steps": steps})
+    return out
+
+
+def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> dict:
+    inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and e["kind"] == "email"]
+    facts = {
+        "ticket": planned.ticket, "source": incident.source_id, "situation": planned.situation,
+        "refunded_cents": planned.netting.get("refunded_cents", 0),
+        "replacement_cents": planned.netting.get("replacement_cents", 0),
+        "reverse_cents": planned.netting.get("reverse_cents", 0),
+        "netted": planned.netting.get("netted", False),
+        "max_cents": planned.amount_cents if planned.kind in CompensationItem.MONEY_KINDS else None,
+        "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
+        "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
+    }
+    if ticket is None:
+        facts.update({"customer": "", "customer_email": "", "payment_reference": "", "currency": planned.currency,
+                      "paid_cents": 0, "ticket_text": "", "ticket_missing": True})
+    else:
+        facts.update({"customer": ticket.customer_name, "customer_email": ticket.customer_email,
+                      "payment_reference": ticket.payment_reference, "currency": ticket.currency,
+                      "paid_cents": ticket.amount_cents,
+                      "ticket_text": "\n".join([ticket.customer_email, ticket.subject, ticket.body])})
+    return facts
+
+
+def _draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
+    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
+    kind = planned.kind
+    if kind == K.REFUND_REVERSAL or kind == K.CORRECTION_EMAIL:
+        task = REVERSAL_TASK if kind == K.REFUND_REVERSAL else EMAIL_TASK
+        model_input = reversal_input(item_facts=facts) if kind == K.REFUND_REVERSAL else email_input(item_facts=facts)
+        version = registered_task(task).prompt_version
+        try:
+            answer = get_client().complete(task, model_input)
+        except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
+            log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, exc)
+            return ({"to": "", "subject": "", "body": "", "amount_cents": 0, "currency": facts["currency"],
+                     "payment_reference": ""}, backend_label(), version,
+                    [f"drafting failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"])
+        if kind == K.REFUND_REVERSAL:
+            draft = {"to": answer["customer_email"], "subject": "", "body": answer["note"],
+                     "amount_cents": answer["amount_cents"], "currency": answer["currency"],
+                     "payment_reference": answer["payment_reference"]}
+        else:
+            draft = {"to": answer["to"], "subject": answer["subject"], "body": answer["body"], "amount_cents": 0,
+                     "currency": facts["currency"], "payment_reference": ""}
+        return draft, backend_label(), version, []
+    if kind == K.REPLACEMENT_REFUND:
+        # Held by the repair (a re-run or a new action paid it); no model text, the numbers are the repair's.
+        action = planned.effects[-1]["action_id"]
+        note = (f"Refund the repair produced for ticket {planned.ticket} (action #{action}); held until approved."
+                if planned.situation == "new_refund" else
+                f"Difference between the corrected refund and the refund already paid on ticket {planned.ticket}.")
+        return ({"to": facts["customer_email"], "subject": "", "body": note, "amount_cents": planned.amount_cents,
+                 "currency": planned.currency, "payment_reference": facts["payment_reference"]},
+                "repair re-run (no model text)", "", [])
+    # replacement_email: the re-run's notifier composed it through the model client; still untrusted.
+    details = planned.effects[0]["details"]
+    return ({"to": details.get("to", ""), "subject": details.get("subject", ""), "body": details.get("body", ""),
+             "amount_cents": 0, "currency": planned.currency, "payment_reference": ""},
+            f"{backend_label()} (compose_email, repair re-run)", registered_task("compose_email").prompt_version, [])
+
+
+def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair finished",
+                        via: str = "worker") -> int:
+    """Turn a finished repair's effects into review items, idempotently (a second call adds nothing).
+
+    Returns how many items of this incident compensate invalidated effects (the incident's
+    `compensations` count); replacement items are created beside them but not counted. Effects the
+    repair cancelled (held replacements of an earlier incident) cancel those earlier items."""
+    effects = list(incident.effects.all())
+    rows_by_id = {(e.effect_id, e.role): e for e in effects}
+    planned = plan_items([_effect_dict(e) for e in effects])
+    tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
+                                                             ticket_id__in={p.ticket for p in planned})}
+    existing = set(CompensationItem.objects.filter(incident=incident).values_list("draft_key", flat=True))
+    # Model calls first, then the writes: the audit chain lock is held only for the short write part.
+    drafted = []
+    for p in planned:
+        key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
+        if key in existing:
+            continue
+        facts = _facts(p, tickets.get(p.ticket), incident)
+        draft, drafted_by, version, problems = _draft(p, facts)
+        drafted.append((key, p, facts, draft, drafted_by, version, problems))
+    with transaction.atomic():
+        audit.lock_chain()
+        for key, p, facts, draft, drafted_by, version, drafting_problems in drafted:
+            problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
+            if facts.get("ticket_missing"):
+                problems = [f"ticket {p.ticket} no longer exists in the workspace"] + problems
+            item = CompensationItem.objects.create(
+                incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
+                customer_email=facts["customer_email"], facts=facts,
+                original=[{k: v for k, v in e.items()} for e in p.effects], path=_paths(incident, p.effects),
+                to=draft["to"][:320], subject=draft["subject"][:300], body=draft["body"],
+                payment_reference=draft["payment_reference"][:64], amount_cents=draft["amount_cents"],
+                currency=(draft["currency"] or "")[:8], drafted_by=drafted_by, prompt_version=version,
+                valid=not problems, problems=problems,
+            )
+            item.effects.set([rows_by_id[(e["effect_id"], e["role"])] for e in p.effects])
+            audit.record(action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via,
+                         actor=actor, reason=reason, incident_id=incident.pk, to_status=St.PENDING,
+                         data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
+                               "currency": item.currency, "valid": item.valid, "problems": problems,
+                               "drafted_by": drafted_by, "effects": [e["effect_id"] for e in p.effects]})
+        for e in effects:
+            if e.role == RepairEffect.Role.CANCELLED:
+                _cancel_items_holding(effect=e, incident=incident, actor=actor, via=via)
+    return (CompensationItem.objects.filter(incident=incident, effects__role=RepairEffect.Role.INVALIDATED)
+            .distinct().count())
+
+
+def _cancel_items_holding(*, effect: RepairEffect, incident: Incident, actor, via: str) -> None:
+    held = (CompensationItem.objects.select_for_update()
+            .filter(incident__workspace_id=incident.workspace_id, incident__run_number=incident.run_number,
+                    status=St.PENDING, effects__effect_id=effect.effect_id, effects__role=RepairEffect.Role.REPLACEMENT)
+            .exclude(incident=incident).distinct())
+    for item in held:
+        _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+                    reason=f"its held effect #{effect.effect_id} was cancelled by incident #{incident.pk}")
+
+
+def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
+    """Draft a pending item again through the current model client (after a model failure, or with a
+    new backend). The same model input is answered from the response cache."""
+    if actor is not None:
+        _require_reviewer(item, actor, via=via, action="redraft")
+    refreshed = CompensationItem.objects.get(pk=item.pk)
+    if refreshed.status != St.PENDING:
+        _refuse(refreshed, actor, via, "redraft", DecisionRefused(f"item #{item.pk} is {refreshed.status}; only pending items are redrafted"))
+    planned = PlannedItem(refreshed.kind, refreshed.ticket_id, refreshed.facts.get("max_cents") or 0,
+                          refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
+                          {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
+    draft, drafted_by, version, problems = _draft(planned, refreshed.facts)
+    with transaction.atomic():
+        audit.lock_chain()
+        item = CompensationItem.objects.select_for_update().get(pk=item.pk)
+        if item.status != St.PENDING:
+            raise DecisionRefused(f"item #{item.pk} is {item.status}; only pending items are redrafted")
+        problems = problems or validate_draft(kind=item.kind, draft=draft, facts=item.facts)
+        before = _draft_fields(item)
+        for name in ("to", "subject", "body", "payment_reference", "amount_cents", "currency"):
+            setattr(item, name, draft[name])
+        item.drafted_by, item.prompt_version, item.valid, item.problems, item.edited = drafted_by, version, not problems, problems, False
+        item.save()
+        audit.record(action="item.redrafted", subject_type="compensation_item", subject_id=item.pk, via=via,
+                     actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
+                     to_status=item.status, data={"before": before, "after": _draft_fields(item), "valid": item.valid,
+                                                  "problems": problems, "drafted_by": drafted_by})
+    return item
+
+
+# --- review -----------------------------------------------------------------------------------------
+
+def _draft_fields(item: CompensationItem) -> dict:
+    return {"to": item.to, "subject": item.subject, "body": item.body, "payment_reference": item.payment_reference,
+            "amount_cents": item.amount_cents, "currency": item.currency}
+
+
+def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Exception):
+    """Record a refused attempt in its own transaction, then raise it."""
+    with transaction.atomic():
+        audit.record(action="item.refused", subject_type="compensation_item", subject_id=item.pk, via=via,
+                     actor=actor, reason=str(exc), incident_id=item.incident_id, from_status=item.status,
+                     to_status=item.status, data={"attempted": attempted, "refusal": type(exc).__name__})
+    raise exc
+
+
+def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str) -> bool:
+    """Check role and four-eyes; returns True when four-eyes was relaxed by the setting."""
+    if actor is None or not actor.is_active:
+        _refuse(item, actor, via, action, ReviewRefused("an active user is required to review"))
+    if not actor.has_perm(REVIEW_PERMISSION):
+        _refuse(item, actor, via, action, ReviewRefused(
+            f"user {actor.get_username()!r} may not review compensation items (Reviewer role needed)"))
+    if item.incident.flagged_by_id == actor.pk:
+        if settings.KINTSUGI_FOUR_EYES:
+            _refuse(item, actor, via, action, ReviewRefused(
+                f"four-eyes: {actor.get_username()!r} flagged incident #{item.incident_id} and may not "
+                f"{action} its items"))
+        return True
+    return False
+
+
+def _set_status(item: CompensationItem, to: str, *, actor, via: str, action: str, reason: str, data: dict | None = None,
+                **fields) -> CompensationItem:
+    before = item.status
+    item.status = to
+    for name, value in fields.items():
+        setattr(item, name, value)
+    item.save()
+    audit.record(action=action, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+                 reason=reason, incident_id=item.incident_id, from_status=before, to_status=to, data=data or {})
+    return item
+
+
+def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: str, edits: dict | None = None) -> CompensationItem:
+    attempted = {"approve": "approve", "reject": "reject"}[decision] + (" (edited)" if edits else "")
+    current = CompensationItem.objects.select_related("incident").get(pk=item.pk)
+    relaxed = _require_reviewer(current, actor, via=via, action=decision)
+    try:
+        with transaction.atomic():
+            audit.lock_chain()
+            item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
+            if item.status != St.PENDING:
+                raise DecisionRefused(f"item #{item.pk} is already {item.status}")
+            if edits:
+                _apply_edits(item, edits, actor=actor, via=via, reason=reason)
+            if decision == "approve":
+                problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
+                if problems or (not item.valid and not edits):
+                    raise DecisionRefused(f"item #{item.pk} failed validation and cannot be approved: "
+                                          + "; ".join(problems or item.problems))
+                _set_status(item, St.APPROVED, actor=actor, via=via, action="item.approved", reason=reason,
+                            data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited},
+                            decided_by=actor, decided_at=timezone.now(), decision_reason=reason,
+                            execution_key=f"compensation:{item.pk}", valid=True, problems=[])
+                transaction.on_commit(lambda pk=item.pk: enqueue_execution(pk))
+            else:
+                _set_status(item, St.REJECTED, actor=actor, via=via, action="item.rejected", reason=reason,
+                            decided_by=actor, decided_at=timezone.now(), decision_reason=reason)
+            if relaxed:
+                audit.record(action="four_eyes.relaxed", subject_type="compensation_item", subject_id=item.pk,
+                             via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
+                             "of their own incident", incident_id=item.incident_id,
+                             data={"decision": decision, "decision_reason": reason})
+    except DecisionRefused as exc:
+        _refuse(current, actor, via, attempted, exc)
+    return item
+
+
+def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason: str) -> None:
+    allowed = EDITABLE_FIELDS[item.kind]
+    unknown = sorted(set(edits) - set(allowed))
+    if unknown:
+        raise DecisionRefused(f"{', '.join(unknown)} cannot be edited on a {item.get_kind_display()}")
+    before = _draft_fields(item)
+    changed = {}
+    for name, value in edits.items():
+        if name == "amount_cents":
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise DecisionRefused("amount must be a whole number of cents") from None
+        if value != getattr(item, name):
+            changed[name] = {"before": before[name], "after": value}
+            setattr(item, name, value)
+    if not changed:
+        return
+    problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
+    item.edited, item.valid, item.problems = True, not problems, problems
+    item.save()
+    audit.record(action="item.edited", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+                 reason=reason, incident_id=item.incident_id, from_status=item.status, to_status=item.status,
+                 data={"changes": changed, "valid": not problems, "problems": problems})
+
+
+def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, edits: dict | None = None) -> CompensationItem:
+    """Approve a pending, valid draft (optionally after editing it; the edit is recorded). Refused for
+    the incident's flagger while four-eyes is on, for users without the Reviewer role, for invalid drafts
+    and for items already decided. Execution is enqueued after commit."""
+    return _decide(item=item, actor=actor, reason=(reason or "").strip() or "approved", via=via, decision="approve",
+                   edits=edits)
+
+
+def reject_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
+    """Reject a pending draft; a reason is required."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise DecisionRefused("a reason is required to reject an item")
+    return _decide(item=item, actor=actor, reason=reason, via=via, decision="reject")
+
+
+@dataclass
+class BulkResult:
+    approved: list[CompensationItem] = field(default_factory=list)
+    refused: list[tuple[CompensationItem, str]] = field(default_factory=list)
+
+
+def bulk_approve(*, items, actor, reason: str, via: str) -> BulkResult:
+    """Approve each item in its own transaction: one refusal does not undo the others."""
+    result = BulkResult()
+    for item in items:
+        try:
+            result.approved.append(approve_item(item=item, actor=actor, reason=reason, via=via))
+        except (PermissionError, ValueError) as exc:
+            result.refused.append((item, str(exc)))
+    return result
+
+
+def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -> int:
+    """Cancel an incident's pending items (the incident was closed); decided items keep their state."""
+    with transaction.atomic():
+        audit.lock_chain()
+        pending = list(CompensationItem.objects.select_for_update().filter(incident=incident, status=St.PENDING))
+        for item in pending:
+            _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+                        reason=f"incident #{incident.pk} closed: {reason}")
+    return len(pending)
+
+
+def enqueue_execution(item_id: int) -> None:
+    from compensation.tasks import execute_compensation
+
+    try:
+        execute_compensation.delay(item_id)
+    except Exception as exc:  # the broker is down: the item stays approved; `execute_approved` picks it up
+        log.warning("could not enqueue execution of compensation item %s: %s", item_id, exc)

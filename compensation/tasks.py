@@ -1,0 +1,18 @@
+from celery import shared_task
+from django.db import OperationalError
+
+from compensation.execution import execute_approved, execute_item
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, autoretry_for=(OperationalError,),
+             retry_backoff=2, retry_backoff_max=60, max_retries=5)
+def execute_compensation(self, item_id: int) -> str:
+    """Execute one approved compensation item. Safe to deliver twice: the idempotency key recorded at
+    approval makes the second delivery send nothing."""
+    return execute_item(item_id=item_id, via="worker").status
+
+
+@shared_task(acks_late=True)
+def execute_waiting_compensations() -> int:
+    """Sweep: execute approved items whose task never ran (schedule it, or run it after a broker outage)."""
+    return execute_approved(via="worker")

@@ -1,0 +1,101 @@
+"""Fixtures for the compensation tests: people in the three roles, a repaired canonical incident, the
+fake Gemini server wired to the real google-genai client, and Celery running tasks in-process."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group
+
+from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, ensure_roles
+from provenance.desk.scenario import POISONED_PAGE
+from provenance.services import desk_run, get_workspace
+from repairs.models import Incident
+from repairs.services import flag_source, run_repair
+from tests.fake_gemini import FakeGemini
+
+
+@pytest.fixture
+def make_user(db, django_user_model):
+    ensure_roles()  # a transactional test's flush drops the groups the data migration created
+
+    def make(username: str, *groups: str, **extra):
+        user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
+        for name in groups:
+            user.groups.add(Group.objects.get(name=name))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def people(make_user):
+    class People:
+        lead = make_user("lead1", SUPPORT_LEAD)
+        reviewer = make_user("reviewer1", REVIEWER)
+        auditor = make_user("auditor1", AUDITOR)
+        # Both roles: only four-eyes stops them from approving their own incident.
+        lead_reviewer = make_user("leadrev1", SUPPORT_LEAD, REVIEWER)
+    return People
+
+
+def repaired_incident(*, flagger, workspace: str | None = None, settings=None) -> Incident:
+    """The canonical desk run, the poisoned page flagged by `flagger` and repaired in-process."""
+    if settings is not None:
+        settings.CELERY_TASK_ALWAYS_EAGER = False
+    name = workspace or f"comp-{uuid.uuid4().hex[:8]}"
+    desk_run(workspace=name)
+    incident = flag_source(workspace=get_workspace(name), source_id=POISONED_PAGE, actor=flagger,
+                           reason="poisoned partner page", via=Incident.Via.CLI)
+    return run_repair(incident_id=incident.pk)
+
+
+@pytest.fixture
+def eager_celery():
+    """Tasks enqueued with .delay run in-process (the same code a worker runs), so tests need no broker."""
+    from kintsugi_site.celery import app
+
+    old = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
+    yield app
+    app.conf.task_always_eager, app.conf.task_eager_propagates = old
+
+
+@pytest.fixture
+def outbox_backend(settings):
+    """The project's own email backend (pytest-django swaps in locmem): mail lands in OutboxEmail."""
+    settings.EMAIL_BACKEND = "provenance.mail.OutboxBackend"
+
+
+@pytest.fixture
+def fake_gemini(settings, monkeypatch, fresh_model_cache):
+    """The real google-genai client against tests/fake_gemini.py (nothing leaves the machine)."""
+    from provenance import llm
+
+    for name in list(os.environ):
+        if name.startswith(("GOOGLE_", "GEMINI_")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_GENAI_API_VERSION", "v1beta")
+    fake = FakeGemini().start()
+    settings.KINTSUGI_MODEL_BACKEND = "gemini"
+    settings.GEMINI_API_KEY = "test-key-not-real"
+    settings.GEMINI_BASE_URL = fake.url
+    settings.GEMINI_MODEL = "gemini-fake"
+    llm.reset_client()
+    yield fake
+    fake.stop()
+    llm.reset_client()
+
+
+def offline_answer(request) -> dict:
+    """A fake Gemini responder that answers each registered task with its offline implementation (the
+    request's system instruction names the task)."""
+    from provenance import llm
+
+    for name in llm.task_names():
+        task = llm.registered_task(name)
+        if task.instruction == request.system_instruction:
+            payload = request.user_json
+            return task.offline(payload["input"], payload["facts"])
+    raise AssertionError(f"unknown task instruction: {request.system_instruction[:60]!r}")

@@ -1,0 +1,74 @@
+import pytest
+
+from compensation.drafting import plan_items
+from compensation.models import CompensationItem
+from compensation.services import draft_compensations
+from tests.compensation.conftest import repaired_incident
+
+K = CompensationItem.Kind
+
+
+def _eff(role, kind, ticket, amount, effect_id, details=None):
+    return {"role": role, "kind": kind, "ticket": ticket, "amount_cents": amount, "currency": "USD",
+            "effect_id": effect_id, "action_id": effect_id, "details": details or {}}
+
+
+def test_full_refund_that_should_be_partial_nets_into_one_reversal_for_the_difference():
+    items = plan_items([_eff("invalidated", "refund", "t04", 11000, 7), _eff("replacement", "refund", "t04", 5500, 40),
+                        _eff("invalidated", "email", "t04", 11000, 8), _eff("replacement", "email", "t04", 5500, 41)])
+    assert [(i.kind, i.amount_cents, i.situation) for i in items] == [
+        ("refund_reversal", 5500, "refund_reduced"), ("correction_email", 0, "refund_reduced")]
+    assert {e["effect_id"] for e in items[0].effects} == {7, 40}
+    assert {e["effect_id"] for e in items[1].effects} == {8, 41}  # the new confirmation is folded in
+
+
+def test_reply_instead_of_refund_reverses_all_and_keeps_the_reply_as_replacement():
+    items = plan_items([_eff("invalidated", "refund", "t05", 7500, 9), _eff("invalidated", "email", "t05", 7500, 10),
+                        _eff("replacement", "email", "t05", 0, 42)])
+    assert [(i.kind, i.amount_cents) for i in items] == [
+        ("refund_reversal", 7500), ("correction_email", 0), ("replacement_email", 0)]
+
+
+def test_netting_when_the_corrected_refund_is_larger_pays_only_the_difference():
+    items = plan_items([_eff("invalidated", "refund", "t09", 3000, 1), _eff("replacement", "refund", "t09", 5000, 2)])
+    assert [(i.kind, i.amount_cents, i.compensates) for i in items] == [("replacement_refund", 2000, True)]
+
+
+def test_netting_to_zero_moves_no_money_but_still_explains():
+    items = plan_items([_eff("invalidated", "refund", "t09", 3000, 1), _eff("replacement", "refund", "t09", 3000, 2),
+                        _eff("invalidated", "email", "t09", 3000, 3)])
+    assert [(i.kind, i.situation) for i in items] == [("correction_email", "refund_unchanged")]
+
+
+@pytest.mark.django_db
+def test_canonical_repair_drafts_ten_compensations_and_four_replacements(people):
+    incident = repaired_incident(flagger=people.lead)
+    assert incident.status == "repaired"
+    assert incident.compensations == 10  # the receiver's return value
+    items = list(incident.compensation_items.order_by("ticket_id", "kind"))
+    comp = [i for i in items if i.is_compensation]
+    assert sorted(i.kind for i in comp) == ["correction_email"] * 5 + ["refund_reversal"] * 5
+    replacements = [(i.kind, i.ticket_id) for i in items if not i.is_compensation]
+    assert replacements == [("replacement_email", t) for t in ("t05", "t06", "t07", "t08")]
+    reversals = {i.ticket_id: i.amount_cents for i in comp if i.kind == K.REFUND_REVERSAL}
+    # t04 was paid 110.00 in full; the clean policy gives 50%: reverse the 55.00 difference only.
+    assert reversals == {"t04": 5500, "t05": 7500, "t06": 9000, "t07": 10000, "t08": 8000}
+    assert all(i.valid and i.status == "pending" for i in items), [(i.pk, i.problems) for i in items if not i.valid]
+    assert all(i.drafted_by.startswith("offline (deterministic)") for i in comp)
+    t04 = next(i for i in comp if i.ticket_id == "t04" and i.kind == K.REFUND_REVERSAL)
+    assert t04.payment_reference.startswith("ch_") and t04.customer_email == "dev.patel@customers.example"
+    t04_mail = next(i for i in comp if i.ticket_id == "t04" and i.kind == K.CORRECTION_EMAIL)
+    assert "55.00 USD" in t04_mail.body and "110.00 USD" in t04_mail.body and t04_mail.to == t04.customer_email
+    # The path names the flagged page, the poisoned ingest and the superseded refund of t05.
+    t05 = next(i for i in comp if i.ticket_id == "t05" and i.kind == K.REFUND_REVERSAL)
+    steps = t05.path[0]["steps"]
+    assert steps[0]["label"] == "partner-blog/policy-update" and steps[1]["status"] == "poisoned"
+    assert [s["status"] for s in steps[2:]] == ["rerun_changed", "superseded", "invalidated"]
+
+
+@pytest.mark.django_db
+def test_drafting_again_for_the_same_repair_adds_nothing(people):
+    incident = repaired_incident(flagger=people.lead)
+    before = incident.compensation_items.count()
+    assert draft_compensations(incident=incident) == 10
+    assert incident.compensation_items.count() == before == 14

@@ -1,0 +1,131 @@
+import json
+
+import pytest
+from django.core.management import call_command
+
+from compensation.models import AuditEvent, CompensationItem
+from compensation.services import (DecisionRefused, ReviewRefused, approve_item, bulk_approve, reject_item)
+from tests.compensation.conftest import repaired_incident
+
+pytestmark = pytest.mark.django_db
+K = CompensationItem.Kind
+
+
+@pytest.fixture
+def incident(people):
+    return repaired_incident(flagger=people.lead_reviewer)
+
+
+def _first(incident, kind=K.REFUND_REVERSAL, ticket="t05"):
+    return incident.compensation_items.get(kind=kind, ticket_id=ticket)
+
+
+def _refusals(actor):
+    return list(AuditEvent.objects.filter(action="item.refused", actor=actor).values_list("reason", flat=True))
+
+
+def test_flagger_cannot_approve_their_own_incident_even_with_the_reviewer_role(incident, people):
+    item = _first(incident)
+    with pytest.raises(ReviewRefused, match="four-eyes"):
+        approve_item(item=item, actor=people.lead_reviewer, reason="mine", via="admin")
+    item.refresh_from_db()
+    assert item.status == "pending"
+    assert len(_refusals(people.lead_reviewer)) == 1  # the refused attempt is on the record
+
+
+def test_reviewer_approves_and_the_execution_key_is_recorded_with_the_approval(incident, people):
+    item = approve_item(item=_first(incident), actor=people.reviewer, reason="checked with payments", via="admin")
+    assert (item.status, item.decided_by, item.decision_reason) == ("approved", people.reviewer, "checked with payments")
+    assert item.execution_key == f"compensation:{item.pk}"
+    event = AuditEvent.objects.get(action="item.approved", subject_id=str(item.pk))
+    assert (event.actor, event.via, event.from_status, event.to_status) == (people.reviewer, "admin", "pending", "approved")
+
+
+def test_auditor_and_support_lead_can_only_read(incident, people):
+    item = _first(incident)
+    for actor in (people.auditor, people.lead):
+        with pytest.raises(ReviewRefused, match="Reviewer role"):
+            approve_item(item=item, actor=actor, reason="x", via="admin")
+        with pytest.raises(ReviewRefused, match="Reviewer role"):
+            reject_item(item=item, actor=actor, reason="x", via="admin")
+        assert len(_refusals(actor)) == 2
+    item.refresh_from_db()
+    assert item.status == "pending"
+
+
+def test_reject_needs_a_reason_and_a_decided_item_cannot_be_decided_again(incident, people):
+    item = _first(incident)
+    with pytest.raises(DecisionRefused, match="reason"):
+        reject_item(item=item, actor=people.reviewer, reason="  ", via="cli")
+    reject_item(item=item, actor=people.reviewer, reason="customer already returned the money", via="cli")
+    with pytest.raises(DecisionRefused, match="already rejected"):
+        approve_item(item=item, actor=people.reviewer, reason="changed my mind", via="cli")
+    assert _refusals(people.reviewer) == [f"item #{item.pk} is already rejected"]
+
+
+def test_relaxed_four_eyes_lets_the_flagger_decide_and_is_audited(incident, people, settings):
+    settings.KINTSUGI_FOUR_EYES = False
+    item = approve_item(item=_first(incident), actor=people.lead_reviewer, reason="single-person team", via="admin")
+    assert item.status == "approved"
+    relaxed = AuditEvent.objects.get(action="four_eyes.relaxed")
+    assert (relaxed.actor, relaxed.subject_id, relaxed.data["decision"]) == (people.lead_reviewer, str(item.pk), "approve")
+
+
+def test_edit_then_approve_records_the_edit(incident, people):
+    item = _first(incident, K.CORRECTION_EMAIL, "t06")
+    new_body = item.body + " A colleague will call you tomorrow."
+    item = approve_item(item=item, actor=people.reviewer, reason="friendlier", via="admin", edits={"body": new_body})
+    assert (item.status, item.edited, item.body) == ("approved", True, new_body)
+    edit = AuditEvent.objects.get(action="item.edited", subject_id=str(item.pk))
+    assert edit.data["changes"]["body"]["after"] == new_body and edit.actor == people.reviewer
+
+
+def test_an_edit_that_fails_validation_is_refused_and_not_saved(incident, people):
+    item = _first(incident)
+    original_amount = item.amount_cents
+    with pytest.raises(DecisionRefused, match="above"):
+        approve_item(item=item, actor=people.reviewer, reason="more", via="admin", edits={"amount_cents": 10**6})
+    item.refresh_from_db()
+    assert (item.status, item.amount_cents, item.edited) == ("pending", original_amount, False)
+    assert not AuditEvent.objects.filter(action="item.edited").exists()
+
+
+def test_bulk_approve_approves_each_and_reports_refusals(incident, people):
+    items = list(incident.compensation_items.all())
+    reject_item(item=items[0], actor=people.reviewer, reason="duplicate", via="admin")
+    result = bulk_approve(items=items, actor=people.reviewer, reason="bulk", via="admin")
+    assert len(result.approved) == len(items) - 1 and [i.pk for i, _ in result.refused] == [items[0].pk]
+
+
+def _run(capsys, *args):
+    try:
+        call_command(*args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_contract(incident, people, capsys):
+    code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name, "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 14 and sum(r["kind"] in ("refund_reversal", "correction_email") for r in rows) == 10
+    assert set(rows[0]) == {"id", "incident", "kind", "ticket", "amount", "status", "valid"}
+    assert all(r["valid"] for r in rows)
+    item = rows[0]["id"]
+    code, _, err = _run(capsys, "review", "--item", str(item), "--decision", "approve", "--user", "leadrev1", "--reason", "self")
+    assert code == 2 and err.startswith("error: four-eyes") and err.count("\n") == 1
+    code, _, err = _run(capsys, "review", "--item", str(item), "--decision", "approve", "--user", "auditor1", "--reason", "x")
+    assert code == 2 and "Reviewer role" in err
+    code, out, _ = _run(capsys, "review", "--item", str(item), "--decision", "approve", "--user", "reviewer1",
+                        "--reason", "ok", "--json")
+    assert code == 0 and json.loads(out)["status"] in ("approved", "executed")
+    code, _, err = _run(capsys, "review", "--item", str(item), "--decision", "reject", "--user", "reviewer1", "--reason", "x")
+    assert code == 2 and "already" in err
+    code, _, err = _run(capsys, "review", "--item", "999999", "--decision", "reject", "--user", "reviewer1", "--reason", "x")
+    assert code == 2 and "unknown compensation item" in err
+    code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name)
+    assert code == 0 and f"#{item}" in out
+    via = set(AuditEvent.objects.filter(subject_id=str(item), subject_type="compensation_item").values_list("via", flat=True))
+    assert via == {"worker", "cli"}
