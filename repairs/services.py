@@ -39,13 +39,15 @@ class RepairInProgress(ValueError):
 
 
 def _transition(incident: Incident, to: str, *, actor, via: str, reason: str, **fields) -> Incident:
+    """Change status and record who, from where and why, in one transaction."""
     before = incident.status
-    incident.status = to
-    for name, value in fields.items():
-        setattr(incident, name, value)
-    incident.save()
-    IncidentTransition.objects.create(incident=incident, actor=actor, via=via, from_status=before, to_status=to,
-                                      reason=reason)
+    with transaction.atomic():
+        incident.status = to
+        for name, value in fields.items():
+            setattr(incident, name, value)
+        incident.save()
+        IncidentTransition.objects.create(incident=incident, actor=actor, via=via, from_status=before, to_status=to,
+                                          reason=reason)
     return incident
 
 
@@ -191,15 +193,16 @@ def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
             incident.refresh_from_db()
             if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
                 return incident
-            if incident.status != S.REPAIRING:
-                _transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
-                            attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(), error="")
             try:
+                if incident.status != S.REPAIRING:
+                    _transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
+                                attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
+                                error="")
                 return _repair(incident, supersede=supersede)
             except (GraphUnavailable, OperationalError) as exc:
-                Incident.objects.filter(pk=incident.pk).update(status=S.BLOCKED, error=str(exc).splitlines()[0])
-                IncidentTransition.objects.create(incident=incident, via=Incident.Via.WORKER, from_status=S.REPAIRING,
-                                                  to_status=S.BLOCKED, reason=str(exc).splitlines()[0])
+                incident.refresh_from_db()
+                message = str(exc).splitlines()[0]
+                _transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
                 log.exception("repair of incident %s failed", incident.pk)

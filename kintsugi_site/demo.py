@@ -1,0 +1,72 @@
+"""`make demo`: embedded services up, canonical scenario recorded, admin on 127.0.0.1:8000 with a
+Celery worker. Ctrl-C stops everything this command started; data stays under .kintsugi/."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _running_embedded() -> set[str]:
+    from kintsugi_site import embedded
+
+    up = set()
+    if embedded._port_answers(embedded.FALKORDB_PORT):
+        up.add("falkordb")
+    if embedded._port_answers(embedded.BROKER_PORT):
+        up.add("broker")
+    if (embedded.kintsugi_home() / "postgres" / "postmaster.pid").exists():
+        up.add("postgres")
+    return up
+
+
+def main() -> int:
+    os.chdir(ROOT)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kintsugi_site.settings.base")
+    before = _running_embedded()
+    py = sys.executable
+    manage = [py, "manage.py"]
+    children: list[subprocess.Popen] = []
+
+    def shutdown(*_args) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        for child in children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        from kintsugi_site import embedded
+
+        started = _running_embedded() - before
+        if started:
+            print(f"stopping embedded {', '.join(sorted(started))}", flush=True)
+            embedded.stop_all(only=started)
+        sys.exit(0)
+
+    signal.signal(signal.SIGINT, shutdown)
+    signal.signal(signal.SIGTERM, shutdown)
+
+    print("kintsugi demo: starting services (data under .kintsugi/)", flush=True)
+    subprocess.run(manage + ["migrate", "--noinput", "-v", "0"], check=True)
+    subprocess.run(manage + ["demo_setup"], check=True)
+    children.append(subprocess.Popen(
+        [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h"]))
+    children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:8000", "--noreload", "--insecure"]))
+    print("admin: http://127.0.0.1:8000/admin/   (Ctrl-C stops everything)", flush=True)
+    while True:
+        for child in children:
+            if child.poll() is not None:
+                print(f"{' '.join(child.args[:4])} exited with {child.returncode}; stopping", flush=True)
+                shutdown()
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

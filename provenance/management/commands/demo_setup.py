@@ -1,0 +1,45 @@
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from provenance.management.commands._common import KintsugiCommand
+from provenance.models import Workspace
+from provenance.services import desk_run
+
+DEMO_USERS = [
+    # username, group, superuser
+    ("lead", "Support lead", False),
+    ("reviewer", "Reviewer", False),
+    ("auditor", "Auditor", False),
+    ("admin", None, True),
+]
+DEMO_PASSWORD = "kintsugi-demo"
+
+
+class Command(KintsugiCommand):
+    help = "Record the canonical scenario into workspace 'demo' (once) and create the demo users."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workspace", default="demo")
+        parser.add_argument("--rerecord", action="store_true", help="record the scenario again")
+
+    def handle(self, *args, **o):
+        ws = Workspace.objects.filter(name=o["workspace"]).first()
+        if ws is None or ws.run_number == 0 or o["rerecord"]:
+            summary = desk_run(workspace=o["workspace"], reason="demo set-up")
+            self.stdout.write(f"recorded the canonical scenario into {o['workspace']!r}: {summary['actions']} actions")
+            ws = Workspace.objects.get(name=o["workspace"])
+        else:
+            self.stdout.write(f"workspace {o['workspace']!r} already recorded (run {ws.run_number}); kept")
+        User = get_user_model()
+        for username, group, superuser in DEMO_USERS:
+            user, created = User.objects.get_or_create(username=username, defaults={"is_staff": True})
+            if created:
+                user.set_password(DEMO_PASSWORD)
+            user.is_staff = True
+            user.is_superuser = superuser
+            user.save()
+            if group and Group.objects.filter(name=group).exists():
+                user.groups.add(Group.objects.get(name=group))
+            ws.members.add(user)
+        self.stdout.write("demo users (password: %s): %s" % (
+            DEMO_PASSWORD, ", ".join(f"{u} ({g or 'superuser'})" for u, g, _ in DEMO_USERS)))

@@ -1,0 +1,79 @@
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import redis
+from django.test import override_settings
+
+from kintsugi_site import embedded
+from provenance.desk.scenario import POISONED_PAGE
+from provenance.graph import GraphUnavailable
+from provenance.services import desk_run
+from repairs.models import Incident
+from repairs.services import retry_incident, run_repair
+from tests.conftest import _free_port
+from tests.repairs.helpers import flagger, open_incident
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def own_falkordb():
+    data = Path(tempfile.mkdtemp(prefix="kintsugi-own-"))
+    port = _free_port()
+    server = {"proc": embedded.start_redis_server(data_dir=data, port=port, with_graph=True)}
+
+    def stop():
+        redis.Redis(port=port).shutdown(save=True)
+        server["proc"].wait(timeout=10)
+
+    def start():
+        server["proc"] = embedded.start_redis_server(data_dir=data, port=port, with_graph=True)
+
+    with override_settings(FALKORDB_URL=f"redis://127.0.0.1:{port}"):
+        yield stop, start, port
+    if server["proc"].poll() is None:
+        server["proc"].terminate()
+    shutil.rmtree(data, ignore_errors=True)
+
+
+def test_falkordb_down_mid_repair_blocks_the_incident_and_a_retry_completes_it(own_falkordb):
+    stop, start, port = own_falkordb
+    desk_run(workspace="flaky")
+    incident = open_incident("flaky", POISONED_PAGE)
+    stop()
+    with pytest.raises(GraphUnavailable, match=f"127.0.0.1:{port}"):
+        run_repair(incident_id=incident.pk)
+    incident.refresh_from_db()
+    assert incident.status == Incident.Status.BLOCKED
+    assert f"127.0.0.1:{port}" in incident.error
+    assert incident.verification is None and not incident.effects.exists()
+    start()
+    retry_incident(incident=incident, actor=flagger(), reason="graph is back", via=Incident.Via.CLI)
+    incident = run_repair(incident_id=incident.pk)
+    assert incident.status == Incident.Status.REPAIRED
+    assert incident.counts["superseded"] == 8 and incident.effects_invalidated == 10
+    assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+    assert list(incident.transitions.values_list("to_status", flat=True)) == [
+        "open", "repairing", "blocked", "open", "repairing", "repaired"]
+
+
+def test_only_failed_or_blocked_incidents_are_retried():
+    desk_run(workspace="noretry")
+    incident = open_incident("noretry", POISONED_PAGE)
+    with pytest.raises(ValueError, match="only failed or blocked"):
+        retry_incident(incident=incident, actor=flagger(), reason="why not", via=Incident.Via.CLI)
+
+
+def test_flag_requires_a_reason_and_the_role_outside_the_cli():
+    from provenance.services import get_workspace
+    from repairs.services import flag_source
+
+    desk_run(workspace="roles")
+    user = flagger("plain")
+    with pytest.raises(ValueError, match="reason"):
+        flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason=" ", via="cli")
+    with pytest.raises(PermissionError, match="may not flag"):
+        flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason="bad", via="api")
+    assert not Incident.objects.exists()
