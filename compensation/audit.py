@@ -110,11 +110,10 @@ def restrict_role(role: str) -> None:
     """Let a database role append to and read the audit table but never change it: grant SELECT and
     INSERT, revoke UPDATE, DELETE and TRUNCATE. Run the application as that (non-owner) role; the owner
     can still drop the triggers, which is what the hash chain is for."""
-    table = AuditEvent._meta.db_table
+    table, quoted = connection.ops.quote_name(AuditEvent._meta.db_table), connection.ops.quote_name(role)
     with connection.cursor() as cur:
-        quoted = connection.ops.quote_name(role)
-        cur.execute(f"GRANT SELECT, INSERT ON {connection.ops.quote_name(table)} TO {quoted}")
-        cur.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {connection.ops.quote_name(table)} FROM {quoted}")
+        cur.execute(f"GRANT SELECT, INSERT ON {table} TO {quoted}")
+        cur.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {table} FROM {quoted}")
 
 
 # --- export ---

@@ -202,7 +202,8 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
     """Draft a pending item again through the current model client (after a model failure, or with a
     new backend). The same model input is answered from the response cache."""
     if actor is not None:
-        _require_reviewer(item, actor, via=via, action="redraft")
+        # Redrafting decides nothing (the new draft still needs a second person), so no four-eyes here.
+        _require_reviewer(item, actor, via=via, action="redraft", four_eyes=False)
     refreshed = CompensationItem.objects.get(pk=item.pk)
     if refreshed.status != St.PENDING:
         _refuse(refreshed, actor, via, "redraft", DecisionRefused(f"item #{item.pk} is {refreshed.status}; only pending items are redrafted"))
@@ -244,14 +245,14 @@ def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Except
     raise exc
 
 
-def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str) -> bool:
+def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str, four_eyes: bool = True) -> bool:
     """Check role and four-eyes; returns True when four-eyes was relaxed by the setting."""
     if actor is None or not actor.is_active:
         _refuse(item, actor, via, action, ReviewRefused("an active user is required to review"))
     if not actor.has_perm(REVIEW_PERMISSION):
         _refuse(item, actor, via, action, ReviewRefused(
             f"user {actor.get_username()!r} may not review compensation items (Reviewer role needed)"))
-    if item.incident.flagged_by_id == actor.pk:
+    if four_eyes and item.incident.flagged_by_id == actor.pk:
         if settings.KINTSUGI_FOUR_EYES:
             _refuse(item, actor, via, action, ReviewRefused(
                 f"four-eyes: {actor.get_username()!r} flagged incident #{item.incident_id} and may not "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import transaction
 
 from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
@@ -16,28 +18,58 @@ from repairs.services import flag_source, run_repair
 from tests.fake_gemini import FakeGemini
 
 
-@pytest.fixture
-def make_user(db, django_user_model):
+def _make_user(username: str, *groups: str, **extra):
+    from django.contrib.auth import get_user_model
+
     ensure_roles()  # a transactional test's flush drops the groups the data migration created
+    user = get_user_model().objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    return user
 
-    def make(username: str, *groups: str, **extra):
-        user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
-        for name in groups:
-            user.groups.add(Group.objects.get(name=name))
-        return user
 
-    return make
+def _make_people() -> SimpleNamespace:
+    return SimpleNamespace(
+        lead=_make_user("lead1", SUPPORT_LEAD),
+        reviewer=_make_user("reviewer1", REVIEWER),
+        auditor=_make_user("auditor1", AUDITOR),
+        # Both roles: only four-eyes stops them from approving their own incident.
+        lead_reviewer=_make_user("leadrev1", SUPPORT_LEAD, REVIEWER),
+    )
 
 
 @pytest.fixture
-def people(make_user):
-    class People:
-        lead = make_user("lead1", SUPPORT_LEAD)
-        reviewer = make_user("reviewer1", REVIEWER)
-        auditor = make_user("auditor1", AUDITOR)
-        # Both roles: only four-eyes stops them from approving their own incident.
-        lead_reviewer = make_user("leadrev1", SUPPORT_LEAD, REVIEWER)
-    return People
+def make_user(db):
+    return _make_user
+
+
+@pytest.fixture
+def people(db):
+    return _make_people()
+
+
+@pytest.fixture(scope="module")
+def canonical_module(django_db_setup, django_db_blocker):
+    """One repaired canonical incident (flagged by `leadrev1`, who is Support lead and Reviewer) shared
+    by a module's non-transactional tests: built once inside a module-wide transaction that each test's
+    own transaction nests in (Django's setUpTestData pattern) and rolled back at the end. Only for
+    modules without transactional tests; FalkorDB changes are not rolled back (tests here only read it)."""
+    with django_db_blocker.unblock():
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            people = _make_people()
+            incident = repaired_incident(flagger=people.lead_reviewer)
+            yield SimpleNamespace(people=people, incident_id=incident.pk)
+        finally:
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+@pytest.fixture
+def canonical(canonical_module, db):
+    """The shared incident, fetched fresh for each test (tests change it; their changes roll back)."""
+    return SimpleNamespace(people=canonical_module.people, incident=Incident.objects.get(pk=canonical_module.incident_id))
 
 
 def repaired_incident(*, flagger, workspace: str | None = None, settings=None) -> Incident:

@@ -3,7 +3,6 @@ import pytest
 from compensation.drafting import plan_items
 from compensation.models import CompensationItem
 from compensation.services import draft_compensations
-from tests.compensation.conftest import repaired_incident
 
 K = CompensationItem.Kind
 
@@ -41,8 +40,8 @@ def test_netting_to_zero_moves_no_money_but_still_explains():
 
 
 @pytest.mark.django_db
-def test_canonical_repair_drafts_ten_compensations_and_four_replacements(people):
-    incident = repaired_incident(flagger=people.lead)
+def test_canonical_repair_drafts_ten_compensations_and_four_replacements(canonical):
+    incident = canonical.incident
     assert incident.status == "repaired"
     assert incident.compensations == 10  # the receiver's return value
     items = list(incident.compensation_items.order_by("ticket_id", "kind"))
@@ -67,8 +66,8 @@ def test_canonical_repair_drafts_ten_compensations_and_four_replacements(people)
 
 
 @pytest.mark.django_db
-def test_drafting_again_for_the_same_repair_adds_nothing(people):
-    incident = repaired_incident(flagger=people.lead)
+def test_drafting_again_for_the_same_repair_adds_nothing(canonical):
+    incident = canonical.incident
     before = incident.compensation_items.count()
     assert draft_compensations(incident=incident) == 10
     assert incident.compensation_items.count() == before == 14

@@ -5,15 +5,19 @@ from django.core.management import call_command
 
 from compensation.models import AuditEvent, CompensationItem
 from compensation.services import (DecisionRefused, ReviewRefused, approve_item, bulk_approve, reject_item)
-from tests.compensation.conftest import repaired_incident
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind
 
 
 @pytest.fixture
-def incident(people):
-    return repaired_incident(flagger=people.lead_reviewer)
+def incident(canonical):
+    return canonical.incident
+
+
+@pytest.fixture
+def people(canonical):
+    return canonical.people
 
 
 def _first(incident, kind=K.REFUND_REVERSAL, ticket="t05"):
