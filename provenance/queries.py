@@ -233,3 +233,22 @@ CACHE_PUT = """
 MERGE (r:Response {key: $key})
 ON CREATE SET r.value = $value, r.model = $model, r.task = $task, r.created_at = $at
 """
+
+# --- incident explain / picture (admin) ---
+# An effect, the action that caused it and whether it is still live (or held for approval).
+EFFECT_CAUSER = """
+MATCH (a:Action)-[:CAUSED]->(e:Effect {id: $id})
+RETURN a.id, e.kind, e.ticket, e.amount, e.currency, e.live, e.held
+"""
+# The values of named fact versions: what a step of an explain path read.
+FACT_VERSIONS = """
+UNWIND $rows AS r
+MATCH (f:Fact {key: r.key, version: r.version})
+RETURN f.key, f.version, f.value, f.active
+"""
+# Effects of a set of actions counted by kind and state (live / held / invalidated), for the grouped picture.
+EFFECT_STATES = """
+UNWIND $ids AS id
+MATCH (:Action {id: id})-[:CAUSED]->(e:Effect)
+RETURN e.kind, e.live, e.held, count(e), sum(e.amount)
+"""

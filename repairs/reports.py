@@ -1,0 +1,228 @@
+"""The incident report: one dict (build_report) rendered as JSON, a zip of CSV tables, or a PDF.
+
+The PDF is WeasyPrint over `reports/incident.html`, which includes the same section template
+(`reports/_incident_sections.html`) as the admin's incident page, so the page and the PDF can't drift.
+The JSON carries everything the other two show (and the rows behind them), so the report can be rebuilt
+from it. Text in the report (decisions, drafted emails, reasons) is untrusted: the templates escape it,
+the CSV cells are defused for spreadsheets (compensation.audit.csv_cell), and the JSON escapes <, > and &
+as \\u sequences.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import zipfile
+from datetime import datetime, timezone
+
+from django.template.loader import render_to_string
+
+from compensation.audit import csv_cell
+from provenance.progress import ProgressFn, noop
+from repairs import selectors
+from repairs.models import ActionOutcome, Incident
+
+FORMATS = ("json", "csv", "pdf")
+CONTENT_TYPES = {"json": "application/json", "csv": "application/zip", "pdf": "application/pdf"}
+PDF_ROW_LIMIT = 2000  # per table: a PDF of 300,000 action rows helps nobody; JSON and CSV have them all
+CHUNK = 2000
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _outcome_rows(incident: Incident, progress: ProgressFn) -> list[dict]:
+    total = incident.blast_radius or 0
+    rows = []
+    for o in ActionOutcome.objects.filter(incident=incident).order_by("seq").iterator(chunk_size=CHUNK):
+        rows.append({"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": o.seq,
+                     "parent_id": o.parent_id, "status": o.status, "before": o.before, "after": o.after})
+        if len(rows) % CHUNK == 0:
+            progress(len(rows), max(total, len(rows)))
+    return rows
+
+
+def _ticket_rows(actions: list[dict]) -> list[dict]:
+    by_ticket: dict[str, list[dict]] = {}
+    for a in sorted(actions, key=lambda a: (a["ticket"], a["seq"])):
+        if a["ticket"]:
+            by_ticket.setdefault(a["ticket"], []).append(a)
+    rows = []
+    for ticket, steps in by_ticket.items():
+        rows.append({
+            "ticket": ticket,
+            "before": [{"agent": s["agent"], "action": s["action_id"], "decision": s["before"]}
+                       for s in steps if s["status"] != "new"],
+            "after": [{"agent": s["agent"], "action": s["action_id"], "decision": s["after"]}
+                      for s in steps if s["status"] not in selectors.DEAD],
+            "statuses": [s["status"] for s in steps],
+            "changed": any(s["status"] in ("poisoned", "rerun_changed", "superseded", "new") for s in steps),
+        })
+    return rows
+
+
+def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
+    """Everything the incident report shows, as plain JSON-able data."""
+    incident = selectors.incident_for_page(incident.pk)
+    actions = _outcome_rows(incident, progress)
+    effects = [selectors.effect_dict(e) for e in incident.effects.order_by("ticket", "kind", "effect_id")]
+    report = {
+        "report": "kintsugi incident report",
+        "version": 1,
+        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "incident": {
+            "id": incident.pk, "workspace": incident.workspace.name, "run_number": incident.run_number,
+            "source": incident.source_id, "reason": incident.reason, "status": incident.status,
+            "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,
+            "created_at": _iso(incident.created_at), "started_at": _iso(incident.started_at),
+            "finished_at": _iso(incident.finished_at), "attempts": incident.attempts, "error": incident.error or None,
+        },
+        "outcome": {
+            "blast_radius": incident.blast_radius,
+            "counts": {k: (incident.counts or {}).get(k, 0) for k in selectors.STATUSES},
+            "effects_invalidated": incident.effects_invalidated,
+            "effects_invalidated_by_kind": incident.invalidated_by_kind or {},
+            "compensations": incident.compensations,
+            "tickets_untouched": incident.tickets_untouched,
+            "tickets_touched": incident.tickets_touched,
+            "table": [{k: r.get(k) for k in ("key", "label", "value", "detail")} for r in selectors.outcome_rows(incident)],
+        },
+        "actions": actions,
+        "tickets": _ticket_rows(actions),
+        "effects": effects,
+        "compensation": selectors.compensation_items(incident=incident),
+        "verification": incident.verification,
+        "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
+    }
+    progress(len(actions), max(len(actions), 1))
+    return report
+
+
+# --- JSON ---------------------------------------------------------------------------------------------------
+def _json(report: dict) -> bytes:
+    text = json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    # Inert if a browser ever renders it: the same data, with markup characters as \u escapes.
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").encode()
+
+
+# --- CSV (a zip of tables) --------------------------------------------------------------------------------
+def _table(columns: list[str], rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([csv_cell(row.get(c)) for c in columns])
+    return out.getvalue()
+
+
+def _chain(steps: list[dict]) -> str:
+    return " → ".join(f"{s['agent']} #{s['action']} ({selectors.describe(s['decision'])})" for s in steps)
+
+
+def _csv_zip(report: dict) -> bytes:
+    inc, out = report["incident"], report["outcome"]
+    tables = {
+        "incident.csv": _table(["field", "value"], [{"field": k, "value": v} for k, v in inc.items()]),
+        "outcome.csv": _table(["key", "label", "value", "detail"], out["table"]),
+        "actions.csv": _table(["action_id", "agent", "ticket", "seq", "parent_id", "status", "before", "after"],
+                              report["actions"]),
+        "tickets.csv": _table(["ticket", "changed", "statuses", "before", "after"], [
+            {**t, "statuses": " ".join(t["statuses"]), "before": _chain(t["before"]), "after": _chain(t["after"])}
+            for t in report["tickets"]]),
+        "effects.csv": _table(["effect_id", "action_id", "role", "kind", "ticket", "amount_cents", "currency", "details"],
+                              report["effects"]),
+        "compensation.csv": _table(["id", "kind", "ticket", "status", "amount_cents", "currency", "to", "subject",
+                                    "body", "valid", "decided_by", "decided_at", "decision_reason", "executed_at"],
+                                   report["compensation"]),
+        "compensation_audit.csv": _table(["item", "seq", "at", "actor", "via", "action", "from_status", "to_status",
+                                          "reason"],
+                                         [{"item": c["id"], **ev} for c in report["compensation"] for ev in c["history"]]),
+        "verification.csv": _table(["table", "side", "row"], (report["verification"] or {}).get("rows", [])),
+        "transitions.csv": _table(["at", "from", "to", "actor", "via", "reason"], report["transitions"]),
+    }
+    if report["verification"] is not None:
+        tables["verification.csv"] = _table(["table", "side", "row"], [
+            {"table": "summary", "side": k, "row": report["verification"].get(k)} for k in ("facts", "decisions", "effects")
+        ] + report["verification"].get("rows", []))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in tables.items():
+            z.writestr(f"incident-{inc['id']}/{name}", text)
+    return buf.getvalue()
+
+
+# --- HTML / PDF ---------------------------------------------------------------------------------------------
+def report_context(report: dict) -> dict:
+    """The section template's context from a report dict (the page builds the same names from selectors)."""
+    def cap(rows):
+        return rows[:PDF_ROW_LIMIT], max(0, len(rows) - PDF_ROW_LIMIT)
+
+    tickets, tickets_more = cap([{
+        "ticket": t["ticket"], "changed": t["changed"], "statuses": t["statuses"],
+        "before": [{**s, "decision": selectors.describe(s["decision"])} for s in t["before"]],
+        "after": [{**s, "decision": selectors.describe(s["decision"])} for s in t["after"]],
+    } for t in report["tickets"]])
+    actions, actions_more = cap([{**a, "status_label": selectors.STATUS_LABELS.get(a["status"], a["status"]),
+                                  "before": selectors.describe(a["before"]), "after": selectors.describe(a["after"])}
+                                 for a in report["actions"]])
+    verification = selectors.verification_view(report["verification"], limit=PDF_ROW_LIMIT)
+    effects, effects_more = cap([e for e in report["effects"] if e["role"] == "invalidated"])
+    return {
+        "r": report, "outcome_rows": report["outcome"]["table"], "verification": verification,
+        "ticket_rows": tickets, "tickets_more": tickets_more, "action_rows": actions, "actions_more": actions_more,
+        "invalidated_effects": effects, "effects_more": effects_more,
+        "compensation": report["compensation"], "transitions": report["transitions"],
+        "status_keys": selectors.STATUSES,
+    }
+
+
+def _when(iso: str | None) -> str:
+    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S UTC") if iso else "—"
+
+
+def _picture(incident: Incident) -> str:
+    """The blast-radius picture as a data: URI for the PDF: the grouped overview for big radii, else
+    the first page of the detail (the same SVG the admin serves)."""
+    from repairs import graph_svg
+
+    if incident.blast_radius is None:
+        return ""
+    if incident.blast_radius > selectors.DETAIL_LIMIT:
+        picture = graph_svg.layout_overview(selectors.graph_overview(incident=incident))
+    else:
+        picture = graph_svg.layout_page(selectors.graph_page(incident=incident, per_page=50))
+    svg = graph_svg.render_svg(picture, title=f"Blast radius of {incident.source_id}")
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+def render_html(report: dict, *, picture: str = "") -> str:
+    context = report_context(report)
+    inc = report["incident"]
+    context["when"] = {k: _when(inc[k]) for k in ("created_at", "started_at", "finished_at")}
+    context["when"]["generated_at"] = _when(report["generated_at"])
+    context["transitions"] = [{**t, "at": _when(t["at"])} for t in report["transitions"]]
+    context["compensation"] = [{**c, "history": [{**ev, "at": _when(ev["at"])} for ev in c["history"]]}
+                               for c in report["compensation"]]
+    context["picture"] = picture
+    return render_to_string("reports/incident.html", context)
+
+
+def _pdf(report: dict, incident: Incident) -> bytes:
+    from weasyprint import HTML
+    from weasyprint.urls import URLFetcher
+
+    # The report embeds its picture as a data: URI and needs nothing else: never a file, never the network.
+    fetcher = URLFetcher(allowed_protocols={"data"})
+    return HTML(string=render_html(report, picture=_picture(incident)), url_fetcher=fetcher).write_pdf()
+
+
+def render_report(incident: Incident, fmt: str, *, progress: ProgressFn = noop) -> tuple[bytes, str, str]:
+    """(body, content type, file name) of the report of `incident` in json, csv (a zip of tables) or pdf."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")
+    report = build_report(incident, progress=progress)
+    body = _pdf(report, incident) if fmt == "pdf" else {"json": _json, "csv": _csv_zip}[fmt](report)
+    ext = "zip" if fmt == "csv" else fmt
+    return body, CONTENT_TYPES[fmt], f"incident-{incident.pk}.{ext}"
