@@ -1,6 +1,18 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, Subquery
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
+from provenance.graph import GraphUnavailable
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
+from provenance.recorder import UnknownSource
+from provenance.selectors import blast_radius
+
+PREVIEW_ACTIONS = 40  # actions listed on the flag preview; the totals always cover the whole radius
+FLAG_MANY_LIMIT = 20  # sources one list action may flag at once
 
 
 @admin.register(Workspace)
@@ -12,9 +24,124 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
-    list_display = ("source_id", "workspace", "title")
+    list_display = ("source_id", "workspace", "title", "open_incident")
     list_filter = ("workspace",)
     search_fields = ("source_id", "title")
+    list_select_related = ("workspace",)
+    actions = ["flag_sources"]
+    change_form_template = "admin/provenance/source/change_form.html"
+
+    def get_queryset(self, request):
+        # The open incident of each source, in the changelist's own query (no query per row).
+        from repairs.models import Incident
+
+        open_incident = (Incident.objects.filter(workspace=OuterRef("workspace"), source_id=OuterRef("source_id"))
+                         .exclude(status=Incident.Status.CLOSED).values("pk")[:1])
+        return super().get_queryset(request).annotate(open_incident_id=Subquery(open_incident))
+
+    @admin.display(description="open incident")
+    def open_incident(self, obj: Source) -> str:
+        if not obj.open_incident_id:
+            return "—"
+        return format_html('<a href="{}">#{}</a>', reverse("admin:repairs_incident_change", args=[obj.open_incident_id]),
+                           obj.open_incident_id)
+
+    # --- flagging: an object action and a list action, both through the preview page -------------------------
+    def has_flag_permission(self, request) -> bool:
+        return request.user.has_perm("repairs.flag_source")
+
+    @admin.action(permissions=["flag"], description="Flag as bad source (preview the blast radius first)")
+    def flag_sources(self, request, queryset):
+        ids = ",".join(str(pk) for pk in queryset.values_list("pk", flat=True)[:FLAG_MANY_LIMIT + 1])
+        return HttpResponseRedirect(f"{reverse('admin:provenance_source_flag_many')}?ids={ids}")
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("flag/", wrap(self.flag_view), name="provenance_source_flag_many"),
+            path("<int:source_pk>/flag/", wrap(self.flag_view), name="provenance_source_flag"),
+        ] + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {"can_flag": self.has_flag_permission(request), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra)
+
+    def flag_view(self, request, source_pk: int | None = None):
+        """GET: the blast-radius preview of each source and a reason field. POST: flag them through the
+        same service as the CLI and the API. A source that already has an open incident shows it instead."""
+        from repairs.admin import incident_url
+        from repairs.models import Incident
+        from repairs.services import IncidentAlreadyOpen, flag_source
+
+        if not self.has_flag_permission(request):
+            raise PermissionDenied
+        if source_pk is not None:
+            ids = [source_pk]
+        else:
+            try:
+                ids = [int(i) for i in request.GET.get("ids", "").split(",") if i][:FLAG_MANY_LIMIT]
+            except ValueError:
+                raise Http404("ids must be source ids") from None
+        sources = list(Source.objects.filter(pk__in=ids).select_related("workspace").order_by("workspace__name", "source_id"))
+        if not sources:
+            raise Http404("no such source")
+        open_incidents = {(i.workspace_id, i.source_id): i for i in Incident.objects.filter(
+            source_id__in=[s.source_id for s in sources], workspace__in={s.workspace_id for s in sources}
+        ).exclude(status=Incident.Status.CLOSED)}
+        if len(sources) == 1 and (sources[0].workspace_id, sources[0].source_id) in open_incidents:
+            incident = open_incidents[(sources[0].workspace_id, sources[0].source_id)]
+            self.message_user(request, f"{sources[0].source_id} already has an open incident: #{incident.pk} "
+                                       f"({incident.status}).", messages.WARNING)
+            return HttpResponseRedirect(incident_url(incident.pk))
+        error = None
+        if request.method == "POST":
+            reason = request.POST.get("reason", "").strip()
+            if not reason:
+                error = "Give a reason: it is recorded with the incident and shown to reviewers."
+            else:
+                opened, already = [], []
+                for source in sources:
+                    if (source.workspace_id, source.source_id) in open_incidents:
+                        continue
+                    try:
+                        opened.append(flag_source(workspace=source.workspace, source_id=source.source_id,
+                                                  actor=request.user, reason=reason, via=Incident.Via.ADMIN))
+                    except IncidentAlreadyOpen as exc:  # flagged by someone else since the preview
+                        already.append(exc.incident)
+                    except (PermissionError, UnknownSource, ValueError) as exc:
+                        self.message_user(request, f"{source.source_id}: {exc}", messages.ERROR)
+                for incident in opened:
+                    self.message_user(request, f"Flagged {incident.source_id}: incident #{incident.pk} opened, "
+                                               "the repair is queued.", messages.SUCCESS)
+                for incident in already:
+                    self.message_user(request, f"{incident.source_id} already has an open incident: "
+                                               f"#{incident.pk}.", messages.WARNING)
+                if len(opened) + len(already) == 1:
+                    return HttpResponseRedirect(incident_url((opened or already)[0].pk))
+                return HttpResponseRedirect(reverse("admin:repairs_incident_changelist"))
+        previews = []
+        for source in sources:
+            incident = open_incidents.get((source.workspace_id, source.source_id))
+            preview, problem = None, None
+            if incident is None:
+                try:
+                    preview = blast_radius(workspace=source.workspace, source=source.source_id, limit=PREVIEW_ACTIONS)
+                except GraphUnavailable as exc:
+                    problem = f"The provenance graph is unreachable, so there is no preview: {exc}"
+            previews.append({"source": source, "incident": incident, "radius": preview, "problem": problem,
+                             "incident_url": incident_url(incident.pk) if incident else None,
+                             "agents": sorted((preview or {}).get("by_agent", {}).items(), key=lambda kv: -kv[1])})
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Flag a bad source" if len(sources) == 1 else f"Flag {len(sources)} bad sources",
+            "opts": self.opts,
+            "previews": previews,
+            "flaggable": [p for p in previews if p["incident"] is None],
+            "error": error,
+            "reason": request.POST.get("reason", ""),
+            "preview_actions": PREVIEW_ACTIONS,
+        }
+        return TemplateResponse(request, "admin/provenance/source/flag_confirmation.html", context)
 
 
 @admin.register(Ticket)

@@ -14,7 +14,7 @@ DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "kintsugi_site.admin_site.KintsugiAdminConfig",  # django.contrib.admin with the dashboard as its index
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,0 +1,209 @@
+"""The incident admin: the changelist, the incident page (progress, outcome, verification, per-ticket
+before → after, picture, review queue links, report export), "why is this here?" and retry/close.
+
+Flagging itself starts from the Source admin (provenance/admin.py). Pages are thin: repairs.selectors
+reads, repairs.services changes state, repairs.views serves the small endpoints.
+"""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from repairs import selectors, services, views
+from repairs.models import Incident, IncidentTransition
+from repairs.reports import FORMATS
+
+TICKETS_PER_PAGE = 25
+PICTURE_TICKETS_PER_PAGE = 12
+
+
+def incident_url(incident_id: int) -> str:
+    return reverse("admin:repairs_incident_change", args=[incident_id])
+
+
+@admin.register(Incident)
+class IncidentAdmin(admin.ModelAdmin):
+    list_display = ("number", "source_id", "workspace", "status", "progress_display", "blast_radius", "flagged_by",
+                    "created_at")
+    list_display_links = ("number", "source_id")
+    list_filter = ("status", "workspace")
+    search_fields = ("source_id",)
+    list_select_related = ("workspace", "flagged_by")
+    show_full_result_count = False  # no count over the whole table on every changelist load
+    ordering = ("-created_at",)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("plan", "verification")
+
+    @admin.display(description="#", ordering="pk")
+    def number(self, obj: Incident) -> str:
+        return f"#{obj.pk}"
+
+    @admin.display(description="progress")
+    def progress_display(self, obj: Incident) -> str:
+        return f"{obj.percent}%" + (f" ({obj.phase})" if obj.status in selectors.RUNNING and obj.phase else "")
+
+    def has_add_permission(self, request) -> bool:
+        return False  # incidents are opened by flagging a source, with a preview first
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # the page is read-only; retry and close go through their own forms
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_lead_permission(self, request) -> bool:
+        return request.user.has_perm("repairs.flag_source")
+
+    # --- URLs -------------------------------------------------------------------------------------------
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        name = "repairs_incident"
+        return [
+            path("<int:incident_id>/progress/", wrap(self.progress_view), name=f"{name}_progress"),
+            path("<int:incident_id>/graph.svg", wrap(self.graph_view), name=f"{name}_graph"),
+            path("<int:incident_id>/explain/", wrap(self.explain_view), name=f"{name}_explain"),
+            path("<int:incident_id>/report.<str:fmt>", wrap(self.report_view), name=f"{name}_report"),
+            path("<int:incident_id>/retry/", wrap(self.retry_view), name=f"{name}_retry"),
+            path("<int:incident_id>/close/", wrap(self.close_view), name=f"{name}_close"),
+        ] + super().get_urls()
+
+    def _incident(self, request, incident_id, **kw) -> Incident:
+        try:
+            incident = (selectors.incident_for_page(int(incident_id)) if kw.get("page")
+                        else Incident.objects.select_related("workspace").defer("plan").get(pk=int(incident_id)))
+        except (Incident.DoesNotExist, ValueError):
+            raise Http404(f"no incident {incident_id}") from None
+        if not self.has_view_permission(request, incident):
+            raise PermissionDenied
+        return incident
+
+    # --- the incident page ------------------------------------------------------------------------------
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        incident = self._incident(request, object_id, page=True)
+        page = views._int(request, "tickets")
+        picture_page = views._int(request, "picture")
+        tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
+        effects = selectors.effect_rows(incident=incident)
+        base = incident_url(incident.pk)
+        explain_url = reverse("admin:repairs_incident_explain", args=[incident.pk])
+        graph_url = reverse("admin:repairs_incident_graph", args=[incident.pk])
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Incident #{incident.pk}: {incident.source_id}",
+            "subtitle": None,
+            "opts": self.opts,
+            "incident": incident,
+            "progress": selectors.progress(incident),
+            "progress_url": reverse("admin:repairs_incident_progress", args=[incident.pk]),
+            "outcome_rows": selectors.outcome_rows(incident),
+            "status_keys": selectors.STATUSES,
+            "verification": selectors.verification_view(incident.verification),
+            "ticket_rows": tickets["rows"],
+            "tickets": tickets,
+            "tickets_next": f"{base}?tickets={page + 1}#tickets" if tickets["has_next"] else None,
+            "tickets_previous": f"{base}?tickets={page - 1}#tickets" if tickets["has_previous"] else None,
+            "invalidated_effects": effects,
+            "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
+            "transitions": selectors.transition_rows(incident=incident),
+            "review": selectors.compensation_summary(incident=incident),
+            "explain_url": explain_url,
+            "picture": {
+                "url": f"{graph_url}?page={picture_page}&per_page={PICTURE_TICKETS_PER_PAGE}",
+                "overview_url": f"{graph_url}?overview=1" if (incident.blast_radius or 0) > selectors.DETAIL_LIMIT else None,
+                "page": picture_page,
+                "previous": f"{base}?picture={picture_page - 1}#picture" if picture_page > 1 else None,
+                "next": (f"{base}?picture={picture_page + 1}#picture"
+                         if (incident.tickets_in_radius or 0) > picture_page * PICTURE_TICKETS_PER_PAGE else None),
+            },
+            "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
+                         "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
+            "can_retry": self.has_lead_permission(request) and incident.status in (Incident.Status.FAILED,
+                                                                                   Incident.Status.BLOCKED),
+            "can_close": self.has_lead_permission(request) and incident.status not in (Incident.Status.REPAIRING,
+                                                                                       Incident.Status.CLOSED),
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/repairs/incident/incident_page.html", context)
+
+    # --- the small endpoints ------------------------------------------------------------------------------
+    def progress_view(self, request, incident_id):
+        return views.progress_json(request, self._incident(request, incident_id))
+
+    def graph_view(self, request, incident_id):
+        incident = self._incident(request, incident_id)
+        return views.graph_picture(request, incident,
+                                   explain_url=reverse("admin:repairs_incident_explain", args=[incident.pk]))
+
+    def report_view(self, request, incident_id, fmt):
+        if fmt not in FORMATS:
+            raise Http404(f"no {fmt} report")
+        return views.report_download(request, self._incident(request, incident_id), fmt)
+
+    def explain_view(self, request, incident_id):
+        incident = self._incident(request, incident_id)
+        try:
+            action = int(request.GET["action"]) if "action" in request.GET else None
+            effect = int(request.GET["effect"]) if "effect" in request.GET else None
+            path = selectors.explain(incident=incident, action_id=action, effect_id=effect)
+        except (ValueError, selectors.NotInIncident) as exc:
+            raise Http404(str(exc)) from None
+        target = f"effect #{effect}" if effect is not None else f"action #{action}"
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Why is {target} in incident #{incident.pk}?",
+            "opts": self.opts,
+            "incident": incident,
+            "path": path,
+            "incident_url": incident_url(incident.pk),
+            "explain_url": reverse("admin:repairs_incident_explain", args=[incident.pk]),
+        }
+        return TemplateResponse(request, "admin/repairs/incident/explain.html", context)
+
+    # --- retry and close (a reason each, through the services) --------------------------------------------
+    def _lead_post(self, request, incident_id, service, done: str):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        incident = self._incident(request, incident_id)
+        if not self.has_lead_permission(request):
+            raise PermissionDenied
+        reason = request.POST.get("reason", "").strip()
+        if not reason:
+            self.message_user(request, "Give a reason: it goes into the incident's history.", messages.ERROR)
+            return HttpResponseRedirect(incident_url(incident.pk))
+        try:
+            service(incident=incident, actor=request.user, reason=reason, via=Incident.Via.ADMIN)
+        except (services.RefusedTransition, PermissionError) as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            self.message_user(request, format_html("Incident #{} {}.", incident.pk, done), messages.SUCCESS)
+        return HttpResponseRedirect(incident_url(incident.pk))
+
+    def retry_view(self, request, incident_id):
+        return self._lead_post(request, incident_id, services.retry_incident, "sent back to the worker")
+
+    def close_view(self, request, incident_id):
+        return self._lead_post(request, incident_id, services.close_incident, "closed")
+
+
+@admin.register(IncidentTransition)
+class IncidentTransitionAdmin(admin.ModelAdmin):
+    """Read-only: the append-only status history of every incident."""
+
+    list_display = ("at", "incident", "from_status", "to_status", "actor", "via", "reason")
+    list_filter = ("to_status", "via")
+    list_select_related = ("incident__workspace", "actor")
+    show_full_result_count = False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

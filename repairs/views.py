@@ -1,0 +1,46 @@
+"""Small views behind the incident page, wired into the admin by IncidentAdmin.get_urls (so each one is
+wrapped in admin_site.admin_view: staff only, and each checks the incident's view permission)."""
+from __future__ import annotations
+
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.clickjacking import xframe_options_sameorigin
+
+from repairs import graph_svg, reports, selectors
+from repairs.models import Incident
+
+
+@never_cache
+def progress_json(request, incident: Incident) -> JsonResponse:
+    """What the progress bar polls: status, phase and percent; `running` false once the repair stopped."""
+    return JsonResponse(selectors.progress(incident))
+
+
+def _int(request, name: str, default: int = 1) -> int:
+    try:
+        return max(1, int(request.GET.get(name, default)))
+    except (TypeError, ValueError):
+        return default
+
+
+@xframe_options_sameorigin  # the incident page embeds it in an <object>
+def graph_picture(request, incident: Incident, *, explain_url: str) -> HttpResponse:
+    """The blast-radius picture as SVG: ?overview=1 for the grouped whole, else ?page=N of the detail."""
+    if request.GET.get("overview"):
+        picture = graph_svg.layout_overview(selectors.graph_overview(incident=incident))
+        title = f"Blast radius of {incident.source_id}, grouped by agent and repair status"
+    else:
+        page, per_page = _int(request, "page"), min(_int(request, "per_page", 12), 50)
+        picture = graph_svg.layout_page(selectors.graph_page(incident=incident, page=page, per_page=per_page),
+                                        explain_url=explain_url)
+        title = f"Blast radius of {incident.source_id}, tickets page {page}"
+    response = HttpResponse(graph_svg.render_svg(picture, title=title), content_type="image/svg+xml; charset=utf-8")
+    response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"  # no script in the picture
+    return response
+
+
+def report_download(request, incident: Incident, fmt: str) -> HttpResponse:
+    body, content_type, filename = reports.render_report(incident, fmt)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
