@@ -1,0 +1,248 @@
+"""The review queue and the audit trail in the admin. Thin: every decision goes through
+compensation.services (which enforce the Reviewer role and four-eyes and record refusals); these views
+parse the form, call one service and render. All draft, ticket and page text is shown through
+autoescaping templates or format_html, never mark_safe."""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from compensation import audit, selectors, services
+from compensation.models import AuditEvent, CompensationItem
+from provenance.models import Ticket
+
+VIA = "admin"
+
+
+class CustomerFilter(admin.SimpleListFilter):
+    title = "customer"
+    parameter_name = "customer"
+
+    def lookups(self, request, model_admin):
+        emails = model_admin.get_queryset(request).order_by("customer_email").values_list("customer_email", flat=True)
+        return [(e, e) for e in dict.fromkeys(emails)][:200]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(customer_email=self.value()) if self.value() else queryset
+
+
+@admin.register(CompensationItem)
+class CompensationItemAdmin(admin.ModelAdmin):
+    list_display = ("item_link", "incident", "kind", "ticket_id", "customer_email", "amount", "status", "valid",
+                    "draft_summary", "drafted_by")
+    list_display_links = None
+    list_filter = ("status", "kind", "valid", "incident", CustomerFilter)
+    search_fields = ("ticket_id", "customer_email")
+    list_per_page = 50
+    actions = ["bulk_approve", "redraft"]
+
+    # --- permissions: items are never added, deleted or edited as rows; only the services change them ---
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_review_permission(self, request) -> bool:
+        return request.user.has_perm(services.REVIEW_PERMISSION)
+
+    def get_queryset(self, request):
+        return selectors.review_queue()
+
+    def get_ordering(self, request):
+        return ("status_order", "-incident_id", "ticket_id", "kind", "pk")
+
+    @admin.display(description="item", ordering="pk")
+    def item_link(self, obj):
+        return format_html('<a href="{}">#{}</a>', reverse("admin:compensation_compensationitem_change", args=[obj.pk]), obj.pk)
+
+    @admin.display(description="amount", ordering="amount_cents")
+    def amount(self, obj):
+        return obj.amount_display if obj.moves_money else "—"
+
+    @admin.display(description="draft")
+    def draft_summary(self, obj):
+        text = obj.subject if obj.kind in CompensationItem.EMAIL_KINDS else obj.body
+        return Truncator(text).chars(80)  # plain str: the changelist escapes it
+
+    # --- the review page -------------------------------------------------------------------------------
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:item_id>/decide/", wrap(self.decide_view), name="compensation_compensationitem_decide"),
+        ] + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        item = get_object_or_404(selectors.review_queue(), pk=object_id)
+        if not self.has_view_permission(request, item):
+            raise PermissionDenied
+        source = selectors.flagged_source(item=item)
+        ticket = Ticket.objects.filter(workspace_id=item.incident.workspace_id, ticket_id=item.ticket_id).first()
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Review item #{item.pk}: {item.get_kind_display()} for {item.ticket_id}",
+            "item": item,
+            "ticket": ticket,
+            "source": source,
+            "source_excerpt": (source.content[:2000] if source else ""),
+            "paths": [{"effect_id": p["effect_id"], "role": p["role"], "text": selectors.path_text(p["steps"]),
+                       "steps": p["steps"]} for p in item.path],
+            "history": selectors.item_history(item=item),
+            "can_review": self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING,
+            "editable": services.EDITABLE_FIELDS[item.kind],
+            "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),
+            "item_history_url": reverse("admin:compensation_auditevent_changelist")
+            + f"?subject_type=compensation_item&subject_id={item.pk}",
+            "incident_history_url": reverse("admin:compensation_auditevent_changelist") + f"?incident__id__exact={item.incident_id}",
+            "can_export": request.user.has_perm("compensation.export_auditevent"),
+            "export_url": reverse("admin:compensation_auditevent_export"),
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/compensation/compensationitem/review.html", context)
+
+    def decide_view(self, request, item_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        item = get_object_or_404(CompensationItem, pk=item_id)
+        decision = request.POST.get("decision", "")
+        reason = request.POST.get("reason", "")
+        back = reverse("admin:compensation_compensationitem_change", args=[item.pk])
+        try:
+            if decision == "approve":
+                services.approve_item(item=item, actor=request.user, reason=reason, via=VIA)
+            elif decision == "edit_approve":
+                edits = {name: request.POST.get(name, "") for name in services.EDITABLE_FIELDS[item.kind]
+                         if name in request.POST}
+                services.approve_item(item=item, actor=request.user, reason=reason, via=VIA, edits=edits)
+            elif decision == "reject":
+                services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
+            elif decision == "redraft":
+                services.redraft_item(item=item, actor=request.user, reason=reason or "redraft", via=VIA)
+            else:
+                messages.error(request, "Unknown decision.")
+                return HttpResponseRedirect(back)
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        messages.success(request, f"Item #{item.pk}: {decision.replace('_', ' ')} recorded.")
+        return HttpResponseRedirect(back)
+
+    # --- actions -----------------------------------------------------------------------------------------
+    @admin.action(description="Approve selected items…", permissions=["review"])
+    def bulk_approve(self, request, queryset):
+        items = list(queryset.order_by("pk"))
+        if request.POST.get("confirm") == "yes":
+            result = services.bulk_approve(items=items, actor=request.user, reason=request.POST.get("reason", ""), via=VIA)
+            if result.approved:
+                totals = ", ".join(f"{c / 100:.2f} {cur}" for cur, c in selectors.money_totals(result.approved).items())
+                messages.success(request, f"Approved {len(result.approved)} item(s)" + (f" moving {totals}." if totals else "."))
+            for item, why in result.refused:
+                messages.error(request, f"Item #{item.pk} refused: {why}")
+            return None
+        pending = [i for i in items if i.status == CompensationItem.Status.PENDING]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Approve compensation items",
+            "items": items,
+            "count": len(items),
+            "approvable": sum(1 for i in pending if i.valid),
+            "not_approvable": [i for i in items if not i.approvable],
+            "totals": selectors.money_totals(i for i in items if i.approvable),
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/compensation/compensationitem/bulk_approve_confirmation.html", context)
+
+    @admin.action(description="Draft selected pending items again", permissions=["review"])
+    def redraft(self, request, queryset):
+        done = 0
+        for item in queryset.filter(status=CompensationItem.Status.PENDING):
+            try:
+                services.redraft_item(item=item, actor=request.user, reason="redraft from the admin", via=VIA)
+                done += 1
+            except (PermissionError, ValueError) as exc:
+                messages.error(request, f"Item #{item.pk}: {exc}")
+        messages.info(request, f"Redrafted {done} item(s).")
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ("seq", "at", "actor_name", "via", "action", "subject", "incident_id", "status_change", "reason")
+    list_filter = ("via", "subject_type", "action")
+    search_fields = ("reason", "actor_name", "subject_id", "action")
+    list_per_page = 100
+    actions = None
+    change_list_template = "admin/compensation/auditevent/change_list.html"
+    # The history pages link here with these filters (an incident, or one item or incident).
+    EXTRA_LOOKUPS = {"incident__id__exact", "subject_id", "subject_type"}
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def lookup_allowed(self, lookup, value, request=None):
+        return lookup in self.EXTRA_LOOKUPS or super().lookup_allowed(lookup, value, request)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).order_by("-seq")
+
+    @admin.display(description="subject")
+    def subject(self, obj):
+        if obj.subject_type == "compensation_item" and obj.subject_id:
+            url = reverse("admin:compensation_compensationitem_change", args=[obj.subject_id])
+            return format_html('<a href="{}">item #{}</a>', url, obj.subject_id)
+        return f"{obj.subject_type} {obj.subject_id}".strip()
+
+    @admin.display(description="status")
+    def status_change(self, obj):
+        if obj.from_status or obj.to_status:
+            return f"{obj.from_status or '—'} → {obj.to_status or '—'}"
+        return ""
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [path("export/", wrap(self.export_view), name="compensation_auditevent_export")] + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"can_export": request.user.has_perm("compensation.export_auditevent"),
+                 "export_url": reverse("admin:compensation_auditevent_export"),
+                 "export_query": request.GET.urlencode()}
+        return super().changelist_view(request, {**extra, **(extra_context or {})})
+
+    def export_view(self, request):
+        """The (filtered) trail as CSV (formula-safe) or JSON, oldest first."""
+        if not request.user.has_perm("compensation.export_auditevent"):
+            raise PermissionDenied
+        events = AuditEvent.objects.order_by("seq")
+        incident = request.GET.get("incident__id__exact") or request.GET.get("incident")
+        if incident:
+            events = events.filter(Q(incident_id=incident) | Q(subject_type="incident", subject_id=str(incident)))
+        for name in ("subject_type", "subject_id", "via", "action"):
+            if request.GET.get(name):
+                events = events.filter(**{name: request.GET[name]})
+        fmt = request.GET.get("format", "csv")
+        if fmt == "json":
+            response = HttpResponse(audit.export_json(events), content_type="application/json; charset=utf-8")
+        else:
+            fmt = "csv"
+            response = HttpResponse(audit.export_csv(events), content_type="text/csv; charset=utf-8")
+        suffix = f"-incident-{int(incident)}" if incident and str(incident).isdigit() else ""
+        response["Content-Disposition"] = f'attachment; filename="audit{suffix}.{fmt}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
