@@ -105,8 +105,12 @@ class ModelClient:
         self._cache = Graph(cache_graph_name())
         self.calls = 0
         self.hits = 0
+        self._unsaved: list[dict] = []
 
-    def complete(self, task: str, input: dict, facts: dict | None = None) -> dict:
+    def complete(self, task: str, input: dict, facts: dict | None = None, *, defer: bool = False) -> dict:
+        """The answer for this task, input and facts: from the cache, or from the backend once.
+
+        With defer=True a new answer is saved at the next flush() (the recorder batches them)."""
         spec = _tasks[task]
         facts = facts or {}
         key = cache_key(self.model, spec.prompt_version, input, facts)
@@ -119,12 +123,19 @@ class ModelClient:
             answer = json.loads(rows[0][0])
         else:
             answer = self._generate(spec, input, facts)
-            self._cache.query(queries.CACHE_PUT, {
-                "key": key, "value": json.dumps(answer, sort_keys=True), "model": self.model, "task": task,
-                "at": datetime.now(timezone.utc).isoformat(),
-            })
+            # Saved in batches (flush): the memo answers repeats in this process meanwhile.
+            self._unsaved.append({"key": key, "value": json.dumps(answer, sort_keys=True), "model": self.model,
+                                  "task": task, "at": datetime.now(timezone.utc).isoformat()})
+            if not defer or len(self._unsaved) >= 500:
+                self.flush()
         self._memo[key] = answer
         return answer
+
+    def flush(self) -> None:
+        """Write new answers to the shared cache in FalkorDB."""
+        if self._unsaved:
+            rows, self._unsaved = self._unsaved, []
+            self._cache.query(queries.CACHE_PUT_MANY, {"rows": rows})
 
     def _generate(self, spec: ModelTask, input: dict, facts: dict) -> dict:
         self.calls += 1

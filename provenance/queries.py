@@ -229,9 +229,10 @@ RETURN id, p.id, type(r)
 
 # --- model response cache ---
 CACHE_GET = "MATCH (r:Response {key: $key}) RETURN r.value LIMIT 1"
-CACHE_PUT = """
-MERGE (r:Response {key: $key})
-ON CREATE SET r.value = $value, r.model = $model, r.task = $task, r.created_at = $at
+CACHE_PUT_MANY = """
+UNWIND $rows AS row
+MERGE (r:Response {key: row.key})
+ON CREATE SET r.value = row.value, r.model = row.model, r.task = row.task, r.created_at = row.at
 """
 
 # --- incident explain / picture (admin) ---

@@ -205,7 +205,7 @@ class Recorder:
 
     def ask(self, task: str, input: dict) -> dict:
         """A model call whose cache key covers the facts this action has read so far."""
-        return get_client().complete(task, input, dict(self._facts_read))
+        return get_client().complete(task, input, dict(self._facts_read), defer=True)
 
 
 class RecordingSession:
@@ -231,6 +231,7 @@ class RecordingSession:
         self.next_action = self.next_fact = self.next_effect = 1
         self.next_seq = 1.0
         self._pending: dict[str, list[dict]] = defaultdict(list)
+        self._outgoing: list[tuple[dict, dict]] = []  # live effects to dispatch at the next flush
         self.recorded: list[int] = []
         self.ops = 0
         if load:
@@ -334,17 +335,13 @@ class RecordingSession:
             pending["effects"].append(row)
             effects.append(row)
             if self.effects_mode == "live":
-                self._dispatch(row, eff)
+                self._outgoing.append((row, eff["details"]))
         self.recorded.append(record.id)
         self.ops += 1 + len(record.reads) + len(record.writes) + len(record.handoffs) + len(record.effects)
         if sink is None and sum(len(v) for v in self._pending.values()) >= FLUSH_EVERY:
             self.flush()
         return effects
 
-    def _dispatch(self, row: dict, eff: dict) -> None:
-        from provenance.effects import dispatch_effect
-
-        dispatch_effect(workspace=self.workspace, run_number=self.run_number, effect=row, details=eff["details"])
 
     # --- graph writes ---
     _ORDER = (
@@ -358,7 +355,14 @@ class RecordingSession:
     )
 
     def flush(self) -> None:
+        """Write queued graph rows, then dispatch live effects (Postgres rows in the caller's
+        transaction, so a failed graph write leaves no ledger or outbox row behind)."""
+        from provenance.effects import dispatch_effects
+
         for kind, cypher in self._ORDER:
             rows = self._pending.pop(kind, None)
             if rows:
                 self.graph.query(cypher, {"rows": rows})
+        get_client().flush()
+        outgoing, self._outgoing = self._outgoing, []
+        dispatch_effects(workspace=self.workspace, run_number=self.run_number, effects=outgoing)

@@ -12,6 +12,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from provenance.graph import GraphUnavailable, workspace_graph
+from provenance.llm import get_client
 from provenance.models import Source, Workspace
 from provenance.recorder import RecordingSession, UnknownSource
 from repairs.engine import apply_step, compute_plan
@@ -222,6 +223,7 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
                                    excluded_sources=excluded, incident=incident.pk)
         plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
                             progress=_Progress(incident.pk, "walking"), supersede=supersede)
+        get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
         _fault_point("walked")
         with transaction.atomic():
             ActionOutcome.objects.filter(incident=incident).delete()
