@@ -1,0 +1,63 @@
+"""Fixtures for the admin tests: people in the roles, and a canonical incident repaired in-process
+(the same run_repair the Celery task calls), so pages can be read without a worker."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group
+
+from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
+from provenance.desk.scenario import POISONED_PAGE
+from provenance.services import desk_run, get_workspace
+from repairs.models import Incident
+from repairs.services import flag_source, run_repair
+
+
+@pytest.fixture
+def make_user(db, django_user_model):
+    ensure_roles()
+
+    def make(username: str, *groups: str, **extra):
+        user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
+        for name in groups:
+            user.groups.add(Group.objects.get(name=name))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def support_lead(make_user):
+    return make_user("lead-admin", SUPPORT_LEAD)
+
+
+@pytest.fixture
+def reviewer(make_user):
+    return make_user("reviewer-admin", REVIEWER)
+
+
+@pytest.fixture
+def lead_client(client, support_lead):
+    client.force_login(support_lead)
+    return client
+
+
+@pytest.fixture
+def workspace_name() -> str:
+    return f"adm-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def canonical_desk(db, workspace_name, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    desk_run(workspace=workspace_name)
+    return get_workspace(workspace_name)
+
+
+@pytest.fixture
+def repaired(canonical_desk, support_lead) -> Incident:
+    """The canonical desk, the poisoned page flagged by the lead and repaired in-process."""
+    incident = flag_source(workspace=canonical_desk, source_id=POISONED_PAGE, actor=support_lead,
+                           reason="poisoned partner page", via=Incident.Via.CLI)
+    return run_repair(incident_id=incident.pk)
