@@ -17,6 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from provenance.graph import GraphUnavailable
 from provenance.recorder import UnknownSource
 from provenance.services import UnknownWorkspace
+from compensation.services import DecisionRefused, ReviewRefused
 from kintsugi_site.api.audit import record_refusal
 from repairs.services import IncidentAlreadyOpen, RefusedTransition, RepairInProgress
 
@@ -44,6 +45,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
     """(status, code, message, details) for the services' exceptions; None for anything unknown."""
+    if isinstance(exc, DecisionRefused):  # already decided, or an invalid draft: the item's state conflicts
+        return 409, "decision_refused", _first_line(exc), None
     if isinstance(exc, IncidentAlreadyOpen):
         return 409, "incident_already_open", _first_line(exc), {
             "incident": exc.incident.pk, "status": exc.incident.status}
@@ -104,8 +107,22 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         else:
             code_status, code, message, details = mapped
             response = Response(error_body(code, message, details), status=code_status)
+    # The compensation services record their own refusals (item.refused) before raising them.
+    already_recorded = isinstance(exc, (ReviewRefused, DecisionRefused))
     if request is not None and request.method not in ("GET", "HEAD", "OPTIONS") and \
-            response.status_code in REFUSALS_AUDITED:
-        record_refusal(request=request, view=context.get("view"), status=response.status_code,
-                              code=response.data["error"]["code"], message=response.data["error"]["message"])
+            response.status_code in REFUSALS_AUDITED and not already_recorded:
+        _record_refusal(request, context.get("view"), response)
     return response
+
+
+def _record_refusal(request, view, response: Response) -> None:
+    kwargs = getattr(view, "kwargs", None) or {}
+    subject_type = getattr(view, "basename", None) or "api"
+    subject_id = kwargs.get("pk", "")
+    incident_id = None
+    if subject_type == "incident" and str(subject_id).isdigit() and response.status_code != 404:
+        incident_id = int(subject_id)
+    error = response.data["error"]
+    record_refusal(actor=getattr(request, "user", None), via="api", attempted=f"{request.method} {request.path}",
+                   subject_type=subject_type, subject_id=subject_id, status=response.status_code,
+                   code=error["code"], message=error["message"], incident_id=incident_id)

@@ -1,11 +1,26 @@
-from rest_framework.permissions import IsAuthenticated
+"""Roles (the groups of compensation.roles: Support lead, Reviewer, Auditor) as API permissions.
+
+Reads need the role's view permission for what is read; membership of the workspace is checked by
+the querysets (another workspace answers 404). Changes are checked by the services themselves
+(flag_source, approve_item, reject_item) and answer 403 through the exception handler; retry_incident
+has no check of its own, so MayRetryIncidents checks it here."""
+from rest_framework.permissions import SAFE_METHODS, IsAuthenticated
+
+
+class RolePermission(IsAuthenticated):
+    """Safe methods need the view's `read_permission` (if it names one)."""
+
+    message = "your role does not allow reading this"
+
+    def has_permission(self, request, view) -> bool:
+        if not super().has_permission(request, view):
+            return False
+        perm = getattr(view, "read_permission", None)
+        return request.method not in SAFE_METHODS or perm is None or request.user.has_perm(perm)
 
 
 class MayRetryIncidents(IsAuthenticated):
-    """Retrying a repair is the Support lead's call, like flagging (repairs.flag_source).
-
-    flag_source checks its permission inside the service; retry_incident does not check one, so the API
-    checks it here."""
+    """Retrying a repair is the Support lead's call, like flagging (repairs.flag_source)."""
 
     message = "retrying a repair needs the Support lead role (repairs.flag_source)"
 

@@ -7,6 +7,7 @@ from django.db.models import Count, Q
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from compensation.models import CompensationItem
 from provenance.models import Source, Workspace
 from repairs.models import Incident
 from repairs.services import incident_summary
@@ -22,6 +23,11 @@ class ReasonSerializer(serializers.Serializer):
         if not value.strip():
             raise serializers.ValidationError("a reason is required")
         return value.strip()
+
+
+class ApproveSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True,
+                                   help_text="Why (optional for an approval; recorded with it).")
 
 
 class BlastRadiusQuerySerializer(serializers.Serializer):
@@ -235,3 +241,22 @@ class FactHistorySerializer(serializers.Serializer):
     as_of = serializers.DateTimeField(allow_null=True)
     value_as_of = FactVersionSerializer(allow_null=True, help_text="The version that held at as_of on that clock.")
     versions = FactVersionSerializer(many=True)
+
+
+# --- review items (compensation drafts) -------------------------------------------------------------------
+class ReviewItemSerializer(serializers.ModelSerializer):
+    workspace = serializers.CharField(source="incident.workspace.name", read_only=True)
+    ticket = serializers.CharField(source="ticket_id", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    path = serializers.ListField(child=serializers.DictField(), read_only=True,
+                                 help_text="From the flagged source to the effect this item compensates.")
+    original = serializers.ListField(child=serializers.DictField(), read_only=True,
+                                     help_text="The effects this item compensates or releases.")
+    problems = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = CompensationItem
+        fields = ["id", "incident", "workspace", "kind", "status", "ticket", "customer_email", "to", "subject", "body",
+                  "amount_cents", "currency", "payment_reference", "valid", "problems", "edited", "drafted_by",
+                  "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at"]
+        read_only_fields = fields

@@ -10,6 +10,7 @@ router = DefaultRouter()
 router.register("workspaces", views.WorkspaceViewSet, basename="workspace")
 router.register("sources", views.SourceViewSet, basename="source")
 router.register("incidents", views.IncidentViewSet, basename="incident")
+router.register("review-items", views.ReviewItemViewSet, basename="review-item")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
@@ -17,5 +18,5 @@ urlpatterns = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]), name="redoc"),
     path("actions/<int:action_id>/explain/", views.ExplainView.as_view(), name="action-explain"),
     *router.urls,
-    re_path(r"^.*$", views.NotFoundView.as_view(), name="not-found"),
+    re_path(r"^[\s\S]*$", views.NotFoundView.as_view(), name="not-found"),  # any character, newlines too
 ]

@@ -19,8 +19,12 @@ from rest_framework.views import APIView
 
 from kintsugi_site.api import reports
 from kintsugi_site.api.errors import ApiError
+from compensation import selectors as compensation_selectors
+from compensation import services as compensation_services
+from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
 from kintsugi_site.api.serializers import (
+    ApproveSerializer,
     MAX_BLAST_RADIUS_PAGE,
     BlastRadiusQuerySerializer,
     BlastRadiusSerializer,
@@ -31,6 +35,7 @@ from kintsugi_site.api.serializers import (
     IncidentReportQuerySerializer,
     IncidentSerializer,
     ReasonSerializer,
+    ReviewItemSerializer,
     SourceDetailSerializer,
     SourceSerializer,
     WorkspaceDetailSerializer,
@@ -78,6 +83,7 @@ WORKSPACE_FILTER = OpenApiParameter("workspace", OpenApiTypes.INT, description="
 @extend_schema_view(list=extend_schema(summary="Workspaces the caller is a member of"),
                     retrieve=extend_schema(summary="A workspace with its counts"))
 class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
+    read_permission = None  # membership is what lets a user see a workspace
     def get_queryset(self):
         return _visible(self.request).order_by("name")
 
@@ -86,7 +92,7 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(summary="The history of a fact with its three clocks", parameters=[FactQuerySerializer],
                    responses=FactHistorySerializer)
-    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)")
+    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_permission="provenance.view_source")
     def facts(self, request, pk=None, key=None):
         workspace = self.get_object()
         q = _query(FactQuerySerializer, request)
@@ -106,6 +112,7 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
                                        parameters=[WORKSPACE_FILTER]),
                     retrieve=extend_schema(summary="A source with its content"))
 class SourceViewSet(viewsets.ReadOnlyModelViewSet):
+    read_permission = "provenance.view_source"
     throttle_scope = None  # set per action: the expensive ones are throttled by their own scope
 
     def get_queryset(self):
@@ -170,6 +177,7 @@ class FileDownloadNegotiation(BaseContentNegotiation):
         OpenApiParameter("source", OpenApiTypes.STR, description="Only incidents of this source_id.")]),
     retrieve=extend_schema(summary="An incident: status, progress, counts, verification"))
 class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
+    read_permission = "repairs.view_incident"
     serializer_class = IncidentSerializer
     throttle_scope = None
 
@@ -201,8 +209,10 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(IncidentSerializer(incident).data)
 
     @extend_schema(summary="Download the incident report", parameters=[IncidentReportQuerySerializer],
+                   description="format=json: the report as JSON; csv: its tables as CSV files in a zip; "
+                               "pdf: the printable report.",
                    responses={(200, "application/json"): OpenApiTypes.OBJECT,
-                              (200, "text/csv"): OpenApiTypes.STR,
+                              (200, "application/zip"): OpenApiTypes.BINARY,
                               (200, "application/pdf"): OpenApiTypes.BINARY})
     @action(detail=True, methods=["get"], content_negotiation_class=FileDownloadNegotiation,
             throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="report")
@@ -215,8 +225,63 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         return response
 
 
+# --- review items -----------------------------------------------------------------------------------------
+@extend_schema_view(
+    list=extend_schema(summary="The review queue: compensation drafts, pending first", parameters=[
+        WORKSPACE_FILTER,
+        OpenApiParameter("incident", OpenApiTypes.INT, description="Only this incident's items."),
+        OpenApiParameter("status", OpenApiTypes.STR, enum=CompensationItem.Status.values),
+        OpenApiParameter("kind", OpenApiTypes.STR, enum=CompensationItem.Kind.values),
+        OpenApiParameter("ticket", OpenApiTypes.STR)]),
+    retrieve=extend_schema(summary="A review item: the draft, what it compensates and how it was decided"))
+class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
+    """Approve and reject call the compensation services, which enforce the Reviewer role and four-eyes
+    (never the flagger of the item's incident) and record refusals in the audit trail themselves."""
+
+    read_permission = "compensation.view_compensationitem"
+    serializer_class = ReviewItemSerializer
+
+    def get_queryset(self):
+        qs = compensation_selectors.review_queue().filter(incident__workspace__in=_visible(self.request))
+        if self.action != "list":
+            return qs
+        params = self.request.query_params
+        for name, field in (("workspace", "incident__workspace_id"), ("incident", "incident_id")):
+            value = _int_filter(self.request, name)
+            if value:
+                qs = qs.filter(**{field: value})
+        for name, choices in (("status", CompensationItem.Status.values), ("kind", CompensationItem.Kind.values)):
+            if params.get(name):
+                if params[name] not in choices:
+                    raise ApiError(f"{name} must be one of {', '.join(choices)}", code="invalid",
+                                   details={name: params[name]})
+                qs = qs.filter(**{name: params[name]})
+        if params.get("ticket"):
+            qs = qs.filter(ticket_id=params["ticket"])
+        return qs
+
+    @extend_schema(summary="Approve a draft (Reviewer role; not the incident's flagger)", request=ApproveSerializer,
+                   responses={200: ReviewItemSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        item = self.get_object()
+        reason = _body(ApproveSerializer, request).get("reason", "")
+        item = compensation_services.approve_item(item=item, actor=request.user, reason=reason, via=VIA)
+        return Response(ReviewItemSerializer(item).data)
+
+    @extend_schema(summary="Reject a draft, with a reason (Reviewer role; not the incident's flagger)",
+                   request=ReasonSerializer, responses={200: ReviewItemSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        item = self.get_object()
+        reason = _body(ReasonSerializer, request)["reason"]
+        item = compensation_services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
+        return Response(ReviewItemSerializer(item).data)
+
+
 # --- explain --------------------------------------------------------------------------------------------
 class ExplainView(APIView):
+    read_permission = "provenance.view_source"
     throttle_classes = [ExpensiveEndpointThrottle]
     throttle_scope = "explain"
 

@@ -110,9 +110,10 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
+        "kintsugi_site.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["kintsugi_site.api.permissions.RolePermission"],
     "DEFAULT_PAGINATION_CLASS": "kintsugi_site.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "kintsugi_site.api.errors.exception_handler",
@@ -141,6 +142,8 @@ SPECTACULAR_SETTINGS = {
 # The MCP endpoint (python manage.py mcp_serve): loopback by default; Host/Origin headers are checked.
 KINTSUGI_MCP_HOST = env("KINTSUGI_MCP_HOST", default="127.0.0.1")
 KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
+# Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
+KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 
 LOGGING = {
     "version": 1,

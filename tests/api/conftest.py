@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from compensation.roles import ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from provenance.services import desk_run, get_workspace
@@ -20,12 +21,9 @@ def _fresh_throttle_cache():
 
 
 def role(name: str) -> Group:
-    """The role's group (made by the compensation app's data migration); a stand-in with the flag
-    permission for 'Support lead' where that migration has not run."""
-    group, created = Group.objects.get_or_create(name=name)
-    if created and name == "Support lead":
-        group.permissions.add(Permission.objects.get(codename="flag_source"))
-    return group
+    """The role's group with its permissions (compensation.roles; a transactional test's flush empties it)."""
+    ensure_roles()
+    return Group.objects.get(name=name)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Who may see and do what: anonymous 401, other workspace 404, wrong role 403; errors are JSON."""
 import pytest
 
+from compensation.models import AuditEvent
 from repairs.models import Incident
 from tests.api.conftest import client_for
 
@@ -65,12 +66,39 @@ def test_workspace_detail_has_counts(make_user, canonical_desk):
     assert body["counts"]["incidents"]["total"] == 0
 
 
-def test_flagging_without_the_role_is_403_and_changes_nothing(make_user, canonical_desk):
+def test_refused_flags_change_nothing_and_leave_an_audit_record(make_user, canonical_desk):
     ws, source = canonical_desk("api-acc-role")
+    theirs, their_source = canonical_desk("api-acc-role-theirs")
     auditor = make_user("auditor", roles=["Auditor"], workspaces=[ws])
-    response = client_for(auditor).post(f"/api/v1/sources/{source.pk}/flag/", {"reason": "bad page"}, format="json")
-    assert_error(response, 403, "permission_denied")
+    url = f"/api/v1/sources/{source.pk}/flag/"
+    assert_error(client_for(auditor).post(url, {"reason": "bad page"}, format="json"), 403, "permission_denied")
+    assert_error(client_for().post(url, {"reason": "bad page"}, format="json"), 401, "not_authenticated")
+    assert_error(client_for(auditor).post(f"/api/v1/sources/{their_source.pk}/flag/", {"reason": "x"},
+                                          format="json"), 404, "not_found")
     assert not Incident.objects.exists()
+    refusals = list(AuditEvent.objects.filter(action="refused").order_by("seq"))
+    assert [(e.actor_name, e.data["status"], e.data["code"]) for e in refusals] == [
+        ("auditor", 403, "permission_denied"), ("", 401, "not_authenticated"), ("auditor", 404, "not_found")]
+    assert refusals[0].via == "api" and refusals[0].subject_type == "source"
+    assert refusals[0].data["attempted"] == f"POST {url}" and "may not flag" in refusals[0].reason
+
+
+def test_reading_needs_a_role_that_may_read_it(make_user, canonical_desk):
+    ws, source = canonical_desk("api-acc-noread")
+    member = make_user("member", workspaces=[ws])  # a member without any role
+    assert client_for(member).get("/api/v1/workspaces/").json()["count"] == 1
+    assert_error(client_for(member).get("/api/v1/incidents/"), 403, "permission_denied")
+    assert_error(client_for(member).get(f"/api/v1/sources/{source.pk}/blast-radius/"), 403, "permission_denied")
+    assert_error(client_for(member).get("/api/v1/review-items/"), 403, "permission_denied")
+    assert not AuditEvent.objects.filter(action="refused").exists()  # reads change nothing: no record
+
+
+def test_the_token_may_also_be_sent_as_bearer(make_user, canonical_desk):
+    ws, _ = canonical_desk("api-acc-bearer")
+    user = make_user("lead", roles=["Support lead"], workspaces=[ws])
+    client = client_for()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {user.auth_token.key}")
+    assert client.get("/api/v1/incidents/").status_code == 200
 
 
 def test_flagging_needs_a_reason(make_user, canonical_desk):
