@@ -1,0 +1,253 @@
+"""The MCP endpoint: agents ask "what did this source touch?", why an action depends on a source, flag
+a source (opening an incident under the same rules as the admin and the API) and follow its repair.
+
+Built on the official SDK (`mcp` 2.x `MCPServer`, streamable HTTP), served by `manage.py mcp_serve`.
+- Authentication: the caller's DRF API token as a bearer token (`Authorization: Bearer <token>`),
+  checked by the SDK's bearer middleware through `DjangoTokenVerifier`; tools act as that user.
+- Tenancy: a workspace the user is not a member of is answered exactly like one that does not exist.
+- Transport: binds 127.0.0.1 by default; Host and Origin headers are checked on every request (the
+  SDK answers 421 for a foreign Host and 403 for a foreign Origin), whatever the bind address.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from rest_framework.authtoken.models import Token
+
+from kintsugi_site.api.audit import record_refusal
+from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
+from provenance import selectors as provenance_selectors
+from provenance.graph import GraphUnavailable
+from provenance.models import Workspace
+from provenance.recorder import UnknownSource
+from repairs import services as repair_services
+from repairs.models import Incident
+
+log = logging.getLogger("kintsugi.mcp")
+
+INSTRUCTIONS = (
+    "kintsugi repairs AI-agent work after a poisoned source. Use blast_radius to see what a source touched "
+    "(actions in re-execution order, tickets, live effects, money at stake), explain_path to see why one "
+    "action depends on a source, flag_source to open an incident (needs the Support lead role and a "
+    "reason; the repair runs in the background) and incident_status to follow it.")
+
+
+# --- authentication -----------------------------------------------------------------------------------------
+def _user_for_token(key: str):
+    close_old_connections()
+    try:
+        token = Token.objects.select_related("user").get(key=key)
+    except Token.DoesNotExist:
+        return None
+    finally:
+        close_old_connections()
+    return token.user if token.user.is_active else None
+
+
+class DjangoTokenVerifier:
+    """The SDK's TokenVerifier protocol over DRF's token table: the same token works for the REST API."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        user = await sync_to_async(_user_for_token, thread_sensitive=False)(token)
+        if user is None:
+            return None
+        return AccessToken(token=token, client_id=user.get_username(), scopes=[], subject=str(user.pk))
+
+
+def _current_user():
+    access = get_access_token()
+    if access is None or not access.subject:
+        raise ToolError("not authenticated")
+    user = get_user_model().objects.filter(pk=int(access.subject), is_active=True).first()
+    if user is None:
+        raise ToolError("not authenticated")
+    return user
+
+
+# --- the tools' plumbing --------------------------------------------------------------------------------------
+async def _call(fn, **kwargs) -> dict[str, Any]:
+    """Run `fn` (the Django work of one tool) in a worker thread as the token's user, with fresh database
+    connections, and turn the services' exceptions into tool errors: a message, never a trace."""
+    # The token lives in a context variable of this request: read it here, in the event loop's context.
+    access = get_access_token()
+    return await sync_to_async(_run, thread_sensitive=False)(access, fn, kwargs)
+
+
+def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
+    close_old_connections()
+    user = None
+    try:
+        user = _user(access)
+        return fn(user=user, **kwargs)
+    except repair_services.IncidentAlreadyOpen as exc:
+        _refused(user, fn, kwargs, 409, "incident_already_open", _first_line(exc))
+        raise ToolError(f"{_first_line(exc)}; incident_status(incident={exc.incident.pk}) follows it") from None
+    except PermissionError as exc:
+        _refused(user, fn, kwargs, 403, "permission_denied", _first_line(exc))
+        raise ToolError(_first_line(exc)) from None
+    except GraphUnavailable:
+        raise ToolError("the provenance graph store is unavailable; try again shortly") from None
+    except (LookupError, UnknownSource, ValueError) as exc:
+        raise ToolError(_first_line(exc)) from None
+    except Exception:
+        log.exception("MCP tool %s failed", fn.__name__)
+        raise ToolError("internal error; it has been logged") from None
+    finally:
+        close_old_connections()
+
+
+def _user(access: AccessToken | None):
+    user = None
+    if access is not None and access.subject:
+        user = get_user_model().objects.filter(pk=int(access.subject), is_active=True).first()
+    if user is None:
+        raise PermissionError("not authenticated")
+    return user
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _refused(user, fn, kwargs: dict, status: int, code: str, message: str) -> None:
+    subject = "/".join(str(kwargs[k]) for k in ("workspace", "source", "incident") if k in kwargs)
+    record_refusal(actor=user, via=Incident.Via.MCP, attempted=f"MCP {fn.__name__}", subject_type="source",
+                   subject_id=subject, status=status, code=code, message=message)
+
+
+def _workspace(user, name: str) -> Workspace:
+    ws = provenance_selectors.visible_workspaces(user=user).filter(name=name).first()
+    if ws is None:
+        raise LookupError(f"unknown workspace {name!r}")
+    return ws
+
+
+# --- what each tool does, as the user -------------------------------------------------------------------------
+def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) -> dict[str, Any]:
+    if not 1 <= limit <= MAX_BLAST_RADIUS_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_BLAST_RADIUS_PAGE} (the hard cap); page with offset")
+    if offset < 0:
+        raise ValueError("offset must be 0 or more")
+    radius = provenance_selectors.blast_radius(workspace=_workspace(user, workspace), source=source, limit=limit,
+                                               offset=offset)
+    return radius | {"workspace": workspace, "limit": limit, "offset": offset,
+                     "more": offset + limit < radius["size"]}
+
+
+def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[str, Any]:
+    ws = _workspace(user, workspace)
+    steps = provenance_selectors.explain_path(workspace=ws.name, source=source, action_id=action_id)
+    if not steps:
+        raise LookupError(f"action {action_id} does not depend on source {source!r}")
+    return {"workspace": ws.name, "source": source, "action": action_id, "steps": steps}
+
+
+def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, Any]:
+    incident = repair_services.flag_source(workspace=_workspace(user, workspace), source_id=source, actor=user,
+                                           reason=reason, via=Incident.Via.MCP)
+    return repair_services.incident_summary(incident)
+
+
+def incident_status(*, user, incident: int) -> dict[str, Any]:
+    visible = provenance_selectors.visible_workspaces(user=user)
+    found = Incident.objects.filter(pk=incident, workspace__in=visible).select_related("workspace").first()
+    if found is None:
+        raise LookupError(f"unknown incident {incident}")
+    return repair_services.incident_summary(found)
+
+
+# --- the server -----------------------------------------------------------------------------------------------
+def build_server() -> MCPServer:
+    server = MCPServer(
+        name="kintsugi", instructions=INSTRUCTIONS, token_verifier=DjangoTokenVerifier(),
+        # The tokens are DRF tokens that this Django site issues (admin, or `manage.py drf_create_token`).
+        # No resource_server_url: no OAuth discovery document is published, clients send the token as a header.
+        auth=AuthSettings(issuer_url=settings.KINTSUGI_MCP_ISSUER_URL, resource_server_url=None),
+    )
+    reads = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    @server.tool(name="blast_radius", annotations=reads)
+    async def blast_radius_tool(workspace: str, source: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        """What flagging `source` (e.g. "partner-blog/policy-update") in `workspace` would touch: the actions
+        downstream of it in re-execution order (paged by limit/offset, at most 500 a page), the tickets,
+        the live external effects and the refund amount at stake."""
+        return await _call(blast_radius, workspace=workspace, source=source, limit=limit, offset=offset)
+
+    @server.tool(name="explain_path", annotations=reads)
+    async def explain_path_tool(workspace: str, source: str, action_id: int) -> dict[str, Any]:
+        """Why action `action_id` depends on `source`: the shortest chain from the action that ingested the
+        source, step by step, with the facts each step read and the handoffs it made."""
+        return await _call(explain_path, workspace=workspace, source=source, action_id=action_id)
+
+    @server.tool(name="flag_source", annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
+                                                                 idempotentHint=False, openWorldHint=False))
+    async def flag_source_tool(workspace: str, source: str, reason: str) -> dict[str, Any]:
+        """Flag `source` as bad, with a reason: opens an incident and starts the repair in the background.
+        Needs the Support lead role; one open incident per source. Returns the incident; follow it with
+        incident_status."""
+        return await _call(flag_source, workspace=workspace, source=source, reason=reason)
+
+    @server.tool(name="incident_status", annotations=reads)
+    async def incident_status_tool(incident: int) -> dict[str, Any]:
+        """The status of an incident: progress while it repairs; then the blast radius, the outcome counts
+        (poisoned, rerun_changed, rerun_same, skipped, superseded, new) and the verification diff."""
+        return await _call(incident_status, incident=incident)
+
+    return server
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def transport_security(*, host: str, port: int, extra_hosts=(), extra_origins=()) -> TransportSecuritySettings:
+    """Only requests naming this server in Host (and, from browsers, Origin) are served: a DNS-rebinding
+    page or a foreign site gets 421/403 before any tool runs."""
+    names = ["127.0.0.1", "localhost", "[::1]"] if _is_loopback(host) else [host]
+    hosts = [f"{n}:{port}" for n in names] + list(extra_hosts)
+    origins = [f"http://{n}:{port}" for n in names] + list(extra_origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+class TokenSchemeAsBearer:
+    """ASGI shim: `Authorization: Token <key>` (the REST API's scheme) is read as `Bearer <key>`, the
+    only scheme the SDK's bearer middleware parses, so one header works for both endpoints."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = [(k, b"Bearer " + v[6:] if k == b"authorization" and v[:6].lower() == b"token " else v)
+                       for k, v in scope["headers"]]
+            scope = dict(scope, headers=headers)
+        await self.app(scope, receive, send)
+
+
+def build_app(*, host: str = "127.0.0.1", port: int = 8765, extra_hosts=(), extra_origins=()):
+    """The ASGI app serving the MCP endpoint at /mcp."""
+    app = build_server().streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
+        transport_security=transport_security(host=host, port=port, extra_hosts=extra_hosts,
+                                              extra_origins=extra_origins))
+    return TokenSchemeAsBearer(app)

@@ -1,0 +1,132 @@
+"""The MCP endpoint, driven over HTTP by the SDK's own client against `manage.py mcp_serve`."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+
+import httpx2
+import pytest
+from django.db import connection
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from compensation.models import AuditEvent
+from provenance.desk.scenario import POISONED_PAGE
+from repairs.models import Incident
+from tests.conftest import ROOT, _free_port, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def mcp_server(django_db_setup, tmp_path_factory):
+    """One `manage.py mcp_serve` process for the module, against the test database (each test commits
+    its own rows: the tests are transactional)."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("mcp") / "mcp.log"
+    proc = subprocess.Popen([sys.executable, "manage.py", "mcp_serve", "--port", str(port)], cwd=ROOT,
+                            env=worker_env(connection.settings_dict["NAME"]), stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def mcp_url(mcp_server, transactional_db):
+    return mcp_server
+
+
+def call(url: str, token: str, tool: str | None = None, arguments: dict | None = None):
+    """One MCP session with the SDK client: list the tools, or call one."""
+    async def run():
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                if tool is None:
+                    return await client.list_tools()
+                return await client.call_tool(tool, arguments or {})
+    return asyncio.run(run())
+
+
+@pytest.fixture
+def desk(make_user, canonical_desk):
+    ws, source = canonical_desk("api-mcp")
+    lead = make_user("mcp-lead", roles=["Support lead"], workspaces=[ws])
+    return ws, source, lead
+
+
+def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url, desk):
+    ws, source, lead = desk
+    token = lead.auth_token.key
+    tools = {t.name for t in call(mcp_url, token).tools}
+    assert tools == {"blast_radius", "explain_path", "flag_source", "incident_status"}
+
+    radius = call(mcp_url, token, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert not radius.is_error, radius.content
+    assert radius.structured_content["size"] == 25
+    assert radius.structured_content["tickets"] == 8
+    assert radius.structured_content["amount_at_stake"] == 750
+
+    last = radius.structured_content["actions"][-1]["id"]
+    explained = call(mcp_url, token, "explain_path", {"workspace": ws.name, "source": POISONED_PAGE,
+                                                     "action_id": last})
+    assert not explained.is_error, explained.content
+    steps = explained.structured_content["steps"]
+    assert steps[0]["agent"] == "research" and steps[0]["reached_by"]["edge"] == "INGESTED"
+    assert steps[-1]["action"] == last and len(steps) >= 2
+
+
+def test_mcp_flag_source_opens_an_incident_and_incident_status_follows_it(mcp_url, desk):
+    ws, source, lead = desk
+    token = lead.auth_token.key
+    flagged = call(mcp_url, token, "flag_source", {"workspace": ws.name, "source": POISONED_PAGE,
+                                                   "reason": "the partner blog invented a VIP rule"})
+    assert not flagged.is_error, flagged.content
+    incident = Incident.objects.get(pk=flagged.structured_content["incident"])
+    assert incident.flagged_via == "mcp" and incident.flagged_by == lead
+    status = call(mcp_url, token, "incident_status", {"incident": incident.pk})
+    assert status.structured_content["incident"] == incident.pk
+    again = call(mcp_url, token, "flag_source", {"workspace": ws.name, "source": POISONED_PAGE, "reason": "again"})
+    assert again.is_error and f"#{incident.pk}" in again.content[0].text
+    assert Incident.objects.count() == 1
+
+
+def test_mcp_applies_the_same_roles_and_tenancy(mcp_url, desk, make_user, canonical_desk):
+    ws, source, lead = desk
+    auditor = make_user("mcp-auditor", roles=["Auditor"], workspaces=[ws])
+    refused = call(mcp_url, auditor.auth_token.key, "flag_source",
+                   {"workspace": ws.name, "source": POISONED_PAGE, "reason": "x"})
+    assert refused.is_error and "may not flag" in refused.content[0].text
+    refusal = AuditEvent.objects.get(action="refused", actor=auditor)
+    assert refusal.via == "mcp" and refusal.data["status"] == 403 and "may not flag" in refusal.reason
+    outsider = make_user("mcp-outsider", roles=["Support lead"])
+    hidden = call(mcp_url, outsider.auth_token.key, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert hidden.is_error and "unknown workspace" in hidden.content[0].text
+    assert not Incident.objects.exists()
+
+
+def test_mcp_refuses_missing_tokens_and_foreign_host_or_origin(mcp_url, desk):
+    ws, source, lead = desk
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    auth = {"Authorization": f"Bearer {lead.auth_token.key}"}
+    assert httpx2.post(mcp_url, json=body, headers=headers | auth).status_code == 200
+    # The REST API's scheme is accepted too, so one header serves both endpoints.
+    token_scheme = {"Authorization": f"Token {lead.auth_token.key}"}
+    assert httpx2.post(mcp_url, json=body, headers=headers | token_scheme).status_code == 200
+    assert httpx2.post(mcp_url, json=body, headers=headers).status_code == 401
+    assert httpx2.post(mcp_url, json=body, headers=headers | {"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx2.post(mcp_url, json=body, headers=headers | auth | {"Host": "evil.example"}).status_code == 421
+    assert httpx2.post(mcp_url, json=body, headers=headers | auth | {"Origin": "http://evil.example"}).status_code == 403
