@@ -112,6 +112,7 @@ class IncidentAdmin(admin.ModelAdmin):
             "transitions": selectors.transition_rows(incident=incident),
             "review": selectors.compensation_summary(incident=incident),
             "explain_url": explain_url,
+            "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
                 "url": f"{graph_url}?page={picture_page}&per_page={PICTURE_TICKETS_PER_PAGE}",
                 "overview_url": f"{graph_url}?overview=1" if (incident.blast_radius or 0) > selectors.DETAIL_LIMIT else None,

@@ -205,7 +205,7 @@ def render_html(report: dict, *, picture: str = "") -> str:
     context["transitions"] = [{**t, "at": _when(t["at"])} for t in report["transitions"]]
     context["compensation"] = [{**c, "history": [{**ev, "at": _when(ev["at"])} for ev in c["history"]]}
                                for c in report["compensation"]]
-    context["picture"] = picture
+    context["picture"], context["picture_template"] = picture, "reports/_picture.html"
     return render_to_string("reports/incident.html", context)
 
 
