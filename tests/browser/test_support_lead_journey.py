@@ -96,6 +96,7 @@ def test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf(
     reviewer.wait_for_url(re.compile(r"/admin/compensation/compensationitem/\?"))
     pending = CompensationItem.objects.filter(incident=incident, status="pending", valid=True).order_by("pk")
     assert pending.count() >= 10
+    reviewer.set_viewport_size({"width": 1900, "height": 900})  # the queue is a wide table
     reviewer.screenshot(path=screenshots / "review-queue.png", full_page=True)
     first, second = pending[0], pending[1]
     reviewer.goto(f"/admin/compensation/compensationitem/{first.pk}/change/")
