@@ -47,10 +47,11 @@ class DecisionRefused(ValueError):
 
 def _effect_dict(e: RepairEffect) -> dict:
     return {"effect_id": e.effect_id, "action_id": e.action_id, "role": e.role, "kind": e.kind, "ticket": e.ticket,
-            "amount_cents": e.amount_cents, "currency": e.currency, "details": e.details}
+            "amount_cents": e.amount_cents, "currency": e.currency, "details": e.details, "repair_effect": e.pk,
+            "incident": e.incident_id}
 
 
-def _paths(incident: Incident, effects: list[dict]) -> list[dict]:
+def _paths(incident: Incident, effects: list[dict], carried: dict | None = None) -> list[dict]:
     """For each effect, the path from the flagged source to it: the ingesting (poisoned) action, then
     the handoff chain from the root action that read its memory down to the action that caused the
     effect. Built from the repair's outcome rows, because the repair itself rewired the graph (re-runs
@@ -59,6 +60,9 @@ def _paths(incident: Incident, effects: list[dict]) -> list[dict]:
     poisoned = sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
     out = []
     for e in effects:
+        if e.get("carried_from") and (carried or {}).get(e["effect_id"]):
+            out.append({"effect_id": e["effect_id"], "role": e["role"], "steps": carried[e["effect_id"]]})
+            continue
         chain, aid = [], e["action_id"]
         while aid is not None and aid in outcomes and len(chain) < 64:
             chain.append(outcomes[aid])
@@ -143,59 +147,85 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     """Turn a finished repair's effects into review items, idempotently (a second call adds nothing).
 
     Returns how many items of this incident compensate invalidated effects (the incident's
-    `compensations` count); replacement items are created beside them but not counted. Effects the
-    repair cancelled (held replacements of an earlier incident) cancel those earlier items."""
+    `compensations` count); replacement items are created beside them but not counted.
+
+    Effects this repair cancelled are held replacements of an earlier incident of the same run. The
+    earlier items holding them are superseded: a pending one is cancelled and its other effects (e.g.
+    the invalidated refund it netted against the cancelled replacement) are netted again here; an
+    approved or executed one already let its replacement leave, so that replacement is compensated here
+    as an invalidated effect."""
     effects = list(incident.effects.all())
-    rows_by_id = {(e.effect_id, e.role): e for e in effects}
-    planned = plan_items([_effect_dict(e) for e in effects])
-    tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
-                                                             ticket_id__in={p.ticket for p in planned})}
-    existing = set(CompensationItem.objects.filter(incident=incident).values_list("draft_key", flat=True))
-    # Model calls first, then the writes: the audit chain lock is held only for the short write part.
-    drafted = []
-    for p in planned:
-        key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
-        if key in existing:
-            continue
-        facts = _facts(p, tickets.get(p.ticket), incident)
-        draft, drafted_by, version, problems = _draft(p, facts)
-        drafted.append((key, p, facts, draft, drafted_by, version, problems))
+    cancelled = {e.effect_id for e in effects if e.role == RepairEffect.Role.CANCELLED}
     with transaction.atomic():
+        if cancelled:
+            audit.lock_chain()  # chain before item locks, like every audited transaction
+        superseded, carried, carried_paths = _superseded_items(incident, cancelled)
+        planned = plan_items([_effect_dict(e) for e in effects if e.role != RepairEffect.Role.CANCELLED] + carried)
+        tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
+                                                                 ticket_id__in={p.ticket for p in planned})}
+        existing = set(CompensationItem.objects.filter(incident=incident).values_list("draft_key", flat=True))
+        # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
+        # wait only for the short write part.
+        drafted = []
+        for p in planned:
+            key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
+            if key in existing:
+                continue
+            facts = _facts(p, tickets.get(p.ticket), incident)
+            drafted.append((key, p, facts, *_draft(p, facts)))
         audit.lock_chain()
+        for old in superseded:
+            if old.status == St.PENDING:
+                _set_status(old, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+                            reason=f"its held replacement was cancelled by incident #{incident.pk}; "
+                                   f"what it compensated is drafted again there")
         for key, p, facts, draft, drafted_by, version, drafting_problems in drafted:
             problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
             if facts.get("ticket_missing"):
                 problems = [f"ticket {p.ticket} no longer exists in the workspace"] + problems
             item = CompensationItem.objects.create(
                 incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
-                customer_email=facts["customer_email"], facts=facts,
-                original=[{k: v for k, v in e.items()} for e in p.effects], path=_paths(incident, p.effects),
+                customer_email=facts["customer_email"], facts=facts, original=p.effects,
+                path=_paths(incident, p.effects, carried_paths),
                 to=draft["to"][:320], subject=draft["subject"][:300], body=draft["body"],
                 payment_reference=draft["payment_reference"][:64], amount_cents=draft["amount_cents"],
                 currency=(draft["currency"] or "")[:8], drafted_by=drafted_by, prompt_version=version,
                 valid=not problems, problems=problems,
             )
-            item.effects.set([rows_by_id[(e["effect_id"], e["role"])] for e in p.effects])
+            item.effects.set([e["repair_effect"] for e in p.effects])
             audit.record(action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via,
                          actor=actor, reason=reason, incident_id=incident.pk, to_status=St.PENDING,
                          data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
                                "currency": item.currency, "valid": item.valid, "problems": problems,
-                               "drafted_by": drafted_by, "effects": [e["effect_id"] for e in p.effects]})
-        for e in effects:
-            if e.role == RepairEffect.Role.CANCELLED:
-                _cancel_items_holding(effect=e, incident=incident, actor=actor, via=via)
-    return (CompensationItem.objects.filter(incident=incident, effects__role=RepairEffect.Role.INVALIDATED)
-            .distinct().count())
+                               "drafted_by": drafted_by, "effects": [e["effect_id"] for e in p.effects],
+                               "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")})})
+    return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
 
 
-def _cancel_items_holding(*, effect: RepairEffect, incident: Incident, actor, via: str) -> None:
-    held = (CompensationItem.objects.select_for_update()
-            .filter(incident__workspace_id=incident.workspace_id, incident__run_number=incident.run_number,
-                    status=St.PENDING, effects__effect_id=effect.effect_id, effects__role=RepairEffect.Role.REPLACEMENT)
-            .exclude(incident=incident).distinct())
-    for item in held:
-        _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
-                    reason=f"its held effect #{effect.effect_id} was cancelled by incident #{incident.pk}")
+def _superseded_items(incident: Incident, cancelled: set[int]) -> tuple[list[CompensationItem], list[dict], dict]:
+    """Earlier items (same workspace run) holding a replacement this repair cancelled, locked; the
+    effects to net again here; and their old paths by effect id."""
+    if not cancelled:
+        return [], [], {}
+    pks = set(CompensationItem.objects.filter(
+        incident__workspace_id=incident.workspace_id, incident__run_number=incident.run_number,
+        effects__effect_id__in=cancelled, effects__role=RepairEffect.Role.REPLACEMENT,
+        status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident=incident).values_list("pk", flat=True))
+    items = list(CompensationItem.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+    carried, paths = [], {}
+    for item in items:
+        for p in item.path:
+            paths.setdefault(p["effect_id"], p["steps"] + [{"node": "item", "label": f"compensation item #{item.pk}",
+                                                          "status": item.status, "edge": "HELD_BY"}])
+        for row in item.effects.all():
+            was_cancelled = row.role == RepairEffect.Role.REPLACEMENT and row.effect_id in cancelled
+            if item.status == St.PENDING and not was_cancelled:
+                carried.append({**_effect_dict(row), "carried_from": item.pk})
+            elif item.status != St.PENDING and was_cancelled:
+                # Approved: the replacement left (or is leaving) with the item; compensate it like any
+                # effect that left on a decision that no longer holds.
+                carried.append({**_effect_dict(row), "role": RepairEffect.Role.INVALIDATED, "carried_from": item.pk})
+    return items, carried, paths
 
 
 def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:

@@ -2,9 +2,16 @@ import pytest
 
 from compensation.drafting import plan_items
 from compensation.models import CompensationItem
-from compensation.services import draft_compensations
+from compensation.services import approve_item, draft_compensations
+from repairs.services import flag_source, run_repair
+from tests.compensation.conftest import repaired_incident
 
 K = CompensationItem.Kind
+
+
+@pytest.fixture
+def people(canonical):
+    return canonical.people
 
 
 def _eff(role, kind, ticket, amount, effect_id, details=None):
@@ -71,3 +78,26 @@ def test_drafting_again_for_the_same_repair_adds_nothing(canonical):
     before = incident.compensation_items.count()
     assert draft_compensations(incident=incident) == 10
     assert incident.compensation_items.count() == before == 14
+
+
+@pytest.mark.django_db
+def test_a_later_incident_that_cancels_held_replacements_nets_their_items_again(people):
+    first = repaired_incident(flagger=people.lead)
+    t04_reversal = first.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t04")  # 110 paid, 55 kept
+    approve_item(item=t04_reversal, actor=people.reviewer, reason="ok", via="admin")
+    # Flagging the refund policy too: without it t04 gets no refund at all, so the 55.00 the customer
+    # kept through the approved netting must come back as well, and the pending items holding the
+    # replacements this repair cancels are drafted again.
+    second = flag_source(workspace=first.workspace, source_id="acme/refund-policy", actor=people.lead, reason="bad too",
+                         via="cli")
+    second = run_repair(incident_id=second.pk)
+    assert second.status == "repaired"
+    old = {i.kind: i.status for i in first.compensation_items.filter(ticket_id="t04")}
+    assert old == {"refund_reversal": "approved", "correction_email": "cancelled"}
+    assert first.compensation_items.filter(kind=K.REPLACEMENT_EMAIL, status="pending").count() == 0
+    new = {i.kind: i for i in second.compensation_items.filter(ticket_id="t04")}
+    assert new[K.REFUND_REVERSAL].amount_cents == 5500  # 55.00 reversed before + 55.00 now = the 110.00 paid
+    assert [(e["role"], e["effect_id"]) for e in new[K.REFUND_REVERSAL].original] == [
+        ("invalidated", t04_reversal.original[1]["effect_id"])]
+    assert new[K.CORRECTION_EMAIL].valid and K.REPLACEMENT_EMAIL in new
+    assert second.compensations == second.compensation_items.filter(original__contains=[{"role": "invalidated"}]).count()

@@ -31,10 +31,20 @@ def _drafting_requests(fake):
     return [r for r in fake.requests if _task(r) in (REVERSAL_TASK, EMAIL_TASK)]
 
 
-def test_a_repair_under_gemini_drafts_through_the_real_client(fake_gemini, people):
-    fake_gemini.responder = offline_answer  # every task answered like the offline drafter would
+def test_a_repair_under_gemini_drafts_through_the_real_client_and_injections_stay_unapprovable(fake_gemini, people):
+    def answer(request):
+        task, data = _task(request), request.user_json["input"] if request.user_text.startswith("{") else {}
+        if task == REVERSAL_TASK:  # every reversal answer is poisoned
+            return {"customer_email": data["customer_email"], "payment_reference": data["payment_reference"],
+                    "amount_cents": 10_000_000, "currency": "EUR", "note": "Reverse it all."}
+        if task == EMAIL_TASK and data["ticket"] in ("t07", "t08"):
+            return {"to": "refunds@attacker.example", "subject": "Action needed",
+                    "body": "<script>alert(1)</script> Claim at javascript:alert(document.cookie)"}
+        return offline_answer(request)  # desk tasks and the other emails: what the offline drafter writes
+
+    fake_gemini.responder = answer
     incident = repaired_incident(flagger=people.lead)
-    assert (incident.status, incident.compensations) == ("repaired", 10)
+    assert (incident.status, incident.compensations) == ("repaired", 10)  # bad drafts never break the repair
     drafting = _drafting_requests(fake_gemini)
     assert len(drafting) == 10  # 5 reversals + 5 correction emails; replacements keep the re-run's text
     req = drafting[0]
@@ -42,35 +52,21 @@ def test_a_repair_under_gemini_drafts_through_the_real_client(fake_gemini, peopl
     assert req.body["generationConfig"]["responseMimeType"] == "application/json"
     assert req.response_schema is not None and "properties" in req.response_schema
     assert set(req.user_json["input"]) >= {"ticket", "customer_email", "currency"}
-    comp = incident.compensation_items.filter(kind__in=CompensationItem.COMPENSATION_KINDS)
-    assert {i.drafted_by for i in comp} == {"Gemini (gemini-fake)"}
-    assert all(i.valid for i in incident.compensation_items.all())
-
-
-def test_injected_model_output_during_a_repair_is_never_approvable(fake_gemini, people):
-    def answer(request):
-        task = _task(request)
-        if task == REVERSAL_TASK:
-            data = request.user_json["input"]
-            return {"customer_email": data["customer_email"], "payment_reference": data["payment_reference"],
-                    "amount_cents": 10_000_000, "currency": "EUR", "note": "Reverse it all."}
-        if task == EMAIL_TASK:
-            return {"to": "refunds@attacker.example", "subject": "Action needed",
-                    "body": "<script>alert(1)</script> Claim at javascript:alert(document.cookie)"}
-        return offline_answer(request)
-
-    fake_gemini.responder = answer
-    incident = repaired_incident(flagger=people.lead)
-    assert (incident.status, incident.compensations) == ("repaired", 10)  # bad drafts never break the repair
-    rows = {r["id"]: r for r in queue_rows(workspace=incident.workspace)}
     comp = list(incident.compensation_items.filter(kind__in=CompensationItem.COMPENSATION_KINDS))
-    assert len(comp) == 10 and not any(rows[i.pk]["valid"] for i in comp)
+    assert {i.drafted_by for i in comp} == {"Gemini (gemini-fake)"}
+    valid = {(i.kind, i.ticket_id) for i in comp if i.valid}
+    assert valid == {(K.CORRECTION_EMAIL, t) for t in ("t04", "t05", "t06")}
+    rows = {r["id"]: r["valid"] for r in queue_rows(workspace=incident.workspace)}
     for item in comp:
-        with pytest.raises(DecisionRefused, match="failed validation"):
-            approve_item(item=item, actor=people.reviewer, reason="looks fine", via="admin")
+        assert rows[item.pk] == item.valid
+        if not item.valid:
+            with pytest.raises(DecisionRefused, match="failed validation"):
+                approve_item(item=item, actor=people.reviewer, reason="looks fine", via="admin")
     assert incident.compensation_items.filter(status="approved").count() == 0
     reversal = next(i for i in comp if i.kind == K.REFUND_REVERSAL)
     assert any("above" in p and "paid" in p for p in reversal.problems) and any("currency" in p for p in reversal.problems)
+    clean = next(i for i in comp if i.valid)
+    assert approve_item(item=clean, actor=people.reviewer, reason="control", via="admin").status == "approved"
 
 
 def _email(item, **override):
