@@ -28,11 +28,10 @@ from mcp.types import ToolAnnotations
 from rest_framework.authtoken.models import Token
 
 from kintsugi_site.api.audit import record_refusal
+from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from provenance import selectors as provenance_selectors
-from provenance.graph import GraphUnavailable
 from provenance.models import Workspace
-from provenance.recorder import UnknownSource
 from repairs import services as repair_services
 from repairs.models import Incident
 
@@ -92,19 +91,20 @@ def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
     try:
         user = _user(access)
         return fn(user=user, **kwargs)
-    except repair_services.IncidentAlreadyOpen as exc:
-        _refused(user, fn, kwargs, 409, "incident_already_open", _first_line(exc))
-        raise ToolError(f"{_first_line(exc)}; incident_status(incident={exc.incident.pk}) follows it") from None
-    except PermissionError as exc:
-        _refused(user, fn, kwargs, 403, "permission_denied", _first_line(exc))
-        raise ToolError(_first_line(exc)) from None
-    except GraphUnavailable:
-        raise ToolError("the provenance graph store is unavailable; try again shortly") from None
-    except (LookupError, UnknownSource, ValueError) as exc:
-        raise ToolError(_first_line(exc)) from None
-    except Exception:
-        log.exception("MCP tool %s failed", fn.__name__)
-        raise ToolError("internal error; it has been logged") from None
+    except Exception as exc:
+        # The REST API's mapping of the services' exceptions; a tool answers with the message only.
+        mapped = map_domain_error(exc)
+        if mapped is None:
+            log.exception("MCP tool %s failed", fn.__name__)
+            raise ToolError("internal error; it has been logged") from None
+        status, code, message, details = mapped
+        if status in REFUSALS_AUDITED and fn is flag_source and user is not None:
+            subject = "/".join(str(kwargs[k]) for k in ("workspace", "source"))
+            record_refusal(actor=user, via=Incident.Via.MCP, attempted="MCP flag_source", subject_type="source",
+                           subject_id=subject, status=status, code=code, message=message)
+        if code == "incident_already_open":
+            message += f"; incident_status(incident={details['incident']}) follows it"
+        raise ToolError(message) from None
     finally:
         close_old_connections()
 
@@ -116,17 +116,6 @@ def _user(access: AccessToken | None):
     if user is None:
         raise PermissionError("not authenticated")
     return user
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _refused(user, fn, kwargs: dict, status: int, code: str, message: str) -> None:
-    subject = "/".join(str(kwargs[k]) for k in ("workspace", "source", "incident") if k in kwargs)
-    record_refusal(actor=user, via=Incident.Via.MCP, attempted=f"MCP {fn.__name__}", subject_type="source",
-                   subject_id=subject, status=status, code=code, message=message)
 
 
 def _workspace(user, name: str) -> Workspace:

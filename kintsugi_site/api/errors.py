@@ -14,11 +14,11 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from compensation.services import DecisionRefused, ReviewRefused
+from kintsugi_site.api.audit import record_refusal
 from provenance.graph import GraphUnavailable
 from provenance.recorder import UnknownSource
 from provenance.services import UnknownWorkspace
-from compensation.services import DecisionRefused, ReviewRefused
-from kintsugi_site.api.audit import record_refusal
 from repairs.services import IncidentAlreadyOpen, RefusedTransition, RepairInProgress
 
 log = logging.getLogger("kintsugi.api")
@@ -38,30 +38,31 @@ def error_body(code: str, message: str, details=None) -> dict:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
-    """(status, code, message, details) for the services' exceptions; None for anything unknown."""
+def map_domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
+    """(status, code, message, details) for the services' exceptions; None for anything unknown.
+    The MCP endpoint maps its tools' errors with this too."""
     if isinstance(exc, DecisionRefused):  # already decided, or an invalid draft: the item's state conflicts
-        return 409, "decision_refused", _first_line(exc), None
+        return 409, "decision_refused", first_line(exc), None
     if isinstance(exc, IncidentAlreadyOpen):
-        return 409, "incident_already_open", _first_line(exc), {
+        return 409, "incident_already_open", first_line(exc), {
             "incident": exc.incident.pk, "status": exc.incident.status}
     if isinstance(exc, (UnknownSource, UnknownWorkspace)):
-        return 404, "not_found", _first_line(exc), None
+        return 404, "not_found", first_line(exc), None
     if isinstance(exc, (RefusedTransition, RepairInProgress)):
-        return 409, "refused_transition", _first_line(exc), None
+        return 409, "refused_transition", first_line(exc), None
     if isinstance(exc, PermissionError):
-        return 403, "permission_denied", _first_line(exc), None
+        return 403, "permission_denied", first_line(exc), None
     if isinstance(exc, GraphUnavailable):
         return 503, "graph_unavailable", "the provenance graph store is unavailable; try again shortly", None
     if isinstance(exc, LookupError):
-        return 404, "not_found", _first_line(exc), None
+        return 404, "not_found", first_line(exc), None
     if isinstance(exc, ValueError):
-        return 400, "invalid", _first_line(exc), None
+        return 400, "invalid", first_line(exc), None
     return None
 
 
@@ -98,7 +99,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
             body = error_body(code, str(exc.detail), None)
         response.data = body
     else:
-        mapped = _domain_error(exc)
+        mapped = map_domain_error(exc)
         if mapped is None:
             # Unknown failure: log it with its traceback for operators, answer without one.
             log.exception("API request failed: %s %s", getattr(request, "method", "?"), getattr(request, "path", "?"))

@@ -164,3 +164,14 @@ def test_an_unexpected_failure_is_a_json_500_without_a_trace(make_user, canonica
     client.raise_request_exception = False
     error = assert_error(client.get(f"/api/v1/sources/{source.pk}/blast-radius/"), 500, "server_error")
     assert "secret" not in error["message"]
+
+
+def test_docs_and_the_browsable_api_render(make_user, canonical_desk, client):
+    ws, _ = canonical_desk("api-acc-docs")
+    user = make_user("lead", roles=["Support lead"], workspaces=[ws])
+    docs = client.get("/api/v1/docs/")
+    assert docs.status_code == 200 and b"swagger-ui" in docs.content
+    assert b"/static/drf_spectacular_sidecar/" in docs.content  # served locally, no CDN
+    client.force_login(user)
+    page = client.get("/api/v1/workspaces/", HTTP_ACCEPT="text/html")
+    assert page.status_code == 200 and b"api-acc-docs" in page.content
