@@ -72,9 +72,9 @@ class IncidentAdmin(admin.ModelAdmin):
             path("<int:incident_id>/close/", wrap(self.close_view), name=f"{name}_close"),
         ] + super().get_urls()
 
-    def _incident(self, request, incident_id, **kw) -> Incident:
+    def _incident(self, request, incident_id, *, for_page: bool = False) -> Incident:
         try:
-            incident = (selectors.incident_for_page(int(incident_id)) if kw.get("page")
+            incident = (selectors.incident_for_page(int(incident_id)) if for_page
                         else Incident.objects.select_related("workspace").defer("plan").get(pk=int(incident_id)))
         except (Incident.DoesNotExist, ValueError):
             raise Http404(f"no incident {incident_id}") from None
@@ -84,9 +84,9 @@ class IncidentAdmin(admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        incident = self._incident(request, object_id, page=True)
-        page = views._int(request, "tickets")
-        picture_page = views._int(request, "picture")
+        incident = self._incident(request, object_id, for_page=True)
+        page = views.page_number(request, "tickets")
+        picture_page = views.page_number(request, "picture")
         tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
         effects = selectors.effect_rows(incident=incident)
         base = incident_url(incident.pk)

@@ -33,40 +33,22 @@ def _iso(value) -> str | None:
     return value.isoformat() if value else None
 
 
-def _outcome_rows(incident: Incident, progress: ProgressFn) -> list[dict]:
+def _outcomes(incident: Incident, progress: ProgressFn) -> list[ActionOutcome]:
     total = incident.blast_radius or 0
     rows = []
-    for o in ActionOutcome.objects.filter(incident=incident).order_by("seq").iterator(chunk_size=CHUNK):
-        rows.append({"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": o.seq,
-                     "parent_id": o.parent_id, "status": o.status, "before": o.before, "after": o.after})
+    for o in ActionOutcome.objects.filter(incident=incident).order_by("ticket", "seq").iterator(chunk_size=CHUNK):
+        rows.append(o)
         if len(rows) % CHUNK == 0:
             progress(len(rows), max(total, len(rows)))
-    return rows
-
-
-def _ticket_rows(actions: list[dict]) -> list[dict]:
-    by_ticket: dict[str, list[dict]] = {}
-    for a in sorted(actions, key=lambda a: (a["ticket"], a["seq"])):
-        if a["ticket"]:
-            by_ticket.setdefault(a["ticket"], []).append(a)
-    rows = []
-    for ticket, steps in by_ticket.items():
-        rows.append({
-            "ticket": ticket,
-            "before": [{"agent": s["agent"], "action": s["action_id"], "decision": s["before"]}
-                       for s in steps if s["status"] != "new"],
-            "after": [{"agent": s["agent"], "action": s["action_id"], "decision": s["after"]}
-                      for s in steps if s["status"] not in selectors.DEAD],
-            "statuses": [s["status"] for s in steps],
-            "changed": any(s["status"] in ("poisoned", "rerun_changed", "superseded", "new") for s in steps),
-        })
     return rows
 
 
 def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
     """Everything the incident report shows, as plain JSON-able data."""
     incident = selectors.incident_for_page(incident.pk)
-    actions = _outcome_rows(incident, progress)
+    outcomes = _outcomes(incident, progress)
+    actions = [{"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": o.seq, "parent_id": o.parent_id,
+                "status": o.status, "before": o.before, "after": o.after} for o in sorted(outcomes, key=lambda o: o.seq)]
     effects = [selectors.effect_dict(e) for e in incident.effects.order_by("ticket", "kind", "effect_id")]
     report = {
         "report": "kintsugi incident report",
@@ -90,7 +72,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
             "table": [{k: r.get(k) for k in ("key", "label", "value", "detail")} for r in selectors.outcome_rows(incident)],
         },
         "actions": actions,
-        "tickets": _ticket_rows(actions),
+        "tickets": [{"ticket": t.ticket, "before": t.chain(after=False, raw=True), "after": t.chain(after=True, raw=True),
+                     "statuses": t.statuses, "changed": t.changed} for t in selectors.by_ticket(outcomes) if t.ticket],
         "effects": effects,
         "compensation": selectors.compensation_items(incident=incident),
         "verification": incident.verification,

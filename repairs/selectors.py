@@ -18,7 +18,7 @@ from django.urls import NoReverseMatch, reverse
 from provenance import queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.models import Workspace
-from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
+from repairs.models import ActionOutcome, Incident, RepairEffect
 
 S = Incident.Status
 STATUSES = ("poisoned", "rerun_changed", "rerun_same", "skipped", "superseded", "new")
@@ -185,41 +185,60 @@ def describe(decision) -> str:
                      for k, v in sorted(decision.items()))
 
 
+CHANGED = ("poisoned", "rerun_changed", "superseded", "new")  # what makes a ticket's decisions differ
+
+
 @dataclass
 class TicketChange:
+    """One ticket's actions in the radius, in seq order: its decisions before and after the repair."""
+
     ticket: str
     steps: list[ActionOutcome] = field(default_factory=list)
 
+    def chain(self, *, after: bool, raw: bool = False) -> list[dict]:
+        steps = [o for o in self.steps if (o.status not in DEAD if after else o.status != "new")]
+        return [{"agent": o.agent, "action": o.action_id,
+                 "decision": (o.after if after else o.before) if raw else describe(o.after if after else o.before)}
+                for o in steps]
+
     @property
     def before(self) -> list[dict]:
-        return [{"agent": o.agent, "action": o.action_id, "decision": describe(o.before)}
-                for o in self.steps if o.status != "new"]
+        return self.chain(after=False)
 
     @property
     def after(self) -> list[dict]:
-        return [{"agent": o.agent, "action": o.action_id, "decision": describe(o.after)}
-                for o in self.steps if o.status not in DEAD]
+        return self.chain(after=True)
 
     @property
     def changed(self) -> bool:
-        return any(o.status in ("poisoned", "rerun_changed", "superseded", "new") for o in self.steps)
+        return any(o.status in CHANGED for o in self.steps)
 
     @property
     def statuses(self) -> list[str]:
         return [o.status for o in self.steps]
 
 
+def by_ticket(outcomes) -> list[TicketChange]:
+    """Group outcomes (ordered by ticket, then seq) into one TicketChange per ticket."""
+    grouped: dict[str, TicketChange] = {}
+    for o in outcomes:
+        grouped.setdefault(o.ticket, TicketChange(o.ticket)).steps.append(o)
+    return list(grouped.values())
+
+
+def _ticket_page(incident: Incident, page: int, per_page: int):
+    """The ticket ids of one page of the radius, plus one more (to know there is a next page), as a
+    subquery: the page's actions then come in the same query."""
+    return (ActionOutcome.objects.filter(incident=incident).exclude(ticket="").order_by("ticket")
+            .values("ticket").distinct()[(page - 1) * per_page:page * per_page + 1])
+
+
 def ticket_changes(*, incident: Incident, page: int = 1, per_page: int = 25) -> dict:
     """Per-ticket before → after decisions for one page of the radius' tickets, in one query. Actions
     without a ticket (research reading a page) come first on page 1."""
     page = max(1, page)
-    tickets = (ActionOutcome.objects.filter(incident=incident).exclude(ticket="").order_by("ticket")
-               .values("ticket").distinct()[(page - 1) * per_page:page * per_page + 1])
-    wanted = Q(ticket__in=tickets) | (Q(ticket="") if page == 1 else Q(pk__in=[]))
-    by_ticket: dict[str, TicketChange] = {}
-    for o in ActionOutcome.objects.filter(incident=incident).filter(wanted).order_by("ticket", "seq"):
-        by_ticket.setdefault(o.ticket, TicketChange(o.ticket)).steps.append(o)
-    rows = list(by_ticket.values())
+    wanted = Q(ticket__in=_ticket_page(incident, page, per_page)) | (Q(ticket="") if page == 1 else Q(pk__in=[]))
+    rows = by_ticket(ActionOutcome.objects.filter(incident=incident).filter(wanted).order_by("ticket", "seq"))
     with_ticket = [r for r in rows if r.ticket]
     has_next = len(with_ticket) > per_page
     if has_next:
@@ -390,9 +409,8 @@ def graph_page(*, incident: Incident, page: int = 1, per_page: int = 12) -> dict
     """Nodes, edges and effects for one page of the picture: the actions of `per_page` tickets of the
     radius (plus the ticketless ones, such as the research step that read the source, on every page)."""
     page = max(1, page)
-    tickets = (ActionOutcome.objects.filter(incident=incident).exclude(ticket="").order_by("ticket")
-               .values("ticket").distinct()[(page - 1) * per_page:page * per_page + 1])
-    rows = list(ActionOutcome.objects.filter(incident=incident).filter(Q(ticket__in=tickets) | Q(ticket=""))
+    rows = list(ActionOutcome.objects.filter(incident=incident)
+                .filter(Q(ticket__in=_ticket_page(incident, page, per_page)) | Q(ticket=""))
                 .order_by("seq").values("action_id", "agent", "ticket", "seq", "status", "parent_id",
                                         "before", "after"))
     page_tickets = sorted({r["ticket"] for r in rows if r["ticket"]})

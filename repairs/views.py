@@ -16,7 +16,7 @@ def progress_json(request, incident: Incident) -> JsonResponse:
     return JsonResponse(selectors.progress(incident))
 
 
-def _int(request, name: str, default: int = 1) -> int:
+def page_number(request, name: str, default: int = 1) -> int:
     try:
         return max(1, int(request.GET.get(name, default)))
     except (TypeError, ValueError):
@@ -30,7 +30,7 @@ def graph_picture(request, incident: Incident, *, explain_url: str) -> HttpRespo
         picture = graph_svg.layout_overview(selectors.graph_overview(incident=incident))
         title = f"Blast radius of {incident.source_id}, grouped by agent and repair status"
     else:
-        page, per_page = _int(request, "page"), min(_int(request, "per_page", 12), 50)
+        page, per_page = page_number(request, "page"), min(page_number(request, "per_page", 12), 50)
         picture = graph_svg.layout_page(selectors.graph_page(incident=incident, page=page, per_page=per_page),
                                         explain_url=explain_url)
         title = f"Blast radius of {incident.source_id}, tickets page {page}"

@@ -1,9 +1,7 @@
 """The incident page, its progress endpoint, the picture and 'why is this here?'."""
-import json
 import re
 import xml.dom.minidom
 
-import pytest
 from django.urls import reverse
 
 from provenance.desk.scenario import POISONED_PAGE
