@@ -82,3 +82,16 @@ def test_report_build_reports_progress(repaired):
     calls = []
     build_report(repaired, progress=lambda done, total: calls.append((done, total)))
     assert calls and calls[-1][0] == calls[-1][1] == 29
+
+
+def test_report_of_an_incident_still_waiting_for_its_repair(canonical_desk, support_lead):
+    from repairs.models import Incident
+    from repairs.services import flag_source
+
+    incident = flag_source(workspace=canonical_desk, source_id=POISONED_PAGE, actor=support_lead, reason="queued",
+                           via=Incident.Via.ADMIN)
+    report = json.loads(render_report(incident, "json")[0])
+    assert report["incident"]["status"] == "open" and report["outcome"]["blast_radius"] is None
+    assert report["actions"] == [] and report["verification"] is None
+    assert render_report(incident, "pdf")[0].startswith(b"%PDF")
+    assert zipfile.is_zipfile(io.BytesIO(render_report(incident, "csv")[0]))
