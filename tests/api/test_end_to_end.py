@@ -84,3 +84,8 @@ def test_flag_repair_review_and_report_through_the_api(celery_worker_process, ma
     assert body["outcome"]["blast_radius"] == 25 and body["outcome"]["counts"] == CANONICAL_COUNTS
     assert {k: body["verification"][k] for k in ("facts", "decisions", "effects")} == incident["verification"]
     assert Incident.objects.get(pk=incident["id"]).status == "repaired"
+    tables = as_auditor.get(f"{url}report/", {"format": "csv"})
+    assert tables["Content-Type"] == "application/zip" and tables.content[:2] == b"PK"
+    pdf = as_auditor.get(f"{url}report/", {"format": "pdf"})
+    assert pdf["Content-Type"] == "application/pdf" and pdf.content[:5] == b"%PDF-"
+    assert_error(as_auditor.get(f"{url}report/", {"format": "docx"}), 400, "invalid")
