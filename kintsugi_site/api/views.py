@@ -50,14 +50,9 @@ from repairs.models import Incident
 VIA = Incident.Via.API
 
 
-def _query(serializer_class, request):
-    serializer = serializer_class(data=request.query_params)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
-def _body(serializer_class, request):
-    serializer = serializer_class(data=request.data)
+def _valid(serializer_class, data) -> dict:
+    """The validated query parameters or body; a 400 with field details otherwise."""
+    serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 
@@ -95,7 +90,7 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_permission="provenance.view_source")
     def facts(self, request, pk=None, key=None):
         workspace = self.get_object()
-        q = _query(FactQuerySerializer, request)
+        q = _valid(FactQuerySerializer, request.query_params)
         versions = provenance_selectors.fact_history(workspace=workspace.name, key=key)
         if not versions:
             raise ApiError(f"no fact {key!r} in workspace {workspace.name!r}", code="not_found", status_code=404)
@@ -130,7 +125,7 @@ class SourceViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="flag")
     def flag(self, request, pk=None):
         source = self.get_object()
-        reason = _body(ReasonSerializer, request)["reason"]
+        reason = _valid(ReasonSerializer, request.data)["reason"]
         incident = repair_services.flag_source(workspace=source.workspace, source_id=source.source_id,
                                                actor=request.user, reason=reason, via=VIA)
         return Response(IncidentSerializer(incident).data, status=201,
@@ -142,7 +137,7 @@ class SourceViewSet(viewsets.ReadOnlyModelViewSet):
             throttle_scope="blast_radius")
     def blast_radius(self, request, pk=None):
         source = self.get_object()
-        q = _query(BlastRadiusQuerySerializer, request)
+        q = _valid(BlastRadiusQuerySerializer, request.query_params)
         limit, offset = q["limit"], q["offset"]
         if limit > MAX_BLAST_RADIUS_PAGE:
             raise ApiError(f"limit {limit} is over the hard cap of {MAX_BLAST_RADIUS_PAGE} actions per page; "
@@ -204,7 +199,7 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], permission_classes=[MayRetryIncidents])
     def retry(self, request, pk=None):
         incident = self.get_object()
-        reason = _body(ReasonSerializer, request)["reason"]
+        reason = _valid(ReasonSerializer, request.data)["reason"]
         incident = repair_services.retry_incident(incident=incident, actor=request.user, reason=reason, via=VIA)
         return Response(IncidentSerializer(incident).data)
 
@@ -218,7 +213,7 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
             throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="report")
     def report(self, request, pk=None):
         incident = self.get_object()
-        fmt = _query(IncidentReportQuerySerializer, request)["format"]
+        fmt = _valid(IncidentReportQuerySerializer, request.query_params)["format"]
         body, content_type, filename = reports.render(incident, fmt)
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -265,7 +260,7 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         item = self.get_object()
-        reason = _body(ApproveSerializer, request).get("reason", "")
+        reason = _valid(ApproveSerializer, request.data).get("reason", "")
         item = compensation_services.approve_item(item=item, actor=request.user, reason=reason, via=VIA)
         return Response(ReviewItemSerializer(item).data)
 
@@ -274,7 +269,7 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         item = self.get_object()
-        reason = _body(ReasonSerializer, request)["reason"]
+        reason = _valid(ReasonSerializer, request.data)["reason"]
         item = compensation_services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
         return Response(ReviewItemSerializer(item).data)
 
@@ -288,7 +283,7 @@ class ExplainView(APIView):
     @extend_schema(summary="The path from a source to an action: why the action depends on the source",
                    parameters=[ExplainQuerySerializer], responses=ExplainSerializer)
     def get(self, request, action_id: int):
-        source_pk = _query(ExplainQuerySerializer, request)["source"]
+        source_pk = _valid(ExplainQuerySerializer, request.query_params)["source"]
         source = get_object_or_404(Source.objects.filter(workspace__in=_visible(request)).select_related("workspace"),
                                    pk=source_pk)
         steps = provenance_selectors.explain_path(workspace=source.workspace.name, source=source.source_id,
