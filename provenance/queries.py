@@ -123,6 +123,11 @@ MATCH (a:Action) WHERE a.root = true
 RETURN a.id, a.agent, a.seq, a.payload
 ORDER BY a.seq
 """
+# Seqs of actions that earlier repairs slotted between recorded ones (recorded seqs are integers).
+FRACTIONAL_SEQS = """
+MATCH (a:Action) WHERE a.seq <> toFloat(toInteger(a.seq))
+RETURN a.seq
+"""
 # Actions with a higher seq that read (or tried to read) one of the keys: a repair that writes a key
 # it did not write before changes what these resolve to.
 READERS_OF_KEYS = """

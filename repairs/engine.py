@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -98,6 +99,7 @@ class RepairWalk:
         self.outcomes: dict[int, dict] = {}
         self.effects: list[dict] = []
         self.new_seqs: list[float] = []
+        self.fractional: list[float] | None = None
         self.heap: list[tuple[float, int]] = []
         self.queued: set[int] = set()
         self.changed: set[int] = set()
@@ -277,11 +279,16 @@ class RepairWalk:
             self._supersede(c)
 
     def _next_seq_after(self, seq: float) -> float:
-        rows = self.graph.ro_query("MATCH (a:Action) WHERE a.seq > $seq RETURN min(a.seq)", {"seq": seq})
-        nxt = rows[0][0] if rows and rows[0][0] is not None else seq + 1.0
-        i = bisect.bisect_right(self.new_seqs, seq)
-        if i < len(self.new_seqs):
-            nxt = min(nxt, self.new_seqs[i])
+        """The lowest seq above `seq`. Recorded actions have integer seqs (seq follows the id), so
+        floor(seq) + 1 bounds it; only actions slotted in by repairs have fractional seqs, and those
+        are loaded once per walk (FRACTIONAL_SEQS) or created by this walk (new_seqs)."""
+        if self.fractional is None:
+            self.fractional = sorted(r[0] for r in self.graph.ro_query(queries.FRACTIONAL_SEQS))
+        nxt = float(math.floor(seq) + 1)
+        for known in (self.fractional, self.new_seqs):
+            i = bisect.bisect_right(known, seq)
+            if i < len(known):
+                nxt = min(nxt, known[i])
         return nxt
 
     def _run_new(self, agent: str, payload: dict, *, parent: int, after: float) -> float:
