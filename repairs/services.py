@@ -93,8 +93,12 @@ def enqueue_repair(incident_id: int) -> None:
         repair_incident.delay(incident_id)
     except Exception as exc:  # the broker is down: say so on the incident instead of losing the job
         log.warning("could not enqueue repair of incident %s: %s", incident_id, exc)
-        Incident.objects.filter(pk=incident_id, status=S.OPEN).update(
-            status=S.BLOCKED, error=f"could not enqueue the repair: {exc}")
+        error = f"could not enqueue the repair: {exc}"
+        with transaction.atomic():
+            if Incident.objects.filter(pk=incident_id, status=S.OPEN).update(status=S.BLOCKED, error=error):
+                # Every status change leaves a transition (and, through it, an audit event).
+                IncidentTransition.objects.create(incident_id=incident_id, via=Incident.Via.WORKER,
+                                                  from_status=S.OPEN, to_status=S.BLOCKED, reason=error)
 
 
 def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:

@@ -3,11 +3,15 @@ import threading
 import pytest
 from django.db import connection
 
-from compensation.execution import NotApproved, deliver, execute_item
+from compensation import audit
+from compensation.execution import NotApproved, deliver, execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
 from compensation.services import approve_item, bulk_approve
 from compensation.tasks import execute_compensation
+from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry, OutboxEmail
+from provenance.services import desk_run, get_workspace
+from repairs.services import flag_source, run_repair
 from tests.compensation.conftest import repaired_incident
 from tests.conftest import purge_broker, wait_for
 
@@ -100,3 +104,24 @@ def test_two_executors_at_once_send_once(people, outbox_backend, settings):
     assert not errors
     assert _sent(incident.workspace) == ([("reversal_request", "t06", 9000)], ["farid.haddad@customers.example"])
     assert AuditEvent.objects.filter(action="item.executed").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_broker_down_nothing_is_lost_and_every_change_is_audited(people, dead_broker, outbox_backend, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    desk_run(workspace="broker-down")
+    with dead_broker():
+        incident = flag_source(workspace=get_workspace("broker-down"), source_id=POISONED_PAGE, actor=people.lead,
+                               reason="poisoned", via="admin")
+    incident.refresh_from_db()
+    assert incident.status == "blocked" and "could not enqueue" in incident.error
+    blocked = AuditEvent.objects.get(action="incident.blocked", incident=incident)
+    assert (blocked.from_status, blocked.via) == ("open", "worker")
+    incident = run_repair(incident_id=incident.pk)  # what the retry would run
+    item = incident.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t07")
+    with dead_broker():
+        approve_item(item=item, actor=people.reviewer, reason="ok", via="admin")
+    assert CompensationItem.objects.get(pk=item.pk).status == "approved"  # approved, waiting for a worker
+    assert execute_approved() == 1  # the sweep (task execute_waiting_compensations) picks it up
+    assert _sent(incident.workspace) == ([("reversal_request", "t07", 10000)], [])
+    assert audit.verify_chain()[0] is None
