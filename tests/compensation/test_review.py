@@ -129,7 +129,15 @@ def test_cli_contract(incident, people, capsys):
     assert code == 2 and "already" in err
     code, _, err = _run(capsys, "review", "--item", "999999", "--decision", "reject", "--user", "reviewer1", "--reason", "x")
     assert code == 2 and "unknown compensation item" in err
+    invalid = rows[1]["id"]
+    CompensationItem.objects.filter(pk=invalid).update(body="Pay at https://evil.example", valid=False,
+                                                        problems=["body: link https://evil.example is not in the ticket"])
+    code, _, err = _run(capsys, "review", "--item", str(invalid), "--decision", "approve", "--user", "reviewer1",
+                        "--reason", "x")
+    assert code == 2 and "failed validation" in err and err.count("\n") == 1
+    code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name, "--json")
+    assert {r["id"]: r["valid"] for r in json.loads(out)}[invalid] is False
     code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name)
-    assert code == 0 and f"#{item}" in out
+    assert code == 0 and f"#{item}" in out and "INVALID" in out
     via = set(AuditEvent.objects.filter(subject_id=str(item), subject_type="compensation_item").values_list("via", flat=True))
     assert via == {"worker", "cli"}
