@@ -51,13 +51,18 @@ def _effect_dict(e: RepairEffect) -> dict:
             "incident": e.incident_id}
 
 
-def _paths(incident: Incident, effects: list[dict], carried: dict | None = None) -> list[dict]:
+def _outcome_index(incident: Incident) -> tuple[dict, list]:
+    outcomes = {o.action_id: o for o in incident.outcomes.all()}
+    return outcomes, sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
+
+
+def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
+           index: tuple[dict, list] | None = None) -> list[dict]:
     """For each effect, the path from the flagged source to it: the ingesting (poisoned) action, then
     the handoff chain from the root action that read its memory down to the action that caused the
     effect. Built from the repair's outcome rows, because the repair itself rewired the graph (re-runs
     drop the FEEDS edges that made them depend on the bad source)."""
-    outcomes = {o.action_id: o for o in incident.outcomes.all()}
-    poisoned = sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
+    outcomes, poisoned = index or _outcome_index(incident)
     out = []
     for e in effects:
         if e.get("carried_from") and (carried or {}).get(e["effect_id"]):
@@ -167,6 +172,8 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
         # wait only for the short write part.
         drafted = []
+        # Loaded once: building each item's path from a fresh query made drafting quadratic.
+        index = _outcome_index(incident)
         for p in planned:
             key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
             if key in existing:
@@ -186,7 +193,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
             item = CompensationItem.objects.create(
                 incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
                 customer_email=facts["customer_email"], facts=facts, original=p.effects,
-                path=_paths(incident, p.effects, carried_paths),
+                path=_paths(incident, p.effects, carried_paths, index),
                 to=draft["to"][:320], subject=draft["subject"][:300], body=draft["body"],
                 payment_reference=draft["payment_reference"][:64], amount_cents=draft["amount_cents"],
                 currency=(draft["currency"] or "")[:8], drafted_by=drafted_by, prompt_version=version,
