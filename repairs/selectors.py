@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 from django.db.models import Count, IntegerField, JSONField, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from provenance import queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.models import Workspace
+from provenance.selectors import DEAD  # statuses whose decision no longer stands after a repair
+from repairs.engine import CHANGED, COUNT_KEYS
 from repairs.models import ActionOutcome, Incident, RepairEffect
 
 S = Incident.Status
-STATUSES = ("poisoned", "rerun_changed", "rerun_same", "skipped", "superseded", "new")
+STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
 STATUS_LABELS = {
     "poisoned": "Poisoned",
     "rerun_changed": "Re-run, output changed",
@@ -30,7 +32,6 @@ STATUS_LABELS = {
     "superseded": "Superseded",
     "new": "New",
 }
-DEAD = ("poisoned", "superseded")  # actions whose decision no longer stands after the repair
 RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
 
 
@@ -48,41 +49,22 @@ def dashboard(*, limit: int = 10) -> dict:
     }
 
 
-# --- the compensation app (review queue), read through one narrow door ----------------------------------
-def _compensation_models():
-    """(CompensationItem, AuditEvent), or None while the compensation app has no such models."""
-    from django.apps import apps
-
-    try:
-        return apps.get_model("compensation", "CompensationItem"), apps.get_model("compensation", "AuditEvent")
-    except LookupError:
-        return None
-
-
-def review_queue_url(*, incident: Incident | None = None, pending: bool = False) -> str | None:
+# --- the compensation app's review queue, as the lead sees it from an incident ---------------------------
+# compensation depends on repairs (its items point at incidents), so its modules are imported here lazily.
+def review_queue_url(*, incident: Incident | None = None, pending: bool = False) -> str:
     """The review queue's admin changelist, filtered to one incident (and to pending items)."""
-    models = _compensation_models()
-    if models is None:
-        return None
-    try:
-        url = reverse("admin:compensation_compensationitem_changelist")
-    except NoReverseMatch:
-        return None
-    params = []
-    if incident is not None:
-        params.append(f"incident__id__exact={incident.pk}")
-    if pending:
-        params.append("status__exact=pending")
+    params = ([f"incident__id__exact={incident.pk}"] if incident is not None else []) + (
+        ["status__exact=pending"] if pending else [])
+    url = reverse("admin:compensation_compensationitem_changelist")
     return url + ("?" + "&".join(params) if params else "")
 
 
-def compensation_summary(*, incident: Incident | None) -> dict | None:
+def compensation_summary(*, incident: Incident | None) -> dict:
     """Pending review items and their total amount per currency (all incidents, or one), in one
     aggregate over the (status, incident) index, with the queue's URLs."""
-    models = _compensation_models()
-    if models is None:
-        return None
-    items = models[0].objects.filter(status="pending")
+    from compensation.models import CompensationItem
+
+    items = CompensationItem.objects.filter(status=CompensationItem.Status.PENDING)
     if incident is not None:
         items = items.filter(incident=incident)
     per_currency = list(items.values("currency").annotate(n=Count("pk"), cents=Sum("amount_cents")).order_by("currency"))
@@ -93,17 +75,15 @@ def compensation_summary(*, incident: Incident | None) -> dict | None:
 
 
 def compensation_items(*, incident: Incident) -> list[dict]:
-    """Every compensation item of `incident` with its decision and audit history (for the report)."""
-    models = _compensation_models()
-    if models is None:
-        return []
-    item_model, event_model = models
+    """Every compensation item of `incident` with its decision and audit history (for the report), in
+    two queries whatever the number of items."""
     from compensation.audit import export_row
+    from compensation.models import AuditEvent, CompensationItem
 
-    items = list(item_model.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
+    items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
     history: dict[str, list[dict]] = defaultdict(list)
-    for event in event_model.objects.filter(subject_type="compensation_item",
-                                            subject_id__in=[str(i.pk) for i in items]).order_by("seq"):
+    for event in AuditEvent.objects.filter(subject_type="compensation_item",
+                                           subject_id__in=[str(i.pk) for i in items]).order_by("seq"):
         history[event.subject_id].append(export_row(event))
     return [{
         "id": i.pk, "kind": i.kind, "kind_label": i.get_kind_display(), "ticket": i.ticket_id, "status": i.status,
@@ -132,7 +112,8 @@ _TICKETS_SQL = ("SELECT count(DISTINCT ticket) FROM repairs_actionoutcome "
 def incident_for_page(pk: int) -> Incident:
     """The incident with what its page shows in one query (the plan, the big column, stays behind)."""
     return (Incident.objects.select_related("workspace", "flagged_by").defer("plan")
-            .annotate(invalidated_by_kind=_invalidated_by_kind(), tickets_in_radius=RawSQL(_TICKETS_SQL, [], output_field=IntegerField()),
+            .annotate(invalidated_by_kind=_invalidated_by_kind(),
+                      tickets_in_radius=RawSQL(_TICKETS_SQL, [], output_field=IntegerField()),
                       # touched: some action of the ticket did more than stay skipped (as the repair counts it)
                       tickets_touched=RawSQL(_TICKETS_SQL + " AND status <> %s", ["skipped"], output_field=IntegerField()))
             .get(pk=pk))
@@ -151,7 +132,8 @@ def outcome_rows(incident: Incident) -> list[dict]:
     rows += [{"key": s, "label": STATUS_LABELS[s], "value": counts.get(s, 0)} for s in STATUSES]
     by_kind = getattr(incident, "invalidated_by_kind", None) or {}
     # Most first, money before messages: "5 refunds, 5 emails" as the article writes it.
-    detail = ", ".join(_plural(k, n) for k, n in sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0] != "refund", kv[0])))
+    kinds = sorted(by_kind.items(), key=lambda kv: (-kv[1], kv[0] != "refund", kv[0]))
+    detail = ", ".join(_plural(k, n) for k, n in kinds)
     rows.append({"key": "effects_invalidated", "label": "Effects that can't be undone",
                  "value": incident.effects_invalidated or 0, "detail": detail})
     if incident.tickets_untouched is not None:
@@ -183,9 +165,6 @@ def describe(decision) -> str:
         return json.dumps(decision, sort_keys=True)
     return ", ".join(f"{k}: {v if isinstance(v, (str, int)) else json.dumps(v, sort_keys=True)}"
                      for k, v in sorted(decision.items()))
-
-
-CHANGED = ("poisoned", "rerun_changed", "superseded", "new")  # what makes a ticket's decisions differ
 
 
 @dataclass
