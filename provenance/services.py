@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
 from provenance import queries
 from provenance.agents import get_agent
@@ -23,10 +23,22 @@ class MalformedPayload(ValueError):
     pass
 
 
-def workspace_lock(workspace: Workspace) -> None:
-    """Serialise graph writers of one workspace (recording, repairs) until the transaction ends."""
+class WorkspaceBusy(RuntimeError):
+    pass
+
+
+def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
+    """Serialise graph writers of one workspace (recording, repairs) until the transaction ends.
+    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy."""
     with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [7171, workspace.pk])
+        cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
+        try:
+            with transaction.atomic():
+                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [7171, workspace.pk])
+        except OperationalError:
+            raise WorkspaceBusy(f"workspace {workspace.name!r} is busy (a repair or another recording is writing "
+                                f"its graph); try again when it is done") from None
+        cur.execute("SET LOCAL lock_timeout = 0")
 
 
 def get_workspace(name: str) -> Workspace:
@@ -52,8 +64,10 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
     with transaction.atomic():
         ws, _ = Workspace.objects.get_or_create(name=workspace)
         ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-        workspace_lock(ws)
+        # Refuse (or close what the run obsoletes) before waiting for the graph: a running repair holds
+        # the workspace lock for as long as it runs.
         desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
+        workspace_lock(ws)
         ws.run_number += 1
         ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": excluded}
         ws.sources.all().delete()

@@ -124,9 +124,38 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     return incident
 
 
+REPAIR_LOCK = 7172  # advisory lock namespace: (REPAIR_LOCK, incident id) is held while a repair runs
+
+
+def _repairs_running() -> set[int]:
+    """Incidents whose repair is running right now: some session holds their advisory lock."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND granted",
+                    [REPAIR_LOCK])
+        return {row[0] for row in cur.fetchall()}
+
+
+def orphaned_incidents():
+    """Repairs that should be running but are not: `repairing` with nobody holding their lock (the
+    task died with its whole worker, or the message was lost)."""
+    running = _repairs_running()
+    return [i for i in Incident.objects.filter(status=S.REPAIRING) if i.pk not in running]
+
+
+def resume_orphaned_repairs() -> list[int]:
+    """Enqueue every open or orphaned repair again; run_repair resumes each from its checkpoint and
+    ignores a duplicate delivery. Called when a worker starts."""
+    ids = [i.pk for i in orphaned_incidents()] + list(Incident.objects.filter(status=S.OPEN).values_list("pk", flat=True))
+    for pk in ids:
+        enqueue_repair(pk)
+    return ids
+
+
 def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
-    """A desk run replaces the graph its incidents describe: close them (refuse while one repairs)."""
-    busy = workspace.incidents.filter(status=S.REPAIRING).first()
+    """A desk run replaces the graph its incidents describe: close them (refuse while one repairs;
+    an orphaned repair is closed with the rest, since the graph it would resume is being replaced)."""
+    running = _repairs_running()
+    busy = workspace.incidents.filter(status=S.REPAIRING, pk__in=running).first()
     if busy:
         raise RepairInProgress(f"incident #{busy.pk} is repairing workspace {workspace.name!r}; try again when it is done")
     for incident in workspace.incidents.exclude(status=S.CLOSED):
@@ -172,14 +201,17 @@ class _Progress:
 
 def _fault_point(name: str) -> None:
     """Fault injection for the resumability tests: when the file named by KINTSUGI_FAULT_FILE holds
-    `name`, remove it and die with SIGKILL here, as a worker killed by the OOM killer would."""
+    `name`, remove it and die with SIGKILL here, as a worker killed by the OOM killer would; when it
+    holds `stall:<name>`, hang here so the test can kill the whole worker from outside."""
     path = os.environ.get("KINTSUGI_FAULT_FILE")
     if not path or not os.path.exists(path):
         return
     with open(path) as f:
         wanted = f.read().strip()
-    if wanted == name:
+    if wanted in (name, f"stall:{name}"):
         os.remove(path)
+        if wanted.startswith("stall:"):
+            time.sleep(600)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -187,7 +219,7 @@ def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
     """Repair the workspace after a flag. Safe to call twice at once (the second returns None) and
     after a crash at any point (it resumes from the checkpoint). Raises GraphUnavailable after marking
     the incident blocked, so the task can retry."""
-    with _advisory_lock(7172, incident_id, wait=False) as mine:
+    with _advisory_lock(REPAIR_LOCK, incident_id, wait=False) as mine:
         if not mine:
             return None
         incident = Incident.objects.select_related("workspace").get(pk=incident_id)

@@ -135,3 +135,34 @@ def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, s
 
     assert effects(incident) == effects(reference)
     assert graph_dump("kill") == graph_dump("ref")
+
+
+@pytest.mark.worker
+def test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker(tmp_path):
+    from repairs.services import orphaned_incidents
+
+    desk_run(workspace="ref")
+    reference = repair("ref", POISONED_PAGE)
+    desk_run(workspace="gone")
+    fault_file = tmp_path / "fault"
+    fault_file.write_text("stall:applied:2")
+    purge_broker()
+    env = worker_env(connection.settings_dict["NAME"], KINTSUGI_FAULT_FILE=str(fault_file))
+    first = Worker(env, tmp_path / "first.log").start()
+    try:
+        incident = open_incident("gone", POISONED_PAGE)
+        wait_for(lambda: not fault_file.exists(), timeout=120)  # the repair is stalled mid-apply
+        with pytest.raises(ValueError, match=f"incident #{incident.pk} is repairing"):
+            desk_run(workspace="gone")  # a running repair is never replaced under its feet
+    finally:
+        first.kill()  # SIGKILL to the whole worker: parent and child, no chance to requeue
+    assert [i.pk for i in orphaned_incidents()] == [incident.pk]
+    second = Worker(env, tmp_path / "second.log").start()
+    try:
+        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=120)
+    finally:
+        second.stop()
+    incident.refresh_from_db()
+    assert incident.status == "repaired", incident.error
+    assert incident.counts == reference.counts and incident.verification == reference.verification
+    assert graph_dump("gone") == graph_dump("ref")

@@ -10,11 +10,11 @@ from provenance.agents import UnknownAgent
 from provenance.graph import GraphUnavailable
 from provenance.llm import ModelOutputError
 from provenance.recorder import MalformedDecision, UnknownSource
-from provenance.services import MalformedPayload, UnknownWorkspace
+from provenance.services import MalformedPayload, UnknownWorkspace, WorkspaceBusy
 
 KNOWN_ERRORS: tuple[type[Exception], ...] = (
     UnknownWorkspace, UnknownSource, UnknownAgent, MalformedPayload, MalformedDecision, GraphUnavailable,
-    ModelOutputError, LookupError, PermissionError, ValueError,
+    ModelOutputError, WorkspaceBusy, LookupError, PermissionError, ValueError,
 )
 
 
