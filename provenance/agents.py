@@ -6,6 +6,7 @@ returns a structured decision (a dict of JSON values; the decision hash covers e
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Callable
 
 from django.conf import settings
@@ -18,7 +19,13 @@ class UnknownAgent(LookupError):
     pass
 
 
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
 def agent(name: str) -> Callable[[AgentFn], AgentFn]:
+    if not NAME_PATTERN.match(name):
+        raise ValueError(f"agent name {name!r} must match {NAME_PATTERN.pattern}")
+
     def register(fn: AgentFn) -> AgentFn:
         _registry[name] = fn
         fn.agent_name = name

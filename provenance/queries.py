@@ -78,6 +78,22 @@ INGESTERS = """
 MATCH (s:Source {id: $source})<-[:INGESTED]-(a:Action)
 RETURN a.id
 """
+# The blast radius in one query: algo.BFS from each action that ingested the source, over every
+# relationship type (algo.BFS takes one type or NULL, never a list). Every Action out-edge other than
+# FEEDS and HANDED_OFF ends at a leaf (Fact, Effect, Source), so the actions it reaches are exactly the
+# FEEDS|HANDED_OFF closure, each visited once; the Effects it reaches are theirs. Dead actions
+# (poisoned or superseded by an earlier repair) only lead to dead actions and are filtered out.
+RADIUS = """
+MATCH (:Source {id: $source})<-[:INGESTED]-(a:Action)
+CALL algo.BFS(a, -1, NULL) YIELD nodes
+UNWIND [a] + nodes AS n
+WITH DISTINCT n
+WITH collect(CASE WHEN n:Action AND NOT n.status IN $dead THEN n END) AS acts,
+     collect(CASE WHEN n:Effect AND n.live = true THEN n END) AS effs,
+     count(DISTINCT CASE WHEN n:Action AND NOT n.status IN $dead THEN n.ticket END) AS tickets
+RETURN string.join([x IN acts | toString(x.id) + ':' + toString(x.seq) + ':' + x.agent], ','), tickets,
+       string.join([e IN effs | e.kind + ':' + toString(e.amount)], ',')
+"""
 # One BFS level: the FEEDS|HANDED_OFF successors of a frontier. The caller keeps the visited set, so
 # each action is expanded once; a variable-length pattern would enumerate every path instead and
 # doubles per layer of diamonds (FALKORDB-NOTES.md).

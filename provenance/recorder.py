@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from provenance import queries
-from provenance.agents import get_agent
+from provenance.agents import NAME_PATTERN, get_agent
 from provenance.graph import Graph
 from provenance.llm import get_client
 
@@ -198,6 +198,8 @@ class Recorder:
                **details: Any) -> None:
         if not isinstance(amount, int):
             raise MalformedDecision("effect amounts are integer cents")
+        if not NAME_PATTERN.match(kind):
+            raise MalformedDecision(f"effect kind {kind!r} must match {NAME_PATTERN.pattern}")
         self._record.effects.append({
             "kind": kind, "amount": amount, "ticket": ticket or self._record.ticket, "currency": currency,
             "details": details,

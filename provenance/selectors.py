@@ -29,11 +29,29 @@ def reachable(graph: Graph, start: list[int]) -> set[int]:
     return seen
 
 
-def radius_actions(graph: Graph, source: str) -> list[tuple[int, str, float, str | None, str]]:
-    """(id, agent, seq, ticket, status) of the live actions downstream of `source`, in seq order."""
-    ids = reachable(graph, ingesters(graph, source))
-    rows = graph.ro_query(queries.ACTION_SUMMARIES, {"ids": sorted(ids)}) if ids else []
-    return sorted((tuple(r) for r in rows if r[4] not in DEAD), key=lambda r: r[2])
+def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float]], int, list[tuple[str, int]]]:
+    """One server-side traversal: (live actions as (id, agent, seq) in seq order, distinct tickets, live
+    effects as (kind, amount)). Packed into strings because the client parses one string far faster
+    than thousands of values; ids, seqs, agent names and effect kinds cannot hold the separators."""
+    rows = graph.ro_query(queries.RADIUS, {"source": source, "dead": list(DEAD)})
+    if not rows or not rows[0][0]:
+        return [], 0, []
+    packed_actions, tickets, packed_effects = rows[0]
+    actions = []
+    for item in packed_actions.split(","):
+        aid, seq, agent = item.split(":", 2)
+        actions.append((int(aid), agent, float(seq)))
+    actions.sort(key=lambda a: (a[2], a[0]))
+    effects = []
+    for item in packed_effects.split(",") if packed_effects else []:
+        kind, amount = item.rsplit(":", 1)
+        effects.append((kind, int(amount)))
+    return actions, tickets, effects
+
+
+def radius_actions(graph: Graph, source: str) -> list[tuple[int, str, float]]:
+    """(id, agent, seq) of the live actions downstream of `source`, in seq (re-execution) order."""
+    return _radius(graph, source)[0]
 
 
 def _check_source(workspace: Workspace, source: str) -> None:
@@ -55,23 +73,21 @@ def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None,
     `offset`/`limit` page the listed actions; the totals always cover the whole radius."""
     _check_source(workspace, source)
     graph = workspace_graph(workspace.name)
-    actions = radius_actions(graph, source)
-    ids = [a[0] for a in actions]
-    effects = graph.ro_query(queries.EFFECTS_OF_ACTIONS, {"ids": ids}) if ids else []
-    live = [e for e in effects if e[4]]
+    actions, tickets, effects = _radius(graph, source)
     by_agent: dict[str, int] = {}
     for a in actions:
         by_agent[a[1]] = by_agent.get(a[1], 0) + 1
     listed = actions[offset:] if limit is None else actions[offset:offset + limit]
+    ticket_of = {r[0]: r[3] for r in graph.ro_query(queries.ACTION_SUMMARIES, {"ids": [a[0] for a in listed]})} if listed else {}
     return {
         "source": source,
-        "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": a[3]} for a in listed],
+        "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": ticket_of.get(a[0])} for a in listed],
         "size": len(actions),
-        "tickets": len({a[3] for a in actions if a[3]}),
-        "effects": len(live),
-        "amount_at_stake": sum(e[3] for e in live if e[1] == "refund") / 100,
+        "tickets": tickets,
+        "effects": len(effects),
+        "amount_at_stake": sum(amount for kind, amount in effects if kind == "refund") / 100,
         "by_agent": by_agent,
-        "effects_by_kind": {k: sum(1 for e in live if e[1] == k) for k in sorted({e[1] for e in live})},
+        "effects_by_kind": {k: sum(1 for e in effects if e[0] == k) for k in sorted({e[0] for e in effects})},
     }
 
 
