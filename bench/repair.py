@@ -28,8 +28,8 @@ SEED = 7
 WORKSPACE = "bench-repair"
 CHANGED = ("poisoned", "rerun_changed", "superseded", "new")
 # Above this, compensation drafting is switched off for the timed repair and measured on small desks
-# instead: compensation.services._paths reloads every ActionOutcome of the incident once per drafted item
-# (items x radius model instances), which takes hours at 38,000 tickets.
+# instead (drafting_probe): it is one model call, one row and one audit event per item, ~0.6 items per
+# ticket, so minutes at 15,000+ tickets; it also was quadratic in the radius before efcf7b3.
 DRAFTING_MAX_TICKETS = 400
 
 
@@ -360,9 +360,13 @@ def drafting_probe(sizes: list[int]) -> list[dict]:
     common.table("Compensation drafting after a repair (repair_finished receivers)",
                  ["tickets", "blast radius", "items drafted", "seconds", "ms per item"],
                  [[d["tickets"], d["radius"], d["items"], d["seconds"], d["ms_per_item"]] for d in out],
-                 ["ms per item grows with the radius: compensation.services._paths loads all of the incident's "
-                  "ActionOutcome rows for every item"])
+                 [f"ms per item, largest / smallest desk: {_growth(out):.2f} (flat = linear drafting)"])
     return out
+
+
+def _growth(out: list[dict]) -> float:
+    per = [d["ms_per_item"] for d in out if d.get("ms_per_item")]
+    return per[-1] / per[0] if len(per) > 1 else float("nan")
 
 
 def _tables(res: dict) -> None:
