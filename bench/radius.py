@@ -82,7 +82,7 @@ class DeskGraph:
         rng = random.Random(seed)
         self.actions: list[tuple] = []  # (id, agent, ticket, status)
         self.facts: list[tuple] = []  # (writer, fact id, key)
-        self.effects: list[tuple] = []  # (action, effect id, kind)
+        self.effects: list[tuple] = []  # (action, effect id, kind, amount)
         self.feeds: list[tuple] = []  # (writer, reader)
         self.handoffs: list[tuple] = []  # (parent, child)
         self.reads: list[tuple] = []  # (reader, fact id)
@@ -105,7 +105,7 @@ class DeskGraph:
         def new_effect(action, kind):
             nonlocal eid
             eid += 1
-            self.effects.append((action, eid, kind))
+            self.effects.append((action, eid, kind, rng.randint(20, 200) * 100 if kind == "refund" else 0))
 
         research = []
         for source in SOURCES:
@@ -159,7 +159,7 @@ NODE_LOADS = [
     ("actions", "UNWIND $rows AS r CREATE (:Action {id: r[0], seq: toFloat(r[0]), agent: r[1], ticket: r[2], "
                 "status: r[3]})"),
     ("facts", "UNWIND $rows AS r CREATE (:Fact {id: r[1], key: r[2], active: true})"),
-    ("effects", "UNWIND $rows AS r CREATE (:Effect {id: r[1], kind: r[2], live: true})"),
+    ("effects", "UNWIND $rows AS r CREATE (:Effect {id: r[1], kind: r[2], amount: r[3], live: true})"),
 ]
 # Edges by internal node id (NodeByIdSeek): the graph is new, so internal ids follow creation order.
 EDGE_LOAD = ("UNWIND $rows AS r WITH r[0] AS x, r[1] AS y MATCH (a) WHERE ID(a) = x MATCH (b) WHERE ID(b) = y "
@@ -208,7 +208,7 @@ def load_falkordb(graph, desk: DeskGraph) -> float:
     _batches(graph, EDGE_LOAD.format(rel="HANDED_OFF"), [[a(x), a(y)] for x, y in desk.handoffs])
     _batches(graph, EDGE_LOAD.format(rel="WROTE"), [[a(x), ids.fact(f)] for x, f, _ in desk.facts])
     _batches(graph, EDGE_LOAD.format(rel="READ"), [[a(x), ids.fact(f)] for x, f in desk.reads])
-    _batches(graph, EDGE_LOAD.format(rel="CAUSED"), [[a(x), ids.effect(e)] for x, e, _ in desk.effects])
+    _batches(graph, EDGE_LOAD.format(rel="CAUSED"), [[a(x), ids.effect(e)] for x, e, _, _ in desk.effects])
     _batches(graph, EDGE_LOAD.format(rel="INGESTED"), [[a(x), ids.source[s]] for x, s in desk.ingests])
     return time.perf_counter() - t0
 
@@ -289,8 +289,8 @@ def _split_ids(s: str | None) -> list[int]:
     return [int(x) for x in s.split(",")] if s else []
 
 
-PRODUCT = "radius_actions (product: level BFS + summaries)"
-PRODUCT_IDS = "reachable ids only (product BFS, no summaries)"
+PRODUCT = "selectors.radius_actions (product)"
+PRODUCT_IDS = "selectors.reachable ids only (level-wise BFS)"
 PG = "Postgres recursive CTE (UNION) + seq order"
 PY = "Python BFS on dicts (preloaded adjacency)"
 DOWNSTREAM = "algo.BFS 'DOWNSTREAM' (extra edge type), id:seq string"
