@@ -94,6 +94,14 @@ WITH collect(CASE WHEN n:Action AND NOT n.status IN $dead THEN n END) AS acts,
 RETURN string.join([x IN acts | toString(x.id) + ':' + toString(x.seq) + ':' + x.agent], ','), tickets,
        string.join([e IN effs | e.kind + ':' + toString(e.amount)], ',')
 """
+# The same traversal for the repair walk, which needs only the live actions: no aggregation, one packed
+# string per ingesting action (the caller removes duplicates). About 2.5x faster than RADIUS at 100k.
+RADIUS_ACTIONS = """
+MATCH (:Source {id: $source})<-[:INGESTED]-(a:Action)
+CALL algo.BFS(a, -1, NULL) YIELD nodes
+RETURN string.join([n IN [a] + nodes WHERE n:Action AND NOT n.status IN $dead
+                    | toString(n.id) + ':' + toString(n.seq) + ':' + n.agent], ',')
+"""
 # One BFS level: the FEEDS|HANDED_OFF successors of a frontier. The caller keeps the visited set, so
 # each action is expanded once; a variable-length pattern would enumerate every path instead and
 # doubles per layer of diamonds (FALKORDB-NOTES.md).

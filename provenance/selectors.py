@@ -37,11 +37,9 @@ def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float]], in
     if not rows or not rows[0][0]:
         return [], 0, []
     packed_actions, tickets, packed_effects = rows[0]
-    actions = []
-    for item in packed_actions.split(","):
-        aid, seq, agent = item.split(":", 2)
-        actions.append((int(aid), agent, float(seq)))
-    actions.sort(key=lambda a: (a[2], a[0]))
+    found: dict[int, tuple[int, str, float]] = {}
+    _unpack_actions(packed_actions, found)
+    actions = sorted(found.values(), key=lambda a: (a[2], a[0]))
     effects = []
     for item in packed_effects.split(",") if packed_effects else []:
         kind, amount = item.rsplit(":", 1)
@@ -49,9 +47,18 @@ def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float]], in
     return actions, tickets, effects
 
 
+def _unpack_actions(packed: str, into: dict[int, tuple[int, str, float]]) -> None:
+    for item in packed.split(",") if packed else []:
+        aid, seq, agent = item.split(":", 2)
+        into[int(aid)] = (int(aid), agent, float(seq))
+
+
 def radius_actions(graph: Graph, source: str) -> list[tuple[int, str, float]]:
     """(id, agent, seq) of the live actions downstream of `source`, in seq (re-execution) order."""
-    return _radius(graph, source)[0]
+    found: dict[int, tuple[int, str, float]] = {}
+    for (packed,) in graph.ro_query(queries.RADIUS_ACTIONS, {"source": source, "dead": list(DEAD)}):
+        _unpack_actions(packed, found)
+    return sorted(found.values(), key=lambda a: (a[2], a[0]))
 
 
 def _check_source(workspace: Workspace, source: str) -> None:
