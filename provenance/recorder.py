@@ -78,17 +78,24 @@ class FactVersion:
 
 
 class FactIndex:
-    """Every version of every fact in a workspace, ordered by (seq, version), for read resolution."""
+    """Every version of every fact in a workspace, ordered by (seq, version), for read resolution.
+
+    Writes arrive almost always in order, so add() appends in O(1) (a bisect otherwise) and the
+    next version number is kept per key: a key written by every action stays linear."""
 
     def __init__(self) -> None:
         self.by_key: dict[str, list[FactVersion]] = defaultdict(list)
         self.by_id: dict[int, FactVersion] = {}
+        self._order: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        self._max_version: dict[str, int] = {}
 
     def add(self, fv: FactVersion) -> None:
-        versions = self.by_key[fv.key]
-        keys = [(v.seq, v.version) for v in versions]
-        versions.insert(bisect.bisect(keys, (fv.seq, fv.version)), fv)
+        order, position = self._order[fv.key], (fv.seq, fv.version)
+        at = len(order) if not order or order[-1] <= position else bisect.bisect(order, position)
+        order.insert(at, position)
+        self.by_key[fv.key].insert(at, fv)
         self.by_id[fv.id] = fv
+        self._max_version[fv.key] = max(self._max_version.get(fv.key, 0), fv.version)
 
     def resolve(self, key: str, seq: float, reader: int) -> FactVersion | None:
         for fv in reversed(self.by_key.get(key, ())):
@@ -97,8 +104,7 @@ class FactIndex:
         return None
 
     def next_version(self, key: str) -> int:
-        versions = self.by_key.get(key)
-        return max(v.version for v in versions) + 1 if versions else 1
+        return self._max_version.get(key, 0) + 1
 
     def current(self) -> dict[str, FactVersion]:
         out = {}
