@@ -1,5 +1,6 @@
 """kintsugi benchmarks: `python -m bench` runs all three and prints a table per benchmark;
-`python -m bench recorder|radius|repair [--sizes ...] [--quick]` runs one. Results also go to
+`python -m bench recorder|radius|repair [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
+runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes). Results also go to
 bench/results/latest.json (gitignored).
 
 Sizes: recorder and radius take desk sizes in actions; repair takes desk sizes in tickets (a ticket is
@@ -23,6 +24,7 @@ DEFAULTS = {
     "repair": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair")
+EXTRA = ("admin",)  # run only when named
 
 
 def _git_commit() -> str:
@@ -36,13 +38,13 @@ def _git_commit() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("benchmark", nargs="?", choices=ORDER + ("all",), default="all")
+    parser.add_argument("benchmark", nargs="?", choices=ORDER + EXTRA + ("all",), default="all")
     parser.add_argument("--sizes", type=lambda s: int(s.replace("_", "").replace(",", "")), nargs="+",
                         help="sizes for the one benchmark named (actions; tickets for repair)")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run under two minutes")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     args = parser.parse_args(argv)
-    if args.sizes and args.benchmark == "all":
+    if args.sizes and args.benchmark in ("all",) + EXTRA:
         parser.error("--sizes needs one benchmark: recorder, radius or repair")
 
     started = time.perf_counter()
@@ -59,8 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# kintsugi bench ({mode}) at {results['commit']}: {', '.join(which)}; load average "
           f"{results['load_avg_start']}; hiredis {'yes' if results['hiredis'] else 'no'}", flush=True)
     for name in which:
-        sizes = args.sizes or DEFAULTS[name][mode]
         t0 = time.perf_counter()
+        if name == "admin":
+            from bench import admin
+
+            print(f"\n# {name} ({mode})", flush=True)
+            out = admin.run(args.quick)
+            out["seconds"] = time.perf_counter() - t0
+            results["benchmarks"][name] = out
+            common.write_results(results, _path(args.output))
+            continue
+        sizes = args.sizes or DEFAULTS[name][mode]
         print(f"\n# {name} (sizes {', '.join(f'{s:,}' for s in sizes)})", flush=True)
         if name == "recorder":
             from bench import recorder
