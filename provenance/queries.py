@@ -100,7 +100,7 @@ RADIUS_ACTIONS = """
 MATCH (:Source {id: $source})<-[:INGESTED]-(a:Action)
 CALL algo.BFS(a, -1, NULL) YIELD nodes
 RETURN string.join([n IN [a] + nodes WHERE n:Action AND NOT n.status IN $dead
-                    | toString(n.id) + ':' + toString(n.seq) + ':' + n.agent], ',')
+                    | toString(n.id) + ':' + toString(n.seq)], ',')
 """
 # One BFS level: the FEEDS|HANDED_OFF successors of a frontier. The caller keeps the visited set, so
 # each action is expanded once; a variable-length pattern would enumerate every path instead and

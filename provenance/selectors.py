@@ -53,12 +53,14 @@ def _unpack_actions(packed: str, into: dict[int, tuple[int, str, float]]) -> Non
         into[int(aid)] = (int(aid), agent, float(seq))
 
 
-def radius_actions(graph: Graph, source: str) -> list[tuple[int, str, float]]:
-    """(id, agent, seq) of the live actions downstream of `source`, in seq (re-execution) order."""
-    found: dict[int, tuple[int, str, float]] = {}
+def radius_actions(graph: Graph, source: str) -> list[tuple[int, float]]:
+    """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order."""
+    found: dict[int, float] = {}
     for (packed,) in graph.ro_query(queries.RADIUS_ACTIONS, {"source": source, "dead": list(DEAD)}):
-        _unpack_actions(packed, found)
-    return sorted(found.values(), key=lambda a: (a[2], a[0]))
+        for item in packed.split(",") if packed else []:
+            aid, seq = item.split(":")
+            found[int(aid)] = float(seq)
+    return sorted(found.items(), key=lambda a: (a[1], a[0]))
 
 
 def _check_source(workspace: Workspace, source: str) -> None:
