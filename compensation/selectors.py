@@ -16,7 +16,9 @@ STATUS_ORDER = Case(When(status=St.PENDING, then=Value(0)), When(status=St.APPRO
 
 def review_queue(*, workspace: Workspace | None = None, incident: Incident | None = None) -> QuerySet[CompensationItem]:
     """Items, pending first (then approved-awaiting-execution, then decided), newest incident first."""
-    qs = CompensationItem.objects.select_related("incident__workspace", "decided_by").annotate(status_order=STATUS_ORDER)
+    # The incident's repair plan and verification rows can be megabytes: never load them per item.
+    qs = (CompensationItem.objects.select_related("incident__workspace", "decided_by")
+          .defer("incident__plan", "incident__verification").annotate(status_order=STATUS_ORDER))
     if workspace is not None:
         qs = qs.filter(incident__workspace=workspace)
     if incident is not None:
