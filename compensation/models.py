@@ -17,6 +17,12 @@ from __future__ import annotations
 import pgtrigger
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, F, IntegerField, Value, When
+
+# Review-queue rank: pending first, then approved (awaiting execution), then decided. Shared by the
+# queue's ORDER BY and its index, which must be the same expression for the index to serve the order.
+QUEUE_ORDER = Case(When(status="pending", then=Value(0)), When(status="approved", then=Value(1)),
+                   default=Value(2), output_field=IntegerField())
 
 
 class CompensationItem(models.Model):
@@ -79,7 +85,14 @@ class CompensationItem(models.Model):
     class Meta:
         ordering = ["incident", "ticket_id", "kind", "pk"]
         permissions = [("review_compensationitem", "Can approve, reject or edit compensation drafts")]
-        indexes = [models.Index(fields=["status", "incident"])]
+        indexes = [
+            models.Index(fields=["status", "incident"]),
+            # The review queue's order (pending first, newest incident first): with this index a page of
+            # a 100k-item queue is an index scan instead of sorting every row.
+            models.Index(QUEUE_ORDER, F("incident").desc(), F("ticket_id"), F("kind"), F("id"),
+                         name="compensation_queue_order"),
+            models.Index(fields=["customer_email"], name="compensation_customer"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.get_kind_display()} for {self.ticket_id}"

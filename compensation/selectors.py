@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Q, QuerySet
 
-from compensation.models import AuditEvent, CompensationItem
+from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem
 from provenance.models import Source, Workspace
 from repairs.models import Incident
 
 St = CompensationItem.Status
-STATUS_ORDER = Case(When(status=St.PENDING, then=Value(0)), When(status=St.APPROVED, then=Value(1)),
-                    default=Value(2), output_field=IntegerField())
+STATUS_ORDER = QUEUE_ORDER  # pending first, then approved, then decided
 
 
 def review_queue(*, workspace: Workspace | None = None, incident: Incident | None = None) -> QuerySet[CompensationItem]:
@@ -23,7 +22,7 @@ def review_queue(*, workspace: Workspace | None = None, incident: Incident | Non
         qs = qs.filter(incident__workspace=workspace)
     if incident is not None:
         qs = qs.filter(incident=incident)
-    return qs.order_by("status_order", "-incident_id", "ticket_id", "kind", "pk")
+    return qs.order_by(QUEUE_ORDER, "-incident_id", "ticket_id", "kind", "pk")
 
 
 def queue_rows(*, workspace: Workspace) -> list[dict]:
