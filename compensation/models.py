@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Case, F, IntegerField, Value, When
 
+from repairs.models import Incident
+
 # Review-queue rank: pending first, then approved (awaiting execution), then decided. Shared by the
 # queue's ORDER BY and its index, which must be the same expression for the index to serve the order.
 QUEUE_ORDER = Case(When(status="pending", then=Value(0)), When(status="approved", then=Value(1)),
@@ -122,12 +124,7 @@ class AuditEvent(models.Model):
     `manage.py verify_audit` detects an edit, a deletion or a reordering made behind the triggers' back
     (by the table owner, with triggers disabled)."""
 
-    class Via(models.TextChoices):
-        ADMIN = "admin"
-        API = "api"
-        CLI = "cli"
-        MCP = "mcp"
-        WORKER = "worker"
+    Via = Incident.Via  # one list of the places a change can come from
 
     seq = models.PositiveBigIntegerField(unique=True, editable=False)
     at = models.DateTimeField(editable=False)

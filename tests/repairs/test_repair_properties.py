@@ -19,6 +19,25 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PAGE_IDS = [p[0] for p in PAGES]
 
 
+def at_once(fn, n: int = 2) -> list:
+    """Run `fn` in n threads released together; each thread uses its own database connection."""
+    results, barrier = [], threading.Barrier(n)
+
+    def run():
+        barrier.wait()
+        try:
+            results.append(fn())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 @pytest.mark.parametrize("seed", [11, 12])
 @pytest.mark.parametrize("page", PAGE_IDS)
 def test_generated_desk_repair_equals_a_clean_run(seed, page):
@@ -48,22 +67,14 @@ def test_reexecutions_equal_the_minimum(tickets, seed):
 def test_two_concurrent_flags_open_exactly_one_incident():
     desk_run(workspace="race")
     user = flagger()
-    results, barrier = [], threading.Barrier(2)
 
     def flag():
-        barrier.wait()
         try:
-            results.append(open_incident("race", POISONED_PAGE, user).pk)
+            return open_incident("race", POISONED_PAGE, user).pk
         except IncidentAlreadyOpen as exc:
-            results.append(exc)
-        finally:
-            connection.close()
+            return exc
 
-    threads = [threading.Thread(target=flag) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = at_once(flag)
     assert Incident.objects.filter(workspace__name="race").count() == 1
     refused = [r for r in results if isinstance(r, IncidentAlreadyOpen)]
     assert len(refused) == 1 and f"#{Incident.objects.get().pk}" in str(refused[0])
@@ -72,20 +83,7 @@ def test_two_concurrent_flags_open_exactly_one_incident():
 def test_a_repair_delivered_twice_at_once_runs_once():
     desk_run(workspace="twice")
     incident = open_incident("twice", POISONED_PAGE)
-    results, barrier = [], threading.Barrier(2)
-
-    def deliver():
-        barrier.wait()
-        try:
-            results.append(run_repair(incident_id=incident.pk))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=deliver) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    at_once(lambda: run_repair(incident_id=incident.pk))
     incident.refresh_from_db()
     assert incident.status == "repaired"
     assert incident.counts["new"] == 4
