@@ -154,7 +154,8 @@ def test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker(tmp_path
             desk_run(workspace="gone")  # a running repair is never replaced under its feet
     finally:
         first.kill()  # SIGKILL to the whole worker: parent and child, no chance to requeue
-    assert [i.pk for i in orphaned_incidents()] == [incident.pk]
+    # Postgres drops the dead worker's session (and its lock) once it sees the socket close.
+    wait_for(lambda: [i.pk for i in orphaned_incidents()] == [incident.pk], timeout=30)
     second = Worker(env, tmp_path / "second.log").start()
     try:
         wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=120)
