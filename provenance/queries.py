@@ -71,6 +71,9 @@ OPTIONAL MATCH (f:Fact) WITH a, max(f.id) AS f
 OPTIONAL MATCH (e:Effect) RETURN a, f, max(e.id)
 """
 ACTION_COUNT = "MATCH (a:Action) RETURN count(a)"
+# The tickets whose actions read (or tried to read) a key: desk_run's "tickets_read_vip_rules".
+TICKETS_READING = "MATCH (a:Action) WHERE $key IN a.read_keys RETURN collect(DISTINCT a.ticket)"
+ALL_EFFECTS = "MATCH (:Action)-[:CAUSED]->(e:Effect) RETURN e.kind, e.ticket, e.amount"
 
 # --- blast radius ---
 # The actions that read the source directly.

@@ -23,6 +23,10 @@ class MalformedPayload(ValueError):
     pass
 
 
+# Advisory lock namespace: (WORKSPACE_LOCK, workspace id) serialises every writer of a workspace graph.
+WORKSPACE_LOCK = 7171
+
+
 class WorkspaceBusy(RuntimeError):
     pass
 
@@ -34,7 +38,7 @@ def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
         cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
         try:
             with transaction.atomic():
-                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [7171, workspace.pk])
+                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WORKSPACE_LOCK, workspace.pk])
         except OperationalError:
             raise WorkspaceBusy(f"workspace {workspace.name!r} is busy (a repair or another recording is writing "
                                 f"its graph); try again when it is done") from None
@@ -100,10 +104,9 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
 
 def desk_summary(*, workspace: Workspace) -> dict:
     graph = workspace_graph(workspace.name)
-    rows = graph.ro_query(
-        "MATCH (a:Action) WHERE 'vip_rules' IN a.read_keys RETURN collect(DISTINCT a.ticket)")
+    rows = graph.ro_query(queries.TICKETS_READING, {"key": "vip_rules"})
     vip_tickets = set(rows[0][0]) if rows else set()
-    effects = graph.ro_query("MATCH (:Action)-[:CAUSED]->(e:Effect) RETURN e.kind, e.ticket, e.amount")
+    effects = graph.ro_query(queries.ALL_EFFECTS)
     refunds = [(t, amt) for kind, t, amt in effects if kind == "refund"]
     return {
         "workspace": workspace.name,

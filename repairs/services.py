@@ -11,10 +11,12 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from provenance import queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
 from provenance.recorder import RecordingSession, UnknownSource
+from provenance.services import WORKSPACE_LOCK
 from repairs.engine import apply_step, compute_plan
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
 from repairs.signals import incident_closed, repair_finished
@@ -226,7 +228,7 @@ def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
         if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
             return incident
         # Repairs of one workspace run one at a time, so overlapping incidents see each other's result.
-        with _advisory_lock(7171, incident.workspace_id, wait=True):
+        with _advisory_lock(WORKSPACE_LOCK, incident.workspace_id, wait=True):
             incident.refresh_from_db()
             if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
                 return incident
@@ -291,7 +293,7 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
         replies = repair_finished.send(sender=Incident, incident=incident)
         drafted = [r for _, r in replies if isinstance(r, int)]
         incident.compensations = sum(drafted) if drafted else incident.effects_invalidated
-        ws.action_count = graph.ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
+        ws.action_count = graph.ro_query(queries.ACTION_COUNT)[0][0]
         ws.save(update_fields=["action_count"])
         _transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
                     finished_at=timezone.now(), phase="done", progress_done=1, progress_total=1)
