@@ -2,10 +2,17 @@
 
 Graphs: `<prefix>:<workspace>` (the provenance graph), `<prefix>:<workspace>:baseline` (the clean
 re-execution used for verification) and `<prefix>:llm_cache` (model responses).
+
+Every write leaves a stamp beside its graph (a hash `~stamp:<graph>`): `epoch`, a fresh random token
+after any write that may change existing nodes or edges; `hwm`, the highest action id of the
+recorder's finished append-only flushes; `pending`, 1 while such a flush is being written.
+provenance.mirror keeps an in-process copy of the graph's topology and trusts it exactly as long as
+the stamp says nothing but appends happened since it was read.
 """
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any
 
 import redis
@@ -58,9 +65,45 @@ class Graph:
         self.name = name
         self._graph = _db().select_graph(name)
 
-    def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+    def query(self, cypher: str, params: dict[str, Any] | None = None, *, append: bool = False) -> list[list[Any]]:
+        """A write. With append=True the caller promises it only adds actions above the stamp's `hwm`
+        (and their edges and effects) and calls mark_appended() once all of them are written;
+        anything else invalidates every mirror of this graph, even when the write fails half-way."""
         self._ensure_schema()
-        return self._raw(cypher, params)
+        try:
+            return self._raw(cypher, params)
+        finally:
+            if not append:
+                self.mark_changed()
+
+    # --- stamps (see the module docstring) ---
+    @property
+    def stamp_key(self) -> str:
+        return f"~stamp:{self.name}"
+
+    def _stamp_call(self, *args: Any) -> Any:
+        try:
+            return _db().connection.execute_command(*args)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            _local.db = None
+            raise GraphUnavailable(f"FalkorDB at {falkordb_url()} is unreachable: {exc}") from exc
+
+    def mark_changed(self) -> None:
+        self._stamp_call("HSET", self.stamp_key, "epoch", uuid.uuid4().hex, "pending", 0)
+
+    def mark_appending(self) -> None:
+        self._stamp_call("HSET", self.stamp_key, "pending", 1)
+
+    def mark_appended(self, through_action: int) -> None:
+        self._stamp_call("HSET", self.stamp_key, "hwm", through_action, "pending", 0)
+
+    def stamp(self) -> tuple[str, int, bool]:
+        """(epoch, hwm, pending) as they stand now; a graph never stamped gets its first epoch here."""
+        epoch, hwm, pending = self._stamp_call("HMGET", self.stamp_key, "epoch", "hwm", "pending")
+        if epoch is None:
+            self._stamp_call("HSETNX", self.stamp_key, "epoch", uuid.uuid4().hex)
+            epoch, hwm, pending = self._stamp_call("HMGET", self.stamp_key, "epoch", "hwm", "pending")
+        return (epoch.decode() if isinstance(epoch, bytes) else epoch), int(hwm or 0), pending not in (None, b"0", "0")
 
     def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         self._ensure_schema()
@@ -95,6 +138,7 @@ class Graph:
         except (redis.exceptions.ConnectionError, OSError) as exc:
             raise GraphUnavailable(f"FalkorDB at {falkordb_url()} is unreachable: {exc}") from exc
         _schema_ready.discard(self.name)
+        self.mark_changed()
 
     def exists(self) -> bool:
         try:

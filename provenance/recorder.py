@@ -367,10 +367,21 @@ class RecordingSession:
         transaction, so a failed graph write leaves no ledger or outbox row behind)."""
         from provenance.effects import dispatch_effects
 
-        for kind, cypher in self._ORDER:
-            rows = self._pending.pop(kind, None)
-            if rows:
-                self.graph.query(cypher, {"rows": rows})
+        # Everything a flush writes hangs off the actions it creates (ids above every earlier flush's),
+        # so it is an append for the topology mirrors, stamped once the last of its rows is written.
+        top = max((r["id"] for r in self._pending.get("actions", ())), default=None)
+        if top is not None:
+            self.graph.mark_appending()
+        try:
+            for kind, cypher in self._ORDER:
+                rows = self._pending.pop(kind, None)
+                if rows:
+                    self.graph.query(cypher, {"rows": rows}, append=top is not None)
+        except BaseException:
+            self.graph.mark_changed()
+            raise
+        if top is not None:
+            self.graph.mark_appended(top)
         get_client().flush()
         outgoing, self._outgoing = self._outgoing, []
         dispatch_effects(workspace=self.workspace, run_number=self.run_number, effects=outgoing)

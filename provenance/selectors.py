@@ -6,12 +6,12 @@ from datetime import datetime, timezone
 
 from django.db.models import QuerySet
 
-from provenance import queries
+from provenance import mirror, queries
 from provenance.graph import Graph, workspace_graph
+from provenance.mirror import DEAD
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 
-DEAD = ("poisoned", "superseded")
 
 
 def ingesters(graph: Graph, source: str) -> list[int]:
@@ -19,7 +19,8 @@ def ingesters(graph: Graph, source: str) -> list[int]:
 
 
 def reachable(graph: Graph, start: list[int]) -> set[int]:
-    """Every action reachable from `start` over FEEDS|HANDED_OFF, each visited once (level-wise BFS)."""
+    """Every action reachable from `start` over FEEDS|HANDED_OFF, each visited once (level-wise BFS in
+    the graph: the bench's baseline, and what explain_path walks)."""
     seen = set(start)
     frontier = list(start)
     while frontier:
@@ -29,32 +30,27 @@ def reachable(graph: Graph, start: list[int]) -> set[int]:
     return seen
 
 
-def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float]], int, list[tuple[str, int]]]:
-    """One server-side traversal: (live actions as (id, agent, seq) in seq order, distinct tickets, live
-    effects as (kind, amount)). Packed into strings because the client parses one string far faster
-    than thousands of values; ids, seqs, agent names and effect kinds cannot hold the separators."""
-    rows = graph.ro_query(queries.RADIUS, {"source": source, "dead": list(DEAD)})
-    if not rows or not rows[0][0]:
-        return [], 0, []
-    packed_actions, tickets, packed_effects = rows[0]
-    found: dict[int, tuple[int, str, float]] = {}
-    _unpack_actions(packed_actions, found)
-    actions = sorted(found.values(), key=lambda a: (a[2], a[0]))
-    effects = []
-    for item in packed_effects.split(",") if packed_effects else []:
-        kind, amount = item.rsplit(":", 1)
-        effects.append((kind, int(amount)))
+def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float, str | None]], int, list[tuple[str, int]]]:
+    """(live actions as (id, agent, seq, ticket) in seq order, distinct tickets among them, live effects
+    of every reached action as (kind, cents)), from the in-process topology mirror."""
+    with mirror.reading(graph) as topo:
+        reached = topo.reach(source)
+        live = topo.live_in_seq_order(reached)
+        actions = [(i, topo.agent[i], topo.seq[i], topo.ticket[i]) for i in live]
+        effects = [(kind, amount) for i in reached for kind, amount, is_live in topo.effects.get(i, ()) if is_live]
+    tickets = len({a[3] for a in actions if a[3] is not None})
     return actions, tickets, effects
-
-
-def _unpack_actions(packed: str, into: dict[int, tuple[int, str, float]]) -> None:
-    for item in packed.split(",") if packed else []:
-        aid, seq, agent = item.split(":", 2)
-        into[int(aid)] = (int(aid), agent, float(seq))
 
 
 def radius_actions(graph: Graph, source: str) -> list[tuple[int, float]]:
     """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order."""
+    with mirror.reading(graph) as topo:
+        return [(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
+
+
+def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]]:
+    """The same answer from one algo.BFS inside FalkorDB, without the mirror: the oracle the mirror is
+    tested against, and the bench's comparison."""
     found: dict[int, float] = {}
     for (packed,) in graph.ro_query(queries.RADIUS_ACTIONS, {"source": source, "dead": list(DEAD)}):
         for item in packed.split(",") if packed else []:
@@ -87,10 +83,9 @@ def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None,
     for a in actions:
         by_agent[a[1]] = by_agent.get(a[1], 0) + 1
     listed = actions[offset:] if limit is None else actions[offset:offset + limit]
-    ticket_of = {r[0]: r[3] for r in graph.ro_query(queries.ACTION_SUMMARIES, {"ids": [a[0] for a in listed]})} if listed else {}
     return {
         "source": source,
-        "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": ticket_of.get(a[0])} for a in listed],
+        "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": a[3]} for a in listed],
         "size": len(actions),
         "tickets": tickets,
         "effects": len(effects),
