@@ -1,9 +1,9 @@
-"""kintsugi benchmarks: `python -m bench` runs all three and prints a table per benchmark;
-`python -m bench recorder|radius|repair [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
+"""kintsugi benchmarks: `python -m bench` runs all four and prints a table per benchmark;
+`python -m bench recorder|radius|repair|workers [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
 runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes). Results also go to
 bench/results/latest.json (gitignored).
 
-Sizes: recorder and radius take desk sizes in actions; repair takes desk sizes in tickets (a ticket is
+Sizes: recorder and radius take desk sizes in actions; repair and workers take desk sizes in tickets (a ticket is
 ~2.6 actions). `--quick` uses small sizes (a smoke run under two minutes).
 """
 from __future__ import annotations
@@ -22,8 +22,9 @@ DEFAULTS = {
     # 38,000 tickets (~100k actions) takes ~13 minutes on its own on this 2-core box (see bench/README.md):
     # the full run uses 15,000 (~39k actions); `python -m bench repair --sizes 38000` runs the big one.
     "repair": {"full": [15_000], "quick": [150]},
+    "workers": {"full": [15_000], "quick": [300]},
 }
-ORDER = ("recorder", "radius", "repair")
+ORDER = ("recorder", "radius", "repair", "workers")
 EXTRA = ("admin",)  # run only when named
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     args = parser.parse_args(argv)
     if args.sizes and args.benchmark in ("all",) + EXTRA:
-        parser.error("--sizes needs one benchmark: recorder, radius or repair")
+        parser.error("--sizes needs one benchmark: recorder, radius, repair or workers")
 
     started = time.perf_counter()
     common.setup()
@@ -81,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import radius
 
             out = radius.run(sizes, args.quick)
+        elif name == "workers":
+            from bench import workers
+
+            out = {"runs": [workers.run(n, args.quick) for n in sizes]}
         else:
             from bench import repair
 

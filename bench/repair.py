@@ -163,6 +163,8 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
+    # One worker walking the radius in one piece: `bench workers` compares parts and workers.
+    settings.KINTSUGI_REPAIR_PARTS = 1
     if with_drafting is None:
         with_drafting = tickets <= DRAFTING_MAX_TICKETS
     res: dict = {"tickets": tickets, "seed": SEED, "load_avg": {}, "drafting": with_drafting}

@@ -54,10 +54,21 @@ class Plan:
     # A re-run's READ and FEEDS edges are replaced in the graph, so "why was this repaired?" (the
     # admin's explain path and picture) is answered from here, not from the repaired graph.
     upstream: dict[str, list] = field(default_factory=dict)
+    # What a walk over part of the radius read and changed, so that parts walked apart can be shown not
+    # to have needed each other (repairs.parallel): fact keys its actions read, fact keys it wrote or
+    # retired, the actions its walked actions hang off or hand off to, the poisoning actions it masked
+    # without recording them, and the next free action, fact and effect ids of its session.
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    depends_on: list[int] = field(default_factory=list)
+    masked: list[int] = field(default_factory=list)
+    next_ids: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"steps": self.steps, "outcomes": self.outcomes, "effects": self.effects,
-                "blast_radius": self.blast_radius, "counts": self.counts, "upstream": self.upstream}
+                "blast_radius": self.blast_radius, "counts": self.counts, "upstream": self.upstream,
+                "reads": self.reads, "writes": self.writes, "depends_on": self.depends_on, "masked": self.masked,
+                "next_ids": self.next_ids}
 
 
 # Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
@@ -83,7 +94,14 @@ CHUNK = 5000
 
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, supersede: bool = True):
+                 progress: ProgressFn = noop, supersede: bool = True, only: list[int] | None = None,
+                 mask: bool = True):
+        # `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
+        # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
+        self.only = None if only is None else set(only)
+        self.mask_enabled = mask
+        self.retired_keys: set[str] = set()
+        self.masked_silently: list[int] = []
         self.graph = graph
         self.session = session
         self.source = source
@@ -132,12 +150,19 @@ class RepairWalk:
     # --- the walk ---
     def run(self) -> Plan:
         radius = radius_actions(self.graph, self.source)
-        radius_ids = [r[0] for r in radius]
+        radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
         self._load(radius_ids)
         total = len(radius_ids)
         for aid in ingesters(self.graph, self.source):
+            if not self.mask_enabled:
+                self._load([aid])
             if aid in self.nodes and self.nodes[aid].status not in ("poisoned", "superseded"):
-                self._mask(aid)
+                if self.mask_enabled:
+                    self._mask(aid)
+                else:  # the same masking, kept out of this part's plan: another part records it
+                    self._retire_facts(self.nodes[aid], stage=False)
+                    self.changed.add(aid)
+                    self.masked_silently.append(aid)
         self.heap = [(self.nodes[i].seq, i) for i in radius_ids]
         heapq.heapify(self.heap)
         self.queued = set(radius_ids)
@@ -158,8 +183,20 @@ class RepairWalk:
                 steps.append((kind, rows[i:i + CHUNK]))
         upstream = {str(aid): sorted(e for e in edges if e[0] in self.outcomes)
                     for aid, edges in self.upstream.items() if aid in self.outcomes}
+        reads = sorted({k for n in self.nodes.values() for k in n.read_keys})
+        writes = sorted(self.retired_keys | {f["key"] for f in self.rows["facts"]})
+        depends_on: set[int] = set()
+        for aid in self.outcomes:
+            node = self.nodes[aid]
+            depends_on |= self.preds.get(aid, set())
+            depends_on.update(node.children)
+            if node.parent is not None:
+                depends_on.add(node.parent)
+        next_ids = [self.session.next_action, self.session.next_fact, self.session.next_effect]
         return Plan(steps, sorted(self.outcomes.values(), key=lambda o: o["seq"]), self.effects,
-                    len(radius_ids), counts, upstream)
+                    len(radius_ids), counts, upstream, reads, writes,
+                    sorted(depends_on - set(self.outcomes) - set(self.masked_silently)),
+                    sorted(self.masked_silently), next_ids)
 
     def _visit(self, node: Node) -> None:
         if self.preds.get(node.id, set()).isdisjoint(self.changed):
@@ -221,13 +258,16 @@ class RepairWalk:
                                  "currency": row["currency"], "details": json.loads(row["details"])})
         return sink.get("facts", [])
 
-    def _retire_facts(self, node: Node) -> None:
-        for fid, _, _ in node.writes:
+    def _retire_facts(self, node: Node, *, stage: bool = True) -> None:
+        for fid, key, _ in node.writes:
             fv = self.session.facts.by_id.get(fid)
             if fv is not None and fv.active:
                 fv.active = False
                 fv.invalidated_at, fv.invalidated_by = self.at, self.incident
-                self.rows["invalidate_facts"].append({"id": fid, "at": self.at, "incident": self.incident})
+                if stage:
+                    self.rows["invalidate_facts"].append({"id": fid, "at": self.at, "incident": self.incident})
+                    if node.status != "poisoned" and self.status.get(node.id) != "poisoned":
+                        self.retired_keys.add(key)
 
     def _retire_effects(self, node: Node) -> None:
         for e in node.effects:
@@ -330,9 +370,10 @@ class RepairWalk:
 
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, supersede: bool = True) -> Plan:
+                 progress: ProgressFn = noop, supersede: bool = True, only: list[int] | None = None,
+                 mask: bool = True) -> Plan:
     return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                      supersede=supersede).run()
+                      supersede=supersede, only=only, mask=mask).run()
 
 
 def apply_step(graph: Graph, step: tuple[str, list]) -> None:

@@ -73,6 +73,28 @@ class Incident(models.Model):
         return int(start + span * frac)
 
 
+class RepairPart(models.Model):
+    """One part of a repair walked apart from the others (repairs.parallel). Whoever holds the part's
+    advisory lock walks it (the repairing worker or a helper task); the plan is its checkpoint."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="parts")
+    index = models.PositiveIntegerField()
+    action_ids = models.JSONField()
+    id_base = models.JSONField()  # first new (action, fact, effect) id this part may use
+    plan = models.JSONField(null=True, blank=True, editable=False)
+    walked_by = models.CharField(max_length=200, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["incident", "index"]
+        constraints = [models.UniqueConstraint(fields=["incident", "index"], name="one_part_per_index")]
+
+    def __str__(self) -> str:
+        return f"part {self.index} of incident #{self.incident_id}"
+
+
 class IncidentTransition(models.Model):
     """Who moved an incident from one status to another, when, why and from where. Append-only."""
 

@@ -2,10 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import time
-from contextlib import contextmanager
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, OperationalError, connection, transaction
@@ -15,10 +11,12 @@ from provenance import queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
-from provenance.recorder import RecordingSession, UnknownSource
+from provenance.recorder import UnknownSource
 from provenance.services import WORKSPACE_LOCK
 from repairs.engine import apply_step, compute_plan
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
+from repairs.parts import parallel_plan
+from repairs.runtime import Progress, advisory_lock, excluded_sources, fault_point, repair_session
 from repairs.signals import incident_closed, repair_finished
 from repairs.verify import verify_workspace
 
@@ -166,69 +164,18 @@ def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via="worker")
 
 
-@contextmanager
-def _advisory_lock(namespace: int, key: int, *, wait: bool):
-    with connection.cursor() as cur:
-        if wait:
-            cur.execute("SELECT pg_advisory_lock(%s, %s)", [namespace, key])
-            got = True
-        else:
-            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [namespace, key])
-            got = cur.fetchone()[0]
-    try:
-        yield got
-    finally:
-        if got:
-            with connection.cursor() as cur:
-                cur.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, key])
-
-
-def _excluded_sources(incident: Incident) -> set[str]:
-    """Every source flagged in this run of the workspace: the clean world has none of them."""
-    return set(Incident.objects.filter(workspace=incident.workspace, run_number=incident.run_number)
-               .exclude(status=S.CLOSED).values_list("source_id", flat=True)) | {incident.source_id}
-
-
-class _Progress:
-    def __init__(self, incident_id: int, phase: str):
-        self.incident_id, self.phase, self.last = incident_id, phase, 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.3:
-            return
-        self.last = now
-        Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
-
-
-def _fault_point(name: str) -> None:
-    """Fault injection for the resumability tests: when the file named by KINTSUGI_FAULT_FILE holds
-    `name`, remove it and die with SIGKILL here, as a worker killed by the OOM killer would; when it
-    holds `stall:<name>`, hang here so the test can kill the whole worker from outside."""
-    path = os.environ.get("KINTSUGI_FAULT_FILE")
-    if not path or not os.path.exists(path):
-        return
-    with open(path) as f:
-        wanted = f.read().strip()
-    if wanted in (name, f"stall:{name}"):
-        os.remove(path)
-        if wanted.startswith("stall:"):
-            time.sleep(600)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
     """Repair the workspace after a flag. Safe to call twice at once (the second returns None) and
     after a crash at any point (it resumes from the checkpoint). Raises GraphUnavailable after marking
     the incident blocked, so the task can retry."""
-    with _advisory_lock(REPAIR_LOCK, incident_id, wait=False) as mine:
+    with advisory_lock(REPAIR_LOCK, incident_id, wait=False) as mine:
         if not mine:
             return None
         incident = Incident.objects.select_related("workspace").get(pk=incident_id)
         if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
             return incident
         # Repairs of one workspace run one at a time, so overlapping incidents see each other's result.
-        with _advisory_lock(WORKSPACE_LOCK, incident.workspace_id, wait=True):
+        with advisory_lock(WORKSPACE_LOCK, incident.workspace_id, wait=True):
             incident.refresh_from_db()
             if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
                 return incident
@@ -255,38 +202,38 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
     ws = incident.workspace
     graph = workspace_graph(ws.name)
     if incident.plan is None:
-        excluded = _excluded_sources(incident)
-        session = RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
-                                   sources=dict(ws.sources.values_list("source_id", "content")),
-                                   excluded_sources=excluded, incident=incident.pk)
-        plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
-                            progress=_Progress(incident.pk, "walking"), supersede=supersede)
+        excluded = excluded_sources(incident)
+        plan = parallel_plan(incident, graph, supersede=supersede)
+        if plan is None:
+            plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded),
+                                source=incident.source_id, incident=incident.pk,
+                                progress=Progress(incident.pk, "walking"), supersede=supersede).to_json()
         get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
-        _fault_point("walked")
+        fault_point("walked")
         with transaction.atomic():
             ActionOutcome.objects.filter(incident=incident).delete()
             RepairEffect.objects.filter(incident=incident).delete()
-            ActionOutcome.objects.bulk_create(ActionOutcome(incident=incident, **o) for o in plan.outcomes)
-            RepairEffect.objects.bulk_create(RepairEffect(incident=incident, **e) for e in plan.effects)
-            incident.plan = plan.to_json()
+            ActionOutcome.objects.bulk_create(ActionOutcome(incident=incident, **o) for o in plan["outcomes"])
+            RepairEffect.objects.bulk_create(RepairEffect(incident=incident, **e) for e in plan["effects"])
+            incident.plan = plan
             incident.applied_steps = 0
-            incident.blast_radius = plan.blast_radius
-            incident.counts = plan.counts
-            incident.effects_invalidated = sum(1 for e in plan.effects if e["role"] == "invalidated")
-            touched = {o["ticket"] for o in plan.outcomes if o["ticket"] and o["status"] != "skipped"}
+            incident.blast_radius = plan["blast_radius"]
+            incident.counts = plan["counts"]
+            incident.effects_invalidated = sum(1 for e in plan["effects"] if e["role"] == "invalidated")
+            touched = {o["ticket"] for o in plan["outcomes"] if o["ticket"] and o["status"] != "skipped"}
             incident.tickets_untouched = ws.tickets.exclude(ticket_id__in=touched).count()
             incident.phase = "applying"
             incident.save()
     steps = incident.plan["steps"]
-    progress = _Progress(incident.pk, "applying")
+    progress = Progress(incident.pk, "applying")
     for i in range(incident.applied_steps, len(steps)):
         apply_step(graph, steps[i])
         Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1)
         progress(i + 1, len(steps))
-        _fault_point(f"applied:{i + 1}")
+        fault_point(f"applied:{i + 1}")
     Incident.objects.filter(pk=incident.pk).update(phase="verifying", progress_done=0, progress_total=1)
-    verification = verify_workspace(workspace=ws, excluded=_excluded_sources(incident))
-    _fault_point("verified")
+    verification = verify_workspace(workspace=ws, excluded=excluded_sources(incident))
+    fault_point("verified")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         incident.verification = verification

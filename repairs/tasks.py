@@ -11,3 +11,13 @@ def repair_incident(self, incident_id: int) -> str | None:
     """Run (or resume) the repair of an incident. Safe to deliver twice: the second delivery is a no-op."""
     incident = run_repair(incident_id=incident_id)
     return incident.status if incident else None
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def walk_repair_part(incident_id: int, index: int) -> bool:
+    """Walk one part of a repair that is walked in parts, unless another worker has it or it is done."""
+    from repairs.models import RepairPart
+    from repairs.parts import walk_part
+
+    part = RepairPart.objects.filter(incident_id=incident_id, index=index).only("pk").first()
+    return walk_part(part.pk) if part is not None else False

@@ -89,6 +89,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# Repairs with a radius of at least KINTSUGI_REPAIR_PARALLEL_MIN actions are split into up to
+# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.parts).
+KINTSUGI_REPAIR_PARTS = env.int("KINTSUGI_REPAIR_PARTS", default=4)
+KINTSUGI_REPAIR_PARALLEL_MIN = env.int("KINTSUGI_REPAIR_PARALLEL_MIN", default=2000)
+# Workspace graphs whose topology each process keeps in memory for blast radius questions
+# (provenance.mirror; about 150 MB per million actions).
+KINTSUGI_MIRROR_GRAPHS = env.int("KINTSUGI_MIRROR_GRAPHS", default=4)
 # Extra agent modules (comma-separated import paths) registered beside the built-in support desk.
 KINTSUGI_AGENT_MODULES = [m for m in env.list("KINTSUGI_AGENT_MODULES", default=[]) if m]
 

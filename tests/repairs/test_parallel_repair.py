@@ -1,0 +1,125 @@
+"""A repair walked in parts (repairs.parts) must come out as the one-piece walk does, fall back to the
+one-piece walk when its parts turn out to depend on each other, and survive a worker killed mid-part."""
+import pytest
+from django.db import connection
+
+from kintsugi_site.celery import app
+from provenance.desk.scenario import POISONED_PAGE
+from provenance.selectors import export_state
+from provenance.services import desk_run
+from repairs import parallel
+from repairs.models import Incident, RepairPart
+from tests.conftest import Worker, purge_broker, wait_for, worker_env
+from tests.repairs.helpers import open_incident, repair
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TICKETS, SEED = 300, 5
+
+
+def _outcomes(incident: Incident) -> list:
+    """Outcomes without the numbering of new actions, which differs between the two walks."""
+    return sorted((o.agent, o.ticket, o.status, str(o.before), str(o.after)) for o in incident.outcomes.all())
+
+
+def _effects(incident: Incident) -> list:
+    return sorted(incident.effects.values_list("role", "kind", "ticket", "amount_cents"))
+
+
+@pytest.fixture
+def one_piece(settings):
+    """The same desk repaired in one piece, for comparison."""
+    settings.KINTSUGI_REPAIR_PARTS = 1
+    desk_run(workspace="whole", tickets=TICKETS, seed=SEED)
+    incident = repair("whole", POISONED_PAGE)
+    assert incident.status == "repaired" and "parts" not in incident.plan
+    settings.KINTSUGI_REPAIR_PARTS, settings.KINTSUGI_REPAIR_PARALLEL_MIN = 3, 1
+    return incident
+
+
+def test_a_repair_in_parts_equals_the_one_piece_repair(one_piece):
+    desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
+    incident = repair("parts", POISONED_PAGE)
+    assert incident.status == "repaired", incident.error
+    assert [p["index"] for p in incident.plan["parts"]] == [0, 1, 2]
+    assert incident.counts == one_piece.counts and incident.blast_radius == one_piece.blast_radius
+    assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+    assert _outcomes(incident) == _outcomes(one_piece)
+    assert _effects(incident) == _effects(one_piece)
+    assert export_state(workspace="parts") == export_state(workspace="whole")
+
+
+def _interleaved(graph, radius, masked, parts):
+    """A wrong split: every other action, so handoffs and customer memory cross between parts."""
+    ids = list(dict.fromkeys(list(masked) + list(radius)))
+    return [ids[i::parts] for i in range(parts)]
+
+
+def test_parts_that_depend_on_each_other_are_walked_in_one_piece(one_piece, monkeypatch):
+    monkeypatch.setattr(parallel, "partition", _interleaved)
+    desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
+    incident = repair("parts", POISONED_PAGE)
+    assert incident.status == "repaired", incident.error
+    assert "parts" not in incident.plan  # the check refused the join
+    plans = [p.plan for p in incident.parts.order_by("index")]
+    assert parallel.conflict(plans, [tuple(p.id_base) for p in incident.parts.order_by("index")])
+    assert incident.counts == one_piece.counts
+    assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+    assert export_state(workspace="parts") == export_state(workspace="whole")
+
+
+def test_without_the_check_a_wrong_split_shows_in_verification(one_piece, monkeypatch):
+    """Red case for the join check: the same wrong split, joined anyway, repairs wrongly."""
+    monkeypatch.setattr(parallel, "partition", _interleaved)
+    monkeypatch.setattr(parallel, "conflict", lambda plans, bases: None)
+    desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
+    incident = repair("parts", POISONED_PAGE)
+    assert "parts" in incident.plan
+    assert incident.status != "repaired" or sum(incident.verification[k] for k in ("facts", "decisions", "effects")) > 0
+
+
+def _start_workers(n: int, tmp_path, **env) -> list[Worker]:
+    purge_broker()
+    workers = [Worker(worker_env(connection.settings_dict["NAME"], **env), tmp_path / f"w{i}.log").start()
+               for i in range(n)]
+    wait_for(lambda: len(app.control.ping(timeout=0.5) or []) >= n, timeout=60)
+    return workers
+
+
+@pytest.mark.worker
+def test_two_workers_walk_the_parts_at_once(one_piece, tmp_path):
+    desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
+    workers = _start_workers(2, tmp_path, KINTSUGI_REPAIR_PARTS="3", KINTSUGI_REPAIR_PARALLEL_MIN="1")
+    try:
+        incident = open_incident("parts", POISONED_PAGE)
+        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=180)
+    finally:
+        for w in workers:
+            w.stop()
+    incident.refresh_from_db()
+    assert incident.status == "repaired", incident.error
+    assert len({p.walked_by for p in incident.parts.all()}) == 2
+    assert incident.counts == one_piece.counts
+    assert export_state(workspace="parts") == export_state(workspace="whole")
+
+
+@pytest.mark.worker
+def test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again(one_piece, tmp_path):
+    desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
+    fault_file = tmp_path / "fault"
+    fault_file.write_text("part:1")
+    workers = _start_workers(1, tmp_path, KINTSUGI_REPAIR_PARTS="3", KINTSUGI_REPAIR_PARALLEL_MIN="1",
+                             KINTSUGI_FAULT_FILE=str(fault_file))
+    try:
+        incident = open_incident("parts", POISONED_PAGE)
+        wait_for(lambda: not fault_file.exists(), timeout=120)
+        first_walk = RepairPart.objects.get(incident=incident, index=0)
+        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=180)
+    finally:
+        for w in workers:
+            w.stop()
+    incident.refresh_from_db()
+    assert incident.status == "repaired", incident.error
+    assert RepairPart.objects.get(incident=incident, index=0).walked_by == first_walk.walked_by
+    assert _outcomes(incident) == _outcomes(one_piece) and _effects(incident) == _effects(one_piece)
+    assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
