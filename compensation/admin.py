@@ -5,12 +5,16 @@ autoescaping templates or format_html, never mark_safe."""
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR, SEARCH_VAR
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db.models import Q
 from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
@@ -20,6 +24,83 @@ from provenance.models import Ticket
 from repairs.models import Incident
 
 VIA = "admin"
+
+
+class CappedCount(int):
+    """A row count that stopped counting past `cap`: compares and pages as cap + 1 rows, reads "10,000+"
+    wherever the admin prints a count (paginator line, "Select all …", search results)."""
+
+    def __new__(cls, cap: int):
+        count = super().__new__(cls, cap + 1)
+        count.cap = cap
+        return count
+
+    def __str__(self) -> str:
+        return f"{self.cap:,}+"
+
+    def __repr__(self) -> str:
+        return f"CappedCount({self.cap})"
+
+
+class QueuePaginator(Paginator):
+    """The review queue's paginator: the count is `known_count` when the caller has it exactly (from the
+    maintained totals), otherwise rows are counted up to CAP + 1 only, so a filter matching 60k rows of a
+    100k queue costs a LIMIT, not a COUNT over all of them (Django's exact COUNT visited every row).
+
+    Past the cap the last page is unknown: any page number is accepted (a page past the end is empty) and
+    the page links end in "…" instead of a last page number."""
+
+    CAP = 10_000
+
+    def __init__(self, object_list, per_page, orphans=0, allow_empty_first_page=True, *, known_count: int | None = None):
+        super().__init__(object_list, per_page, orphans, allow_empty_first_page)
+        self.known_count = known_count
+
+    @cached_property
+    def count(self) -> int:
+        if self.known_count is not None:
+            return self.known_count
+        # SELECT count(*) FROM (SELECT … LIMIT CAP + 1): without ORDER BY, so no sort or ordered scan.
+        counted = self.object_list.order_by()[: self.CAP + 1].count()
+        return CappedCount(self.CAP) if counted > self.CAP else counted
+
+    @property
+    def capped(self) -> bool:
+        return isinstance(self.count, CappedCount)
+
+    def validate_number(self, number):
+        if not self.capped:
+            return super().validate_number(number)
+        try:
+            if isinstance(number, float) and not number.is_integer():
+                raise ValueError
+            number = int(number)
+        except (TypeError, ValueError):
+            raise PageNotAnInteger(self.error_messages["invalid_page"])
+        if number < 1:
+            raise EmptyPage(self.error_messages["min_page"])
+        return number
+
+    def page(self, number):
+        if not self.capped:
+            return super().page(number)
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        return self._get_page(self.object_list[bottom:bottom + self.per_page], number, self)
+
+    def get_elided_page_range(self, number=1, *, on_each_side=3, on_ends=2):
+        if not self.capped:
+            yield from super().get_elided_page_range(number, on_each_side=on_each_side, on_ends=on_ends)
+            return
+        number = self.validate_number(number)
+        if number > on_each_side + on_ends + 2:
+            yield from range(1, on_ends + 1)
+            yield self.ELLIPSIS
+            yield from range(number - on_each_side, number + 1)
+        else:
+            yield from range(1, number + 1)
+        yield from range(number + 1, number + on_each_side + 1)
+        yield self.ELLIPSIS
 
 
 class CustomerFilter(admin.SimpleListFilter):
@@ -49,6 +130,8 @@ class IncidentFilter(admin.SimpleListFilter):
         return [(str(pk), f"#{pk} {source} ({workspace})") for pk, source, workspace in rows]
 
     def queryset(self, request, queryset):
+        if self.value() and not self.value().isdigit():
+            raise IncorrectLookupParameters(f"incident {self.value()!r}")  # the admin's "?e=1", not a 500
         return queryset.filter(incident_id=self.value()) if self.value() else queryset
 
 
@@ -60,7 +143,7 @@ class CompensationItemAdmin(admin.ModelAdmin):
     list_filter = ("status", "kind", "valid", IncidentFilter, CustomerFilter)
     search_fields = ("ticket_id", "customer_email")
     list_per_page = 50
-    show_full_result_count = False  # one COUNT(*) per page is enough on a 100k queue
+    show_full_result_count = False  # no second count of the whole queue; QueuePaginator counts the filtered one
     actions = ["bulk_approve", "redraft"]
 
     # --- permissions: items are never added, deleted or edited as rows; only the services change them ---
@@ -77,9 +160,40 @@ class CompensationItemAdmin(admin.ModelAdmin):
         return request.user.has_perm(services.REVIEW_PERMISSION)
 
     def get_queryset(self, request):
-        return selectors.review_queue()
+        # Every item, for everyone who may view the queue: _count_from_totals relies on it. Restrict rows
+        # here and the totals no longer count what the list shows.
+        # Unordered: get_ordering gives the order, and the changelist appends a queryset's own ordering
+        # after it, which would stop the status index from serving a one-status page.
+        return selectors.review_queue().order_by()
+
+    # Sidebar filters whose count the maintained totals answer exactly (compensation.models.QueueTotal is
+    # per incident and status): the unfiltered queue and the dashboard's and incident page's links.
+    TOTALS_FILTERS = {"status__exact", "incident__id__exact"}
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        return QueuePaginator(queryset, per_page, orphans, allow_empty_first_page,
+                              known_count=self._count_from_totals(request))
+
+    def _count_from_totals(self, request) -> int | None:
+        """The exact number of items the request's filters select, when they are only status and incident
+        (one value each) and no search; None when the paginator has to count rows."""
+        if any(request.GET.getlist(SEARCH_VAR)):
+            return None
+        params = {name: values for name, values in request.GET.lists()
+                  if name not in IGNORED_PARAMS and name not in (PAGE_VAR, ERROR_FLAG)}
+        if not params.keys() <= self.TOTALS_FILTERS or any(len(values) != 1 for values in params.values()):
+            return None
+        status = params.get("status__exact", [None])[0]
+        incident = params.get("incident__id__exact", [None])[0]
+        if incident is not None and not incident.isdigit():
+            return None
+        return selectors.queue_count(status=status, incident_id=int(incident) if incident is not None else None)
 
     def get_ordering(self, request):
+        # Same order either way. Under a one-status filter the rank is constant, and leaving it out lets
+        # the compensation_status_queue index serve the page (Postgres can't tell the rank is constant).
+        if len(request.GET.getlist("status__exact")) == 1:
+            return ("-incident_id", "ticket_id", "kind", "pk")
         return ("status_order", "-incident_id", "ticket_id", "kind", "pk")
 
     @admin.display(description="item", ordering="pk")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Sum
 
-from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem
+from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
 from provenance.models import Source, Workspace
 from repairs.models import Incident
 
@@ -23,6 +23,27 @@ def review_queue(*, workspace: Workspace | None = None, incident: Incident | Non
     if incident is not None:
         qs = qs.filter(incident=incident)
     return qs.order_by(QUEUE_ORDER, "-incident_id", "ticket_id", "kind", "pk")
+
+
+def queue_count(*, status: str | None = None, incident_id: int | None = None) -> int:
+    """How many items (with this status, on this incident), exact, from the trigger-maintained totals:
+    a few rows whatever the size of the queue."""
+    totals = QueueTotal.objects.all()
+    if status is not None:
+        totals = totals.filter(status=status)
+    if incident_id is not None:
+        totals = totals.filter(incident_id=incident_id)
+    return totals.aggregate(n=Sum("items"))["n"] or 0
+
+
+def pending_totals(*, incident: Incident | None = None) -> list[dict]:
+    """Pending items and their cents per currency (all incidents, or one), exact, from the maintained
+    totals: [{"currency": "USD", "items": 66779, "cents": 123400}], currencies with pending items only."""
+    totals = QueueTotal.objects.filter(status=St.PENDING)
+    if incident is not None:
+        totals = totals.filter(incident=incident)
+    return list(totals.values("currency").annotate(items=Sum("items"), cents=Sum("cents"))
+                .filter(items__gt=0).order_by("currency"))
 
 
 def queue_rows(*, workspace: Workspace) -> list[dict]:

@@ -60,16 +60,14 @@ def review_queue_url(*, incident: Incident | None = None, pending: bool = False)
 
 
 def compensation_summary(*, incident: Incident | None) -> dict:
-    """Pending review items and their total amount per currency (all incidents, or one), in one
-    aggregate over the (status, incident) index, with the queue's URLs."""
-    from compensation.models import CompensationItem
+    """Pending review items and their total amount per currency (all incidents, or one), exact, from the
+    totals the item table's triggers maintain (compensation.models.QueueTotal): a handful of rows instead
+    of an aggregate over every pending item, with the queue's URLs."""
+    from compensation.selectors import pending_totals
 
-    items = CompensationItem.objects.filter(status=CompensationItem.Status.PENDING)
-    if incident is not None:
-        items = items.filter(incident=incident)
-    per_currency = list(items.values("currency").annotate(n=Count("pk"), cents=Sum("amount_cents")).order_by("currency"))
-    return {"pending": sum(r["n"] for r in per_currency),
-            "amounts": [{"currency": r["currency"], "amount": (r["cents"] or 0) / 100} for r in per_currency],
+    per_currency = pending_totals(incident=incident)
+    return {"pending": sum(r["items"] for r in per_currency),
+            "amounts": [{"currency": r["currency"], "amount": r["cents"] / 100} for r in per_currency],
             "url": review_queue_url(incident=incident, pending=True),
             "all_url": review_queue_url(incident=incident)}
 
