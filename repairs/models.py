@@ -48,6 +48,9 @@ class Incident(models.Model):
     compensations = models.PositiveIntegerField(null=True, blank=True)
     tickets_untouched = models.PositiveIntegerField(null=True, blank=True)
     verification = models.JSONField(null=True, blank=True)
+    # The clean baseline recorded for this repair's verification (which sources it left out), so the
+    # repairing worker does not record it again when another worker already did.
+    baseline_for = models.JSONField(null=True, blank=True, editable=False)
 
     ACTIVE = (Status.OPEN, Status.REPAIRING, Status.REPAIRED, Status.FAILED, Status.BLOCKED)
 

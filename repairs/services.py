@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -203,6 +204,11 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
     graph = workspace_graph(ws.name)
     if incident.plan is None:
         excluded = excluded_sources(incident)
+        if settings.KINTSUGI_REPAIR_PARTS > 1:
+            from repairs.tasks import record_baseline_task  # tasks import this module
+
+            Incident.objects.filter(pk=incident.pk).update(baseline_for=None)
+            record_baseline_task.delay(incident.pk)  # an idle worker records it while this one walks
         plan = parallel_plan(incident, graph, supersede=supersede)
         if plan is None:
             plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded),
@@ -232,7 +238,7 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
         progress(i + 1, len(steps))
         fault_point(f"applied:{i + 1}")
     Incident.objects.filter(pk=incident.pk).update(phase="verifying", progress_done=0, progress_total=1)
-    verification = verify_workspace(workspace=ws, excluded=excluded_sources(incident))
+    verification = verify_workspace(workspace=ws, excluded=excluded_sources(incident), incident=incident)
     fault_point("verified")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)

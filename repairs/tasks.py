@@ -21,3 +21,14 @@ def walk_repair_part(incident_id: int, index: int) -> bool:
 
     part = RepairPart.objects.filter(incident_id=incident_id, index=index).only("pk").first()
     return walk_part(part.pk) if part is not None else False
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def record_baseline_task(incident_id: int) -> bool:
+    """Record a running repair's verification baseline ahead of time; a no-op once the repair is over
+    or when another worker is recording it (the repairing worker records it itself if nobody did)."""
+    from repairs.models import Incident
+    from repairs.verify import record_incident_baseline
+
+    incident = Incident.objects.select_related("workspace").filter(pk=incident_id, status=Incident.Status.REPAIRING).first()
+    return record_incident_baseline(incident, wait=False) if incident is not None else False

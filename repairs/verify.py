@@ -3,6 +3,8 @@ graph, then diff the repaired workspace against it (active facts, ticket decisio
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections import Counter
 
 from provenance import queries
@@ -44,6 +46,33 @@ def diff_states(repaired: dict, baseline: dict) -> dict:
     return out
 
 
-def verify_workspace(*, workspace: Workspace, excluded: set[str]) -> dict:
-    record_baseline(workspace=workspace, excluded=excluded)
+BASELINE_LOCK = 7174  # advisory lock namespace: (BASELINE_LOCK, workspace id) while a baseline is recorded
+
+
+def record_incident_baseline(incident, *, wait: bool) -> bool:
+    """Record the baseline an incident's verification needs, unless it is already there. The baseline
+    depends only on the root actions and the flagged sources, never on the repair, so an idle worker
+    records it while the repairing worker walks and applies. False when another worker is recording
+    it and `wait` is off."""
+    from repairs.runtime import advisory_lock, excluded_sources
+
+    with advisory_lock(BASELINE_LOCK, incident.workspace_id, wait=wait) as mine:
+        if not mine:
+            return False
+        incident.refresh_from_db(fields=["baseline_for", "status"])
+        excluded = sorted(excluded_sources(incident))
+        if incident.baseline_for and incident.baseline_for.get("excluded") == excluded:
+            return True
+        actions = record_baseline(workspace=incident.workspace, excluded=set(excluded))
+        recorded_by = f"{socket.gethostname()}:{os.getpid()}"
+        type(incident).objects.filter(pk=incident.pk).update(
+            baseline_for={"excluded": excluded, "actions": actions, "recorded_by": recorded_by})
+        return True
+
+
+def verify_workspace(*, workspace: Workspace, excluded: set[str], incident=None) -> dict:
+    if incident is None:
+        record_baseline(workspace=workspace, excluded=excluded)
+    else:
+        record_incident_baseline(incident, wait=True)
     return diff_states(export_state(workspace=workspace.name), export_state(workspace=workspace.name, baseline=True))

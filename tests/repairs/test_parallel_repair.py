@@ -87,7 +87,8 @@ def _start_workers(n: int, tmp_path, **env) -> list[Worker]:
 
 
 @pytest.mark.worker
-def test_two_workers_walk_the_parts_at_once(one_piece, tmp_path):
+def test_two_workers_share_the_repair(one_piece, tmp_path):
+    """The idle worker records the verification baseline and walks parts while the other repairs."""
     desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
     workers = _start_workers(2, tmp_path, KINTSUGI_REPAIR_PARTS="3", KINTSUGI_REPAIR_PARALLEL_MIN="1")
     try:
@@ -98,7 +99,9 @@ def test_two_workers_walk_the_parts_at_once(one_piece, tmp_path):
             w.stop()
     incident.refresh_from_db()
     assert incident.status == "repaired", incident.error
-    assert len({p.walked_by for p in incident.parts.all()}) == 2
+    assert incident.baseline_for["excluded"] == [POISONED_PAGE]
+    assert len({p.walked_by for p in incident.parts.all()} | {incident.baseline_for["recorded_by"]}) == 2
+    assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
     assert incident.counts == one_piece.counts
     assert export_state(workspace="parts") == export_state(workspace="whole")
 
@@ -123,3 +126,13 @@ def test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again(o
     assert RepairPart.objects.get(incident=incident, index=0).walked_by == first_walk.walked_by
     assert _outcomes(incident) == _outcomes(one_piece) and _effects(incident) == _effects(one_piece)
     assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+
+
+def test_a_baseline_recorded_for_other_sources_is_recorded_again(one_piece):
+    from repairs.verify import record_incident_baseline
+
+    one_piece.baseline_for = {"excluded": ["some/other-page"], "actions": 1}
+    one_piece.save(update_fields=["baseline_for"])
+    assert record_incident_baseline(one_piece, wait=False)
+    one_piece.refresh_from_db()
+    assert one_piece.baseline_for["excluded"] == [POISONED_PAGE] and one_piece.baseline_for["actions"] > 1
