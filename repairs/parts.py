@@ -23,26 +23,23 @@ from provenance.selectors import ingesters, radius_actions
 from repairs import parallel
 from repairs.engine import compute_plan
 from repairs.models import Incident, RepairPart
-from repairs.runtime import advisory_lock, excluded_sources, fault_point, repair_session
+from repairs.runtime import Progress, advisory_lock, excluded_sources, fault_point, repair_session
 
 log = logging.getLogger(__name__)
 PART_LOCK = 7173  # advisory lock namespace: (PART_LOCK, part id) is held while a part is walked
 WAIT_SECONDS = 0.2
 
 
-class _PartProgress:
+class _PartProgress(Progress):
     """A part's progress, summed over all parts into the incident's for the admin's bar."""
 
     def __init__(self, part: RepairPart):
-        self.part, self.last = part, 0.0
+        super().__init__(part.incident_id, "walking")
+        self.part_id = part.pk
 
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.3:
-            return
-        self.last = now
-        RepairPart.objects.filter(pk=self.part.pk).update(progress_done=done, progress_total=total)
-        _sum_progress(self.part.incident_id)
+    def write(self, done: int, total: int) -> None:
+        RepairPart.objects.filter(pk=self.part_id).update(progress_done=done, progress_total=total)
+        _sum_progress(self.incident_id)
 
 
 def _sum_progress(incident_id: int) -> None:

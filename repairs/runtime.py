@@ -40,6 +40,8 @@ def excluded_sources(incident: Incident) -> set[str]:
 
 
 class Progress:
+    """Progress of one phase on the incident, written at most every 0.3 s (and always at the end)."""
+
     def __init__(self, incident_id: int, phase: str):
         self.incident_id, self.phase, self.last = incident_id, phase, 0.0
 
@@ -48,6 +50,9 @@ class Progress:
         if done < total and now - self.last < 0.3:
             return
         self.last = now
+        self.write(done, total)
+
+    def write(self, done: int, total: int) -> None:
         Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
 
 
