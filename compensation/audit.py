@@ -52,24 +52,45 @@ def lock_chain() -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_LOCK))
 
 
-def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, reason: str = "",
-           incident_id: int | None = None, from_status: str = "", to_status: str = "",
+def _event(*, seq: int, prev: str, at, action: str, subject_type: str, subject_id, via: str, actor=None,
+           reason: str = "", incident_id: int | None = None, from_status: str = "", to_status: str = "",
            data: dict | None = None) -> AuditEvent:
-    """Append one event. Must run inside the transaction of the change it records."""
+    event = AuditEvent(
+        seq=seq, at=at, actor=actor if actor is not None and actor.pk else None,
+        actor_name=actor.get_username() if actor is not None else "", via=via or "", subject_type=subject_type,
+        subject_id=str(subject_id if subject_id is not None else ""), incident_id=incident_id, action=action,
+        from_status=from_status or "", to_status=to_status or "", reason=reason or "",
+        data=json.loads(json.dumps(data or {}, sort_keys=True, default=str)), prev_hash=prev,
+    )
+    event.hash = row_hash(event)
+    return event
+
+
+def record_many(events: list[dict]) -> list[AuditEvent]:
+    """Append several events (each the keyword arguments of `record`) in order, under one lock and in
+    one INSERT: a repair drafting thousands of items writes its events in milliseconds, not one round
+    trip each. Must run inside the transaction of the changes they record."""
+    if not events:
+        return []
     with transaction.atomic():
         lock_chain()
         last = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
         seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
-        event = AuditEvent(
-            seq=seq, at=timezone.now(), actor=actor if actor is not None and actor.pk else None,
-            actor_name=actor.get_username() if actor is not None else "", via=via or "", subject_type=subject_type,
-            subject_id=str(subject_id if subject_id is not None else ""), incident_id=incident_id, action=action,
-            from_status=from_status or "", to_status=to_status or "", reason=reason or "",
-            data=json.loads(json.dumps(data or {}, sort_keys=True, default=str)), prev_hash=prev,
-        )
-        event.hash = row_hash(event)
-        event.save(force_insert=True)
-    return event
+        at, rows = timezone.now(), []
+        for fields in events:
+            rows.append(_event(seq=seq, prev=prev, at=at, **fields))
+            seq, prev = seq + 1, rows[-1].hash
+        AuditEvent.objects.bulk_create(rows, batch_size=2000)
+    return rows
+
+
+def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, reason: str = "",
+           incident_id: int | None = None, from_status: str = "", to_status: str = "",
+           data: dict | None = None) -> AuditEvent:
+    """Append one event. Must run inside the transaction of the change it records."""
+    return record_many([dict(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
+                             reason=reason, incident_id=incident_id, from_status=from_status, to_status=to_status,
+                             data=data)])[0]
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,20 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 
 from compensation import audit
-from compensation.services import cancel_incident_items, draft_compensations
+from compensation.services import cancel_incident_items, draft_ahead, draft_compensations
 from repairs.models import IncidentTransition
-from repairs.signals import incident_closed, repair_finished
+from repairs.signals import incident_closed, repair_finished, repair_planned
 
 
 @receiver(repair_finished, dispatch_uid="compensation.draft_for_repair")
 def draft_for_repair(sender, incident, **kwargs) -> int:
     """Returns the number of compensation items for invalidated effects (the incident's count)."""
     return draft_compensations(incident=incident, actor=None, reason="repair finished", via="worker")
+
+
+@receiver(repair_planned, dispatch_uid="compensation.draft_for_planned_repair")
+def draft_for_planned_repair(sender, incident, wait=True, **kwargs) -> bool:
+    return draft_ahead(incident=incident, wait=wait)
 
 
 @receiver(incident_closed, dispatch_uid="compensation.cancel_for_closed_incident")

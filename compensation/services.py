@@ -9,10 +9,12 @@ exit code 2 and the admin into an error message.
 from __future__ import annotations
 
 import logging
+import zlib
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from compensation import audit
@@ -51,8 +53,13 @@ def _effect_dict(e: RepairEffect) -> dict:
             "incident": e.incident_id}
 
 
-def _outcome_index(incident: Incident) -> tuple[dict, list]:
-    outcomes = {o.action_id: o for o in incident.outcomes.all()}
+def _outcome_index(incident: Incident, tickets: set[str] | None = None) -> tuple[dict, list]:
+    """Outcomes by action id: all of them, or those of `tickets` and of actions with no ticket (a
+    path's handoff chain stays within its ticket; the poisoned actions have none)."""
+    rows = incident.outcomes.all()
+    if tickets is not None:
+        rows = rows.filter(Q(ticket__in=tickets) | Q(ticket="") | Q(ticket__isnull=True) | Q(status="poisoned"))
+    outcomes = {o.action_id: o for o in rows}
     return outcomes, sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
 
 
@@ -109,15 +116,25 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
     return facts
 
 
+def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None:
+    """(task, model input) for the items whose text the model writes; None for the others."""
+    if planned.kind == K.REFUND_REVERSAL:
+        return REVERSAL_TASK, reversal_input(item_facts=facts)
+    if planned.kind == K.CORRECTION_EMAIL:
+        return EMAIL_TASK, email_input(item_facts=facts)
+    return None
+
+
 def _draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
     kind = planned.kind
-    if kind == K.REFUND_REVERSAL or kind == K.CORRECTION_EMAIL:
-        task = REVERSAL_TASK if kind == K.REFUND_REVERSAL else EMAIL_TASK
-        model_input = reversal_input(item_facts=facts) if kind == K.REFUND_REVERSAL else email_input(item_facts=facts)
+    request = _model_request(planned, facts)
+    if request is not None:
+        task, model_input = request
         version = registered_task(task).prompt_version
         try:
-            answer = get_client().complete(task, model_input)
+            # Deferred: the caller saves every new answer to the shared cache in one write.
+            answer = get_client().complete(task, model_input, defer=True)
         except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
             log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, exc)
             return ({"to": "", "subject": "", "body": "", "amount_cents": 0, "currency": facts["currency"],
@@ -147,8 +164,15 @@ def _draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]
             f"{backend_label()} (compose_email, repair re-run)", registered_task("compose_email").prompt_version, [])
 
 
+DRAFT_PARTS = 4  # drafting is split by ticket into this many parts, so that idle workers can share it
+
+
+def _in_part(ticket: str | None, part: int, parts: int) -> bool:
+    return parts == 1 or zlib.crc32((ticket or "").encode()) % parts == part
+
+
 def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair finished",
-                        via: str = "worker") -> int:
+                        via: str = "worker", part: int = 0, parts: int = 1) -> int | None:
     """Turn a finished repair's effects into review items, idempotently (a second call adds nothing).
 
     Returns how many items of this incident compensate invalidated effects (the incident's
@@ -158,8 +182,17 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     earlier items holding them are superseded: a pending one is cancelled and its other effects (e.g.
     the invalidated refund it netted against the cancelled replacement) are netted again here; an
     approved or executed one already let its replacement leave, so that replacement is compensated here
-    as an invalidated effect."""
-    effects = list(incident.effects.all())
+    as an invalidated effect.
+
+    With `parts` > 1 only the tickets of one part (by a hash of the ticket id) are drafted, and nothing
+    is counted (None): items never span tickets, so parts drafted apart (draft_ahead) come out as one
+    call would."""
+    effects, items = incident.effects.all(), CompensationItem.objects.filter(incident=incident)
+    part_tickets = None
+    if parts > 1:
+        part_tickets = {t for t in incident.effects.values_list("ticket", flat=True).distinct() if _in_part(t, part, parts)}
+        effects, items = effects.filter(ticket__in=part_tickets), items.filter(ticket_id__in=part_tickets)
+    effects = list(effects)
     cancelled = {e.effect_id for e in effects if e.role == RepairEffect.Role.CANCELLED}
     with transaction.atomic():
         if cancelled:
@@ -168,29 +201,34 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         planned = plan_items([_effect_dict(e) for e in effects if e.role != RepairEffect.Role.CANCELLED] + carried)
         tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
                                                                  ticket_id__in={p.ticket for p in planned})}
-        existing = set(CompensationItem.objects.filter(incident=incident).values_list("draft_key", flat=True))
+        existing = set(items.values_list("draft_key", flat=True))
         # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
         # wait only for the short write part.
-        drafted = []
-        # Loaded once: building each item's path from a fresh query made drafting quadratic.
-        index = _outcome_index(incident)
+        todo = []
         for p in planned:
             key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
-            if key in existing:
-                continue
-            facts = _facts(p, tickets.get(p.ticket), incident)
-            drafted.append((key, p, facts, *_draft(p, facts)))
+            if key not in existing:
+                todo.append((key, p, _facts(p, tickets.get(p.ticket), incident)))
+        client = get_client()
+        client.prefetch([(*r, None) for r in (_model_request(p, facts) for _, p, facts in todo) if r is not None])
+        drafted = [(key, p, facts, *_draft(p, facts)) for key, p, facts in todo]
+        client.flush()
+        # Loaded once: building each item's path from a fresh query made drafting quadratic.
+        index = _outcome_index(incident, part_tickets) if drafted else None
         audit.lock_chain()
         for old in superseded:
             if old.status == St.PENDING:
                 _set_status(old, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
                             reason=f"its held replacement was cancelled by incident #{incident.pk}; "
                                    f"what it compensated is drafted again there")
+        # In bulk: one INSERT for the items, one for their effect links, one for their audit events
+        # (a statement trigger keeps the queue totals), instead of ~10 round trips per item.
+        new_items = []
         for key, p, facts, draft, drafted_by, version, drafting_problems in drafted:
             problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
             if facts.get("ticket_missing"):
                 problems = [f"ticket {p.ticket} no longer exists in the workspace"] + problems
-            item = CompensationItem.objects.create(
+            new_items.append(CompensationItem(
                 incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
                 customer_email=facts["customer_email"], facts=facts, original=p.effects,
                 path=_paths(incident, p.effects, carried_paths, index),
@@ -198,15 +236,43 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                 payment_reference=draft["payment_reference"][:64], amount_cents=draft["amount_cents"],
                 currency=(draft["currency"] or "")[:8], drafted_by=drafted_by, prompt_version=version,
                 valid=not problems, problems=problems,
-            )
-            item.effects.set([e["repair_effect"] for e in p.effects])
-            audit.record(action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via,
-                         actor=actor, reason=reason, incident_id=incident.pk, to_status=St.PENDING,
-                         data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
-                               "currency": item.currency, "valid": item.valid, "problems": problems,
-                               "drafted_by": drafted_by, "effects": [e["effect_id"] for e in p.effects],
-                               "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")})})
+            ))
+        CompensationItem.objects.bulk_create(new_items, batch_size=1000)
+        link = CompensationItem.effects.through
+        link.objects.bulk_create([link(compensationitem_id=item.pk, repaireffect_id=e["repair_effect"])
+                                  for item, (_, p, *_) in zip(new_items, drafted) for e in p.effects], batch_size=5000)
+        audit.record_many([dict(
+            action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+            reason=reason, incident_id=incident.pk, to_status=St.PENDING,
+            data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
+                  "currency": item.currency, "valid": item.valid, "problems": item.problems,
+                  "drafted_by": item.drafted_by, "effects": [e["effect_id"] for e in p.effects],
+                  "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")})})
+            for item, (_, p, *_) in zip(new_items, drafted)])
+    if parts > 1:
+        return None
     return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
+
+
+DRAFT_LOCK = 7175  # advisory lock namespace: (DRAFT_LOCK, incident id * DRAFT_PARTS + part) while a part is drafted
+
+
+def draft_ahead(*, incident: Incident, wait: bool) -> bool:
+    """Draft a repair's items as soon as its plan is known, while the repair is still being verified:
+    by the repairing worker and by idle ones meanwhile, each taking the parts nobody has taken. Items
+    cannot be decided before the incident is repaired (_decide). False when another worker is drafting
+    a part and `wait` is off; with `wait` it returns once every part is drafted."""
+    from repairs.runtime import advisory_lock, fault_point
+
+    done = True
+    for part in range(DRAFT_PARTS):
+        with advisory_lock(DRAFT_LOCK, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
+            if mine:
+                draft_compensations(incident=incident, actor=None, reason="repair planned", via="worker",
+                                    part=part, parts=DRAFT_PARTS)
+                fault_point(f"drafted:{part}")
+            done = done and mine
+    return done
 
 
 def _superseded_items(incident: Incident, cancelled: set[int]) -> tuple[list[CompensationItem], list[dict], dict]:
@@ -248,6 +314,7 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
                           refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
                           {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
     draft, drafted_by, version, problems = _draft(planned, refreshed.facts)
+    get_client().flush()
     with transaction.atomic():
         audit.lock_chain()
         item = CompensationItem.objects.select_for_update().get(pk=item.pk)
@@ -320,6 +387,10 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
             item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
             if item.status != St.PENDING:
                 raise DecisionRefused(f"item #{item.pk} is already {item.status}")
+            if item.incident.status != Incident.Status.REPAIRED:
+                # Drafted while the repair was still being verified: decided only once it is repaired.
+                raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "
+                                      f"be decided once its repair is verified")
             if edits:
                 _apply_edits(item, edits, actor=actor, via=via, reason=reason)
             if decision == "approve":

@@ -131,6 +131,16 @@ class ModelClient:
         self._memo[key] = answer
         return answer
 
+    def prefetch(self, requests: list[tuple[str, dict, dict | None]]) -> None:
+        """Load the cached answers to many (task, input, facts) requests in a few queries, so the
+        complete() calls that follow (a repair drafting thousands of items) are memo hits or misses
+        without a round trip each."""
+        keys = {cache_key(self.model, _tasks[task].prompt_version, input, facts or {}) for task, input, facts in requests}
+        missing = sorted(keys - self._memo.keys())
+        for i in range(0, len(missing), 1000):
+            for key, value in self._cache.ro_query(queries.CACHE_GET_MANY, {"keys": missing[i:i + 1000]}):
+                self._memo[key] = json.loads(value)
+
     def flush(self) -> None:
         """Write new answers to the shared cache in FalkorDB."""
         if self._unsaved:

@@ -281,6 +281,7 @@ RETURN id, p.id, type(r)
 
 # --- model response cache ---
 CACHE_GET = "MATCH (r:Response {key: $key}) RETURN r.value LIMIT 1"
+CACHE_GET_MANY = "UNWIND $keys AS k MATCH (r:Response {key: k}) RETURN r.key, r.value"
 CACHE_PUT_MANY = """
 UNWIND $rows AS row
 MERGE (r:Response {key: row.key})

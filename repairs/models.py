@@ -68,7 +68,7 @@ class Incident(models.Model):
 
     @property
     def percent(self) -> int:
-        weights = {"walking": (0, 70), "applying": (70, 20), "verifying": (90, 10)}
+        weights = {"walking": (0, 60), "applying": (60, 15), "verifying": (75, 25)}
         if self.status in (self.Status.REPAIRED, self.Status.CLOSED):
             return 100
         start, span = weights.get(self.phase, (0, 0))

@@ -18,8 +18,8 @@ from repairs.engine import apply_step, compute_plan
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
 from repairs.parts import parallel_plan
 from repairs.runtime import Progress, advisory_lock, excluded_sources, fault_point, repair_session
-from repairs.signals import incident_closed, repair_finished
-from repairs.verify import verify_workspace
+from repairs.signals import incident_closed, repair_finished, repair_planned
+from repairs.verify import verify_incident
 
 log = logging.getLogger(__name__)
 S = Incident.Status
@@ -204,11 +204,11 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
     graph = workspace_graph(ws.name)
     if incident.plan is None:
         excluded = excluded_sources(incident)
-        if settings.KINTSUGI_REPAIR_PARTS > 1:
+        Incident.objects.filter(pk=incident.pk).update(baseline_for=None, verification=None)
+        if settings.KINTSUGI_REPAIR_HELPERS:
             from repairs.tasks import record_baseline_task  # tasks import this module
 
-            Incident.objects.filter(pk=incident.pk).update(baseline_for=None)
-            record_baseline_task.delay(incident.pk)  # an idle worker records it while this one walks
+            _hand_off(record_baseline_task, incident.pk)  # an idle worker records it while this one walks
         plan = parallel_plan(incident, graph, supersede=supersede)
         if plan is None:
             plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded),
@@ -230,6 +230,10 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
             incident.tickets_untouched = ws.tickets.exclude(ticket_id__in=touched).count()
             incident.phase = "applying"
             incident.save()
+        if settings.KINTSUGI_REPAIR_HELPERS:
+            from repairs.tasks import draft_ahead_task
+
+            _hand_off(draft_ahead_task, incident.pk)  # an idle worker drafts the items while this one applies
     steps = incident.plan["steps"]
     progress = Progress(incident.pk, "applying")
     for i in range(incident.applied_steps, len(steps)):
@@ -237,12 +241,11 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
         Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1)
         progress(i + 1, len(steps))
         fault_point(f"applied:{i + 1}")
-    Incident.objects.filter(pk=incident.pk).update(phase="verifying", progress_done=0, progress_total=1)
-    verification = verify_workspace(workspace=ws, excluded=excluded_sources(incident), incident=incident)
+    _prepare_finish(incident)
     fault_point("verified")
     with transaction.atomic():
-        incident = Incident.objects.select_for_update().get(pk=incident.pk)
-        incident.verification = verification
+        # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
+        incident = Incident.objects.select_for_update().defer("plan").get(pk=incident.pk)
         replies = repair_finished.send(sender=Incident, incident=incident)
         drafted = [r for _, r in replies if isinstance(r, int)]
         incident.compensations = sum(drafted) if drafted else incident.effects_invalidated
@@ -251,6 +254,33 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
         _transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
                     finished_at=timezone.now(), phase="done", progress_done=1, progress_total=1)
     return incident
+
+
+def _hand_off(task, incident_id: int) -> None:
+    """Offer work to idle workers. Optional: if the broker refuses it, the repairing worker does it."""
+    try:
+        task.apply_async((incident_id,), retry=False)
+    except Exception as exc:  # noqa: BLE001 - any broker failure; the work is not lost, only not shared
+        log.warning("incident %s: could not hand %s to another worker: %s", incident_id, task.name, exc)
+
+
+def _prepare_finish(incident: Incident) -> None:
+    """Verify the applied repair against the clean baseline, and draft the compensation items. Neither
+    depends on the other, so idle workers may already be doing them (their tasks are enqueued by
+    _repair): take whatever nobody has started, then wait for the rest."""
+    def verification(wait: bool) -> bool:
+        return verify_incident(incident, wait=wait)
+
+    def drafts(wait: bool) -> bool:
+        return all(done for _, done in repair_planned.send(sender=Incident, incident=incident, wait=wait))
+
+    chores = [verification, drafts]
+    Incident.objects.filter(pk=incident.pk).update(phase="verifying", progress_done=0, progress_total=len(chores))
+    left = [chore for chore in chores if not chore(False)]
+    Incident.objects.filter(pk=incident.pk).update(progress_done=len(chores) - len(left))
+    for chore in left:
+        chore(True)
+    Incident.objects.filter(pk=incident.pk).update(progress_done=len(chores))
 
 
 def get_user(username: str):

@@ -25,10 +25,27 @@ def walk_repair_part(incident_id: int, index: int) -> bool:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def record_baseline_task(incident_id: int) -> bool:
-    """Record a running repair's verification baseline ahead of time; a no-op once the repair is over
-    or when another worker is recording it (the repairing worker records it itself if nobody did)."""
+    """Record a running repair's verification baseline ahead of time (and diff, if the repair is applied
+    by then); a no-op once the repair is over or when another worker holds the baseline (the repairing
+    worker does whatever is left itself)."""
     from repairs.models import Incident
-    from repairs.verify import record_incident_baseline
+    from repairs.verify import verify_incident
 
-    incident = Incident.objects.select_related("workspace").filter(pk=incident_id, status=Incident.Status.REPAIRING).first()
-    return record_incident_baseline(incident, wait=False) if incident is not None else False
+    incident = (Incident.objects.select_related("workspace").defer("plan")
+                .filter(pk=incident_id, status=Incident.Status.REPAIRING).first())
+    return verify_incident(incident, wait=False) if incident is not None else False
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def draft_ahead_task(incident_id: int) -> bool:
+    """Prepare a running repair's compensation drafts while the repairing worker applies and verifies;
+    a no-op once the repair is over or when another worker is drafting (the repairing worker then
+    waits for it, or drafts itself if nobody did)."""
+    from repairs.models import Incident
+    from repairs.signals import repair_planned
+
+    incident = (Incident.objects.select_related("workspace").defer("plan")
+                .filter(pk=incident_id, status=Incident.Status.REPAIRING, plan__isnull=False).first())
+    if incident is None:
+        return False
+    return all(done for _, done in repair_planned.send(sender=Incident, incident=incident, wait=False))

@@ -46,33 +46,43 @@ def diff_states(repaired: dict, baseline: dict) -> dict:
     return out
 
 
-BASELINE_LOCK = 7174  # advisory lock namespace: (BASELINE_LOCK, workspace id) while a baseline is recorded
+BASELINE_LOCK = 7174  # advisory lock namespace: (BASELINE_LOCK, workspace id) while a baseline is recorded or diffed
 
 
-def record_incident_baseline(incident, *, wait: bool) -> bool:
-    """Record the baseline an incident's verification needs, unless it is already there. The baseline
-    depends only on the root actions and the flagged sources, never on the repair, so an idle worker
-    records it while the repairing worker walks and applies. False when another worker is recording
-    it and `wait` is off."""
-    from repairs.runtime import advisory_lock, excluded_sources
+def verify_incident(incident, *, wait: bool) -> bool:
+    """An incident's verification, as far as it can go now: record the clean baseline unless the one
+    there left out the same sources, and once the repair is applied (phase `verifying`) diff the
+    workspace against it into `incident.verification`. The baseline depends only on the root actions and
+    the flagged sources, never on the repair, so an idle worker records it while the repairing worker
+    walks and applies, and goes on to the diff if the repair is applied by then. False when another
+    worker holds the workspace's baseline and `wait` is off."""
+    from repairs.runtime import advisory_lock, excluded_sources, fault_point
 
     with advisory_lock(BASELINE_LOCK, incident.workspace_id, wait=wait) as mine:
         if not mine:
             return False
-        incident.refresh_from_db(fields=["baseline_for", "status"])
+        incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification"])
         excluded = sorted(excluded_sources(incident))
-        if incident.baseline_for and incident.baseline_for.get("excluded") == excluded:
-            return True
-        actions = record_baseline(workspace=incident.workspace, excluded=set(excluded))
-        recorded_by = f"{socket.gethostname()}:{os.getpid()}"
-        type(incident).objects.filter(pk=incident.pk).update(
-            baseline_for={"excluded": excluded, "actions": actions, "recorded_by": recorded_by})
+        if not (incident.baseline_for and incident.baseline_for.get("excluded") == excluded):
+            actions = record_baseline(workspace=incident.workspace, excluded=set(excluded))
+            incident.baseline_for = {"excluded": excluded, "actions": actions,
+                                     "recorded_by": f"{socket.gethostname()}:{os.getpid()}"}
+            fields = {"baseline_for": incident.baseline_for}
+            if incident.status == type(incident).Status.REPAIRING:
+                fields["verification"] = incident.verification = None  # it was against another baseline
+            type(incident).objects.filter(pk=incident.pk).update(**fields)
+            fault_point("baselined")
+        if incident.phase == "verifying" and incident.verification is None:
+            incident.verification = diff_workspace(incident.workspace)
+            type(incident).objects.filter(pk=incident.pk).update(verification=incident.verification)
         return True
 
 
-def verify_workspace(*, workspace: Workspace, excluded: set[str], incident=None) -> dict:
-    if incident is None:
-        record_baseline(workspace=workspace, excluded=excluded)
-    else:
-        record_incident_baseline(incident, wait=True)
+def diff_workspace(workspace: Workspace) -> dict:
     return diff_states(export_state(workspace=workspace.name), export_state(workspace=workspace.name, baseline=True))
+
+
+def verify_workspace(*, workspace: Workspace, excluded: set[str]) -> dict:
+    """Record a baseline without `excluded` and diff the workspace against it, outside any incident."""
+    record_baseline(workspace=workspace, excluded=excluded)
+    return diff_workspace(workspace)

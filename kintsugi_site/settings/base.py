@@ -89,10 +89,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# A repairing worker hands what does not depend on its walk to idle workers: the verification baseline
+# (from the start) and the compensation drafts (once the plan is known). With a single worker the
+# tasks wait in the queue and find the work done.
+KINTSUGI_REPAIR_HELPERS = env.bool("KINTSUGI_REPAIR_HELPERS", default=True)
 # Repairs with a radius of at least KINTSUGI_REPAIR_PARALLEL_MIN actions are split into up to
-# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.parts), and an
-# idle worker records the verification baseline meanwhile. Off by default: on a 2-core machine that
-# also runs FalkorDB and Postgres it was not faster (bench workers).
+# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.parts). Off by
+# default: on a 2-core machine that also runs FalkorDB and Postgres it was not faster (bench workers).
 KINTSUGI_REPAIR_PARTS = env.int("KINTSUGI_REPAIR_PARTS", default=1)
 KINTSUGI_REPAIR_PARALLEL_MIN = env.int("KINTSUGI_REPAIR_PARALLEL_MIN", default=2000)
 # Workspace graphs whose topology each process keeps in memory for blast radius questions

@@ -129,10 +129,14 @@ def test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again(o
 
 
 def test_a_baseline_recorded_for_other_sources_is_recorded_again(one_piece):
-    from repairs.verify import record_incident_baseline
+    """A repair being verified against a baseline that left out other sources: the baseline is recorded
+    again and the diff made against the stale one is replaced."""
+    from repairs.verify import verify_incident
 
-    one_piece.baseline_for = {"excluded": ["some/other-page"], "actions": 1}
-    one_piece.save(update_fields=["baseline_for"])
-    assert record_incident_baseline(one_piece, wait=False)
+    Incident.objects.filter(pk=one_piece.pk).update(
+        status="repairing", phase="verifying", verification={"facts": 99, "decisions": 99, "effects": 99, "rows": []},
+        baseline_for={"excluded": ["some/other-page"], "actions": 1})
+    assert verify_incident(one_piece, wait=False)
     one_piece.refresh_from_db()
     assert one_piece.baseline_for["excluded"] == [POISONED_PAGE] and one_piece.baseline_for["actions"] > 1
+    assert [one_piece.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]

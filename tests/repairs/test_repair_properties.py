@@ -6,6 +6,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from compensation.models import AuditEvent
 from provenance.desk.scenario import PAGES, POISONED_PAGE
 from provenance.selectors import export_state
 from provenance.services import desk_run
@@ -107,7 +108,7 @@ def test_overlapping_incidents_compensate_each_effect_once():
 
 
 @pytest.mark.worker
-@pytest.mark.parametrize("fault", ["walked", "applied:1", "applied:6", "verified"])
+@pytest.mark.parametrize("fault", ["walked", "applied:1", "applied:6", "baselined", "drafted:1", "verified"])
 def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, settings):
     desk_run(workspace="ref")
     reference = repair("ref", POISONED_PAGE)
@@ -133,6 +134,14 @@ def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, s
 
     assert effects(incident) == effects(reference)
     assert graph_dump("kill") == graph_dump("ref")
+
+    def items(inc):
+        return sorted(inc.compensation_items.values_list("kind", "ticket_id", "amount_cents", "status"))
+
+    def drafted_events(inc):
+        return AuditEvent.objects.filter(incident_id=inc.pk, action="item.drafted").count()
+
+    assert items(incident) == items(reference) and drafted_events(incident) == drafted_events(reference) == 14
 
 
 @pytest.mark.worker
