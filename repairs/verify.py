@@ -72,6 +72,8 @@ def verify_incident(incident, *, wait: bool) -> bool:
                 fields["verification"] = incident.verification = None  # it was against another baseline
             type(incident).objects.filter(pk=incident.pk).update(**fields)
             fault_point("baselined")
+            # The repair may have been applied while the baseline was recorded: then diff it now too.
+            incident.refresh_from_db(fields=["phase", "verification"])
         if incident.phase == "verifying" and incident.verification is None:
             incident.verification = diff_workspace(incident.workspace)
             type(incident).objects.filter(pk=incident.pk).update(verification=incident.verification)

@@ -140,3 +140,23 @@ def test_a_baseline_recorded_for_other_sources_is_recorded_again(one_piece):
     one_piece.refresh_from_db()
     assert one_piece.baseline_for["excluded"] == [POISONED_PAGE] and one_piece.baseline_for["actions"] > 1
     assert [one_piece.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
+
+
+def test_the_worker_recording_the_baseline_diffs_if_the_repair_was_applied_meanwhile(one_piece, monkeypatch):
+    """The helper starts the baseline while the repair walks; if the repairing worker has applied by the
+    time the baseline is there, the helper makes the diff too instead of leaving it to that worker."""
+    from repairs import verify
+
+    Incident.objects.filter(pk=one_piece.pk).update(status="repairing", phase="applying", verification=None,
+                                                    baseline_for=None)
+    record = verify.record_baseline
+
+    def record_while_the_repair_applies(**kw):
+        actions = record(**kw)
+        Incident.objects.filter(pk=one_piece.pk).update(phase="verifying")
+        return actions
+
+    monkeypatch.setattr(verify, "record_baseline", record_while_the_repair_applies)
+    assert verify.verify_incident(one_piece, wait=False)
+    one_piece.refresh_from_db()
+    assert [one_piece.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
