@@ -121,6 +121,20 @@ def load_avg() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine so far, from /proc/stat (all cores)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def cores_busy(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """How many cores were busy on average between two cpu_ticks() readings."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return (os.cpu_count() or 1) * busy / total if total else float("nan")
+
+
 def falkordb_memory_mb() -> float:
     import redis
 

@@ -55,12 +55,12 @@ class QueryLog:
 
         def wrap(fn):
             @wraps(fn)
-            def inner(self, cypher, params=None):
+            def inner(self, cypher, params=None, **kw):
                 if not log.active:
-                    return fn(self, cypher, params)
+                    return fn(self, cypher, params, **kw)
                 t0 = time.perf_counter()
                 try:
-                    return fn(self, cypher, params)
+                    return fn(self, cypher, params, **kw)
                 finally:
                     n = log.name(cypher)
                     log.count[n] += 1
@@ -133,20 +133,52 @@ def minimum_reexecutions(edges: set[tuple[int, int]], status: dict[int, str]) ->
     return {b for a, b in edges if a in changed and status.get(b) not in ("poisoned", "superseded", "new")}
 
 
+DRAFTS = "drafts (repair_planned + repair_finished receivers)"
+DRAFTING_SIGNALS = (("repair_planned", "compensation.draft_for_planned_repair", "draft_for_planned_repair"),
+                    ("repair_finished", "compensation.draft_for_repair", "draft_for_repair"))
+
+
 @contextmanager
 def drafting(enabled: bool):
-    """Compensation drafting (the repair_finished receiver) on or off for one repair."""
-    from compensation.receivers import draft_for_repair
-    from repairs.signals import repair_finished
+    """Compensation drafting (the repair_planned and repair_finished receivers) on or off for one repair."""
+    import compensation.receivers as receivers
+    import repairs.signals as signals
 
-    uid = "compensation.draft_for_repair"
     if not enabled:
-        repair_finished.disconnect(dispatch_uid=uid)
+        for signal, uid, _ in DRAFTING_SIGNALS:
+            getattr(signals, signal).disconnect(dispatch_uid=uid)
     try:
         yield
     finally:
         if not enabled:
-            repair_finished.connect(draft_for_repair, dispatch_uid=uid)
+            for signal, uid, fn in DRAFTING_SIGNALS:
+                getattr(signals, signal).connect(getattr(receivers, fn), dispatch_uid=uid)
+
+
+@contextmanager
+def timed_drafting(record):
+    """Time the drafting signals' receivers: record(seconds) after each send."""
+    import repairs.signals as signals
+
+    def wrap(signal):
+        orig = signal.send
+
+        def send(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return orig(*a, **k)
+            finally:
+                record(time.perf_counter() - t0)
+        return send
+
+    sigs = [getattr(signals, name) for name, _, _ in DRAFTING_SIGNALS]
+    for sig in sigs:
+        sig.send = wrap(sig)
+    try:
+        yield
+    finally:
+        for sig in sigs:
+            del sig.send
 
 
 def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict:
@@ -164,7 +196,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
     # One worker walking the radius in one piece: `bench workers` compares parts and workers.
-    settings.KINTSUGI_REPAIR_PARTS = 1
+    settings.KINTSUGI_REPAIR_PARTS, settings.KINTSUGI_REPAIR_HELPERS = 1, False
     if with_drafting is None:
         with_drafting = tickets <= DRAFTING_MAX_TICKETS
     res: dict = {"tickets": tickets, "seed": SEED, "load_avg": {}, "drafting": with_drafting}
@@ -199,7 +231,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     phases = common.Stopwatch()
     walk_detail = common.Stopwatch()
     orig = {"compute_plan": services.compute_plan, "apply_step": services.apply_step,
-            "verify_workspace": services.verify_workspace, "record_baseline": verify.record_baseline,
+            "verify_incident": services.verify_incident, "record_baseline": verify.record_baseline,
             "export_state": verify.export_state, "execute": RecordingSession.execute,
             "radius_actions": engine.radius_actions, "_load": engine.RepairWalk._load,
             "_supersede_load": None}
@@ -222,10 +254,10 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         with phases("apply"):
             return orig["apply_step"](graph_, step)
 
-    def verify_workspace(**kw):
+    def verify_incident(*a, **kw):
         llm.reset_client()
         with phases("verify"):
-            return orig["verify_workspace"](**kw)
+            return orig["verify_incident"](*a, **kw)
 
     def record_baseline(**kw):
         with phases("verify: record_baseline (full replay)"):
@@ -234,9 +266,8 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         marks["baseline_client"] = (llm.get_client().calls, llm.get_client().hits)
         return n
 
-    def send(*a, **k):
-        with phases("drafts (repair_finished receivers)"):
-            return orig_send(*a, **k)
+    def drafted(seconds):
+        phases.phases[DRAFTS] = phases.phases.get(DRAFTS, 0.0) + seconds
 
     def export_state(**kw):
         with phases("verify: export_state"):
@@ -257,10 +288,8 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
             marks["load_calls"] = marks.get("load_calls", 0) + 1
             return orig["_load"](self, ids)
 
-    orig_send = services.repair_finished.send
-    services.repair_finished.send = send
     saved_q = qlog.install()
-    services.compute_plan, services.apply_step, services.verify_workspace = compute_plan, apply_step, verify_workspace
+    services.compute_plan, services.apply_step, services.verify_incident = compute_plan, apply_step, verify_incident
     verify.record_baseline, verify.export_state = record_baseline, export_state
     engine.radius_actions, engine.RepairWalk._load = radius, load
     try:
@@ -271,13 +300,12 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         flag_s = time.perf_counter() - t0
         RecordingSession.execute = execute
         t0 = time.perf_counter()
-        with drafting(with_drafting):
+        with drafting(with_drafting), timed_drafting(drafted):
             incident = services.run_repair(incident_id=incident.pk)
         total_s = time.perf_counter() - t0
     finally:
-        del services.repair_finished.send
         services.compute_plan, services.apply_step = orig["compute_plan"], orig["apply_step"]
-        services.verify_workspace = orig["verify_workspace"]
+        services.verify_incident = orig["verify_incident"]
         verify.record_baseline, verify.export_state = orig["record_baseline"], orig["export_state"]
         RecordingSession.execute = orig["execute"]
         engine.radius_actions, engine.RepairWalk._load = orig["radius_actions"], orig["_load"]
@@ -300,9 +328,9 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         "radius_share": incident.blast_radius / summary["actions"] if summary["actions"] else None,
         "counts": counts, "verification": {k: (incident.verification or {}).get(k) for k in ("facts", "decisions", "effects")},
         "flag_s": flag_s, "total_s": total_s, "phases": dict(phases.phases),
-        "drafts_s": phases.phases.get("drafts (repair_finished receivers)"),
+        "drafts_s": phases.phases.get(DRAFTS),
         "drafted_items": _items(incident),
-        "other_s": total_s - walk - apply - verify_s - phases.phases.get("drafts (repair_finished receivers)", 0.0),
+        "other_s": total_s - walk - apply - verify_s - phases.phases.get(DRAFTS, 0.0),
         "walk_detail": dict(walk_detail.phases), "walk_queries": marks.get("walk_queries"),
         "walk_query_count": marks.get("walk_query_count"), "load_calls": marks.get("load_calls"),
         "walk_model": marks.get("walk_client"), "baseline_model": marks.get("baseline_client"),
@@ -326,7 +354,7 @@ def _items(incident) -> int:
 
 
 def drafting_probe(sizes: list[int]) -> list[dict]:
-    """Compensation drafting time against desk size (the repair_finished receiver, timed alone)."""
+    """Compensation drafting time against desk size (the drafting receivers, timed alone)."""
     import repairs.services as services
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
@@ -341,25 +369,13 @@ def drafting_probe(sizes: list[int]) -> list[dict]:
         ws = Workspace.objects.get(name=name)
         incident = services.flag_source(workspace=ws, source_id=POISONED_PAGE, actor=_actor(), reason="bench",
                                         via=Incident.Via.CLI)
-        t = {}
-        orig_send = services.repair_finished.send
-
-        def send(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return orig_send(*a, **k)
-            finally:
-                t["s"] = time.perf_counter() - t0
-
-        services.repair_finished.send = send
-        try:
+        t = {"s": 0.0}
+        with timed_drafting(lambda seconds: t.__setitem__("s", t["s"] + seconds)):
             incident = services.run_repair(incident_id=incident.pk)
-        finally:
-            del services.repair_finished.send
         items = _items(incident)
         out.append({"tickets": n, "radius": incident.blast_radius, "items": items, "seconds": t.get("s"),
                     "ms_per_item": t["s"] / items * 1e3 if items and t.get("s") else None})
-    common.table("Compensation drafting after a repair (repair_finished receivers)",
+    common.table("Compensation drafting after a repair (repair_planned and repair_finished receivers)",
                  ["tickets", "blast radius", "items drafted", "seconds", "ms per item"],
                  [[d["tickets"], d["radius"], d["items"], d["seconds"], d["ms_per_item"]] for d in out],
                  [f"ms per item, largest / smallest desk: {_growth(out):.2f} (flat = linear drafting)"])
