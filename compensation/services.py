@@ -9,6 +9,8 @@ exit code 2 and the admin into an error message.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import zlib
 from dataclasses import dataclass, field
 
@@ -241,13 +243,15 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         link = CompensationItem.effects.through
         link.objects.bulk_create([link(compensationitem_id=item.pk, repaireffect_id=e["repair_effect"])
                                   for item, (_, p, *_) in zip(new_items, drafted) for e in p.effects], batch_size=5000)
+        worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)
         audit.record_many([dict(
             action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
             reason=reason, incident_id=incident.pk, to_status=St.PENDING,
             data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
                   "currency": item.currency, "valid": item.valid, "problems": item.problems,
                   "drafted_by": item.drafted_by, "effects": [e["effect_id"] for e in p.effects],
-                  "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")})})
+                  "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")}),
+                  "worker": worker})
             for item, (_, p, *_) in zip(new_items, drafted)])
     if parts > 1:
         return None
