@@ -18,6 +18,13 @@ def open_incident(workspace: str, source: str, user=None) -> Incident:
                        reason="poisoned", via=Incident.Via.CLI)
 
 
+def wait_until_finished(incident: Incident, timeout: float) -> None:
+    """Wait until a repair running in a real worker has ended, repaired or failed."""
+    from tests.conftest import wait_for
+
+    wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=timeout)
+
+
 def repair(workspace: str, source: str, **kw) -> Incident:
     return run_repair(incident_id=open_incident(workspace, source).pk, **kw)
 

@@ -11,7 +11,7 @@ from provenance.services import desk_run
 from repairs import parallel
 from repairs.models import Incident, RepairPart
 from tests.conftest import Worker, purge_broker, wait_for, worker_env
-from tests.repairs.helpers import open_incident, repair
+from tests.repairs.helpers import open_incident, repair, wait_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,7 +109,7 @@ def test_two_workers_share_the_repair(one_piece, tmp_path):
     workers = _start_workers(2, tmp_path, KINTSUGI_REPAIR_PARTS="3", KINTSUGI_REPAIR_PARALLEL_MIN="1")
     try:
         incident = open_incident("parts", POISONED_PAGE)
-        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=180)
+        wait_until_finished(incident, timeout=180)
     finally:
         for w in workers:
             w.stop()
@@ -136,7 +136,7 @@ def test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again(o
         incident = open_incident("parts", POISONED_PAGE)
         wait_for(lambda: not fault_file.exists(), timeout=120)
         first_walk = RepairPart.objects.get(incident=incident, index=0)
-        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=180)
+        wait_until_finished(incident, timeout=180)
     finally:
         for w in workers:
             w.stop()

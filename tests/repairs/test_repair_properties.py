@@ -13,7 +13,7 @@ from provenance.services import desk_run
 from repairs.models import Incident, RepairEffect
 from repairs.services import IncidentAlreadyOpen, run_repair
 from tests.conftest import Worker, purge_broker, wait_for, worker_env
-from tests.repairs.helpers import flagger, graph_dump, inputs_by_step, open_incident, repair
+from tests.repairs.helpers import flagger, graph_dump, inputs_by_step, open_incident, repair, wait_until_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,7 +120,7 @@ def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, s
                     tmp_path / "worker.log").start()
     try:
         incident = open_incident("kill", POISONED_PAGE)
-        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=120)
+        wait_until_finished(incident, timeout=120)
     finally:
         worker.stop()
     incident.refresh_from_db()
@@ -167,7 +167,7 @@ def test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker(tmp_path
     wait_for(lambda: [i.pk for i in orphaned_incidents()] == [incident.pk], timeout=30)
     second = Worker(env, tmp_path / "second.log").start()
     try:
-        wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=120)
+        wait_until_finished(incident, timeout=120)
     finally:
         second.stop()
     incident.refresh_from_db()
