@@ -10,8 +10,7 @@ from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db.models import Q
-from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.functional import cached_property
@@ -20,6 +19,8 @@ from django.utils.text import Truncator
 
 from compensation import audit, selectors, services
 from compensation.models import AuditEvent, CompensationItem
+from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance import tenancy
 from provenance.models import Ticket
 from repairs.models import Incident
 
@@ -110,8 +111,8 @@ class CustomerFilter(admin.SimpleListFilter):
     def lookups(self, request, model_admin):
         # Pending items' customers first would need a second query; the first 200 addresses keep the
         # sidebar bounded on a large queue (the search box finds the rest).
-        emails = (CompensationItem.objects.order_by("customer_email").values_list("customer_email", flat=True)
-                  .distinct()[:200])
+        items = tenancy.scoped(CompensationItem.objects.all(), user=request.user, path="incident__workspace")
+        emails = items.order_by("customer_email").values_list("customer_email", flat=True).distinct()[:200]
         return [(e, e) for e in emails]
 
     def queryset(self, request, queryset):
@@ -126,7 +127,8 @@ class IncidentFilter(admin.SimpleListFilter):
     parameter_name = "incident__id__exact"
 
     def lookups(self, request, model_admin):
-        rows = Incident.objects.order_by("-pk").values_list("pk", "source_id", "workspace__name")[:100]
+        rows = (tenancy.scoped(Incident.objects.all(), user=request.user).order_by("-pk")
+                .values_list("pk", "source_id", "workspace__name")[:100])
         return [(str(pk), f"#{pk} {source} ({workspace})") for pk, source, workspace in rows]
 
     def queryset(self, request, queryset):
@@ -136,7 +138,8 @@ class IncidentFilter(admin.SimpleListFilter):
 
 
 @admin.register(CompensationItem)
-class CompensationItemAdmin(admin.ModelAdmin):
+class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
+    workspace_path = "incident__workspace"
     list_display = ("item_link", "incident", "kind", "ticket_id", "customer_email", "amount", "status", "valid",
                     "draft_summary", "drafted_by")
     list_display_links = None
@@ -160,8 +163,8 @@ class CompensationItemAdmin(admin.ModelAdmin):
         return request.user.has_perm(services.REVIEW_PERMISSION)
 
     def get_queryset(self, request):
-        # Every item, for everyone who may view the queue: _count_from_totals relies on it. Restrict rows
-        # here and the totals no longer count what the list shows.
+        # The items of the workspaces the person may see (WorkspaceScoped narrows this); _count_from_totals
+        # counts the same set from the maintained totals, so both must keep the same scope.
         # Unordered: get_ordering gives the order, and the changelist appends a queryset's own ordering
         # after it, which would stop the status index from serving a one-status page.
         return selectors.review_queue().order_by()
@@ -187,7 +190,8 @@ class CompensationItemAdmin(admin.ModelAdmin):
         incident = params.get("incident__id__exact", [None])[0]
         if incident is not None and not incident.isdigit():
             return None
-        return selectors.queue_count(status=status, incident_id=int(incident) if incident is not None else None)
+        return selectors.queue_count(user=request.user, status=status,
+                                     incident_id=int(incident) if incident is not None else None)
 
     def get_ordering(self, request):
         # Same order either way. Under a one-status filter the rank is constant, and leaving it out lets
@@ -216,8 +220,17 @@ class CompensationItemAdmin(admin.ModelAdmin):
             path("<int:item_id>/decide/", wrap(self.decide_view), name="compensation_compensationitem_decide"),
         ] + super().get_urls()
 
+    def _item(self, request, item_id) -> CompensationItem:
+        """The item behind the review page and the decision: another workspace's item is a 404 like a
+        missing one, and an attempt to decide it is on the actor's own record."""
+        item = self.get_queryset(request).filter(pk=item_id).first() if str(item_id).isdigit() else None
+        if item is None:
+            refuse_unseen(request, attempted="decide item", subject_type="compensation_item", subject_ids=[item_id])
+            raise Http404(f"no compensation item {item_id}")
+        return item
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        item = get_object_or_404(selectors.review_queue(), pk=object_id)
+        item = self._item(request, object_id)
         if not self.has_view_permission(request, item):
             raise PermissionDenied
         source = selectors.flagged_source(item=item)
@@ -248,7 +261,7 @@ class CompensationItemAdmin(admin.ModelAdmin):
     def decide_view(self, request, item_id):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        item = get_object_or_404(CompensationItem, pk=item_id)
+        item = self._item(request, item_id)
         decision = request.POST.get("decision", "")
         reason = request.POST.get("reason", "")
         back = reverse("admin:compensation_compensationitem_change", args=[item.pk])
@@ -273,8 +286,19 @@ class CompensationItemAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(back)
 
     # --- actions -----------------------------------------------------------------------------------------
+    def _refuse_unseen_selection(self, request, queryset) -> None:
+        # The changelist drops selected ids outside the person's workspaces without a word; an attempt to
+        # act on them is still an attempt, so it goes on the record.
+        asked = {int(i) for i in request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME) if str(i).isdigit()}
+        unseen = sorted(asked - set(queryset.filter(pk__in=asked).values_list("pk", flat=True)))
+        if unseen:
+            refuse_unseen(request, attempted="bulk action", subject_type="compensation_item", subject_ids=unseen)
+            messages.error(request, f"{len(unseen)} selected item(s) do not exist for you; nothing was done with them.")
+
     @admin.action(description="Approve selected items…", permissions=["review"])
     def bulk_approve(self, request, queryset):
+        if request.POST.get("confirm") != "yes":
+            self._refuse_unseen_selection(request, queryset)
         items = list(queryset.order_by("pk"))
         if request.POST.get("confirm") == "yes":
             result = services.bulk_approve(items=items, actor=request.user, reason=request.POST.get("reason", ""), via=VIA)
@@ -300,6 +324,7 @@ class CompensationItemAdmin(admin.ModelAdmin):
 
     @admin.action(description="Draft selected pending items again", permissions=["review"])
     def redraft(self, request, queryset):
+        self._refuse_unseen_selection(request, queryset)
         done = 0
         for item in queryset.filter(status=CompensationItem.Status.PENDING):
             try:

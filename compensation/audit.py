@@ -52,7 +52,7 @@ def lock_chain() -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_LOCK))
 
 
-def _event(*, seq: int, prev: str, at, action: str, subject_type: str, subject_id, via: str, actor=None,
+def _event(*, seq: int, prev: str, at, action: str, workspace=None, subject_type: str, subject_id, via: str, actor=None,
            reason: str = "", incident_id: int | None = None, from_status: str = "", to_status: str = "",
            data: dict | None = None) -> AuditEvent:
     event = AuditEvent(
@@ -84,7 +84,7 @@ def record_many(events: list[dict]) -> list[AuditEvent]:
     return rows
 
 
-def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, reason: str = "",
+def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, reason: str = "", workspace=None,
            incident_id: int | None = None, from_status: str = "", to_status: str = "",
            data: dict | None = None) -> AuditEvent:
     """Append one event. Must run inside the transaction of the change it records."""

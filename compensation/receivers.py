@@ -1,10 +1,13 @@
-"""How the compensation app hears about repairs: drafting after a repair, cancelling on close, and the
-audit event for every incident transition."""
-from django.db.models.signals import post_save
+"""How the compensation app hears about repairs and people: drafting after a repair, cancelling on close,
+the audit event for every incident transition and every change of workspace membership."""
+from django.contrib.auth import get_user_model
+from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
 from compensation import audit
 from compensation.services import cancel_incident_items, draft_ahead, draft_compensations
+from provenance.membership import current_attribution
+from provenance.models import Workspace
 from repairs.models import IncidentTransition
 from repairs.signals import incident_closed, repair_finished, repair_planned
 
@@ -37,3 +40,29 @@ def audit_incident_transition(sender, instance: IncidentTransition, created: boo
                  actor=instance.actor, reason=instance.reason, incident_id=instance.incident_id,
                  from_status=instance.from_status, to_status=instance.to_status,
                  data={"transition": instance.pk})
+
+
+# Membership decides what the tenancy rule lets a person see, so every change of it is in the record's
+# system chain: attributed when it came through provenance.membership, "unattributed" otherwise.
+@receiver(m2m_changed, sender=Workspace.members.through, dispatch_uid="compensation.audit_membership")
+def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
+    if action not in ("post_add", "post_remove", "pre_clear") or (action != "pre_clear" and not pk_set):
+        return
+    if action == "pre_clear":
+        # clear() sends no pk_set afterwards: record what it is about to remove.
+        pk_set = set(instance.members.values_list("pk", flat=True) if not reverse
+                     else instance.workspaces.values_list("pk", flat=True))
+        if not pk_set:
+            return
+    who = current_attribution() or {"actor": None, "via": "cli",
+                                    "reason": "membership changed outside kintsugi's services (unattributed)"}
+    verb = "membership.added" if action == "post_add" else "membership.removed"
+    pairs = ([(instance, pk) for pk in sorted(pk_set)] if not reverse
+             else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
+    User = get_user_model()
+    names = dict(User.objects.filter(pk__in={u for _, u in pairs}).values_list("pk", "username"))
+    audit.record_many([dict(action=verb, subject_type="workspace", subject_id=ws.pk, via=who["via"],
+                            actor=who["actor"], reason=who["reason"], workspace=None,
+                            data={"workspace": ws.name, "user": names.get(user_pk, str(user_pk)),
+                                  "user_id": user_pk})
+                       for ws, user_pk in pairs])

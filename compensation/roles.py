@@ -1,11 +1,15 @@
-"""The three roles of issue 4 and their permissions (groups are created by migration 0002_roles).
+"""The roles and their permissions (groups, created by the data migrations that call grant_roles).
+
+A role says what a person may do; membership of a workspace (provenance.tenancy) says where. Roles
+never widen what is seen: a Reviewer who is a member of one workspace reviews that workspace only.
 
 Support lead: flags sources and reads incidents, items and their history.
 Reviewer: reads, and approves / rejects / edits compensation items.
 Auditor: reads everything (incidents, items, the audit trail, tickets, ledger, outbox) and exports the
 audit trail; no change permission at all.
+Workspace admin: adds and removes members of the workspaces they belong to (provenance.membership).
 """
-SUPPORT_LEAD, REVIEWER, AUDITOR = "Support lead", "Reviewer", "Auditor"
+SUPPORT_LEAD, REVIEWER, AUDITOR, WORKSPACE_ADMIN = "Support lead", "Reviewer", "Auditor", "Workspace admin"
 
 ROLES = {
     SUPPORT_LEAD: [
@@ -22,16 +26,25 @@ ROLES = {
         "provenance.view_source", "provenance.view_ticket", "provenance.view_ledgerentry",
         "provenance.view_outboxemail",
     ],
+    WORKSPACE_ADMIN: [
+        "provenance.view_workspace", "provenance.manage_members",
+    ],
 }
 
 
-def grant_roles(Group, Permission) -> None:
-    """Create the groups (if missing) and add their permissions; never removes any."""
+def grant_roles(Group, Permission, *, missing_ok: bool = False) -> None:
+    """Create the groups (if missing) and add their permissions; never removes any. A data migration
+    passes missing_ok: a permission whose model option a later migration adds is granted by that one."""
     for name, perms in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)
         for perm in perms:
             app_label, codename = perm.split(".")
-            group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            found = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if found is None and missing_ok:
+                continue
+            if found is None:
+                raise LookupError(f"role {name!r} names a permission that does not exist: {perm}")
+            group.permissions.add(found)
 
 
 def ensure_roles() -> None:

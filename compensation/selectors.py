@@ -6,6 +6,7 @@ from collections import defaultdict
 from django.db.models import Q, QuerySet, Sum
 
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
+from provenance import tenancy
 from provenance.models import Source, Workspace
 from repairs.models import Incident
 
@@ -25,10 +26,10 @@ def review_queue(*, workspace: Workspace | None = None, incident: Incident | Non
     return qs.order_by(QUEUE_ORDER, "-incident_id", "ticket_id", "kind", "pk")
 
 
-def queue_count(*, status: str | None = None, incident_id: int | None = None) -> int:
-    """How many items (with this status, on this incident), exact, from the trigger-maintained totals:
-    a few rows whatever the size of the queue."""
-    totals = QueueTotal.objects.all()
+def queue_count(*, user, status: str | None = None, incident_id: int | None = None) -> int:
+    """How many items (with this status, on this incident) of the workspaces `user` may see, exact, from
+    the trigger-maintained totals: a few rows whatever the size of the queue."""
+    totals = tenancy.scoped(QueueTotal.objects.all(), user=user, path="incident__workspace")
     if status is not None:
         totals = totals.filter(status=status)
     if incident_id is not None:
@@ -36,12 +37,15 @@ def queue_count(*, status: str | None = None, incident_id: int | None = None) ->
     return totals.aggregate(n=Sum("items"))["n"] or 0
 
 
-def pending_totals(*, incident: Incident | None = None) -> list[dict]:
-    """Pending items and their cents per currency (all incidents, or one), exact, from the maintained
-    totals: [{"currency": "USD", "items": 66779, "cents": 123400}], currencies with pending items only."""
+def pending_totals(*, incident: Incident | None = None, user=None) -> list[dict]:
+    """Pending items and their cents per currency (one incident, or every incident `user` may see),
+    exact, from the maintained totals: [{"currency": "USD", "items": 66779, "cents": 123400}], currencies
+    with pending items only."""
     totals = QueueTotal.objects.filter(status=St.PENDING)
     if incident is not None:
         totals = totals.filter(incident=incident)
+    else:
+        totals = tenancy.scoped(totals, user=user, path="incident__workspace")
     return list(totals.values("currency").annotate(items=Sum("items"), cents=Sum("cents"))
                 .filter(items__gt=0).order_by("currency"))
 

@@ -24,6 +24,7 @@ from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email
                                    reversal_input)
 from compensation.models import CompensationItem
 from compensation.validation import validate_draft
+from provenance import tenancy
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
 from repairs.models import Incident, RepairEffect
@@ -354,7 +355,8 @@ def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Except
 
 
 def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str, four_eyes: bool = True) -> bool:
-    """Check role and four-eyes; returns True when four-eyes was relaxed by the setting."""
+    """Check workspace, role and four-eyes; returns True when four-eyes was relaxed by the setting."""
+    tenancy.require_visible(actor, item.incident.workspace_id, via=via, what=f"compensation item {item.pk}")
     if actor is None or not actor.is_active:
         _refuse(item, actor, via, action, ReviewRefused("an active user is required to review"))
     if not actor.has_perm(REVIEW_PERMISSION):

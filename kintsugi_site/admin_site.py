@@ -16,7 +16,7 @@ class KintsugiAdminSite(admin.AdminSite):
     def index(self, request, extra_context=None):
         from repairs.selectors import dashboard  # apps are loaded by the time a request arrives
 
-        return super().index(request, {"dashboard": dashboard(), **(extra_context or {})})
+        return super().index(request, {"dashboard": dashboard(user=request.user), **(extra_context or {})})
 
 
 class KintsugiAdminConfig(AdminConfig):

@@ -30,7 +30,7 @@ from rest_framework.authtoken.models import Token
 from kintsugi_site.api.audit import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
-from provenance import selectors as provenance_selectors
+from provenance import selectors as provenance_selectors, tenancy
 from provenance.models import Workspace
 from repairs import services as repair_services
 from repairs.models import Incident
@@ -119,7 +119,7 @@ def _user(access: AccessToken | None):
 
 
 def _workspace(user, name: str) -> Workspace:
-    ws = provenance_selectors.visible_workspaces(user=user).filter(name=name).first()
+    ws = tenancy.visible_workspaces(user=user).filter(name=name).first()
     if ws is None:
         raise LookupError(f"unknown workspace {name!r}")
     return ws
@@ -152,7 +152,7 @@ def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, 
 
 
 def incident_status(*, user, incident: int) -> dict[str, Any]:
-    visible = provenance_selectors.visible_workspaces(user=user)
+    visible = tenancy.visible_workspaces(user=user)
     found = Incident.objects.filter(pk=incident, workspace__in=visible).select_related("workspace").first()
     if found is None:
         raise LookupError(f"unknown incident {incident}")

@@ -1,4 +1,6 @@
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpResponseRedirect
@@ -6,6 +8,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance import membership, tenancy
 from provenance.graph import GraphUnavailable
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
@@ -15,15 +19,81 @@ PREVIEW_ACTIONS = 40  # actions listed on the flag preview; the totals always co
 FLAG_MANY_LIMIT = 20  # sources one list action may flag at once
 
 
+class WorkspaceForm(forms.ModelForm):
+    membership_reason = forms.CharField(
+        required=False, max_length=500, label="Why the members change",
+        help_text="Recorded with every member added or removed (required when the members change).")
+
+    class Meta:
+        model = Workspace
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if "members" in self.changed_data and not (cleaned.get("membership_reason") or "").strip():
+            self.add_error("membership_reason", "Give a reason: membership changes are recorded in the audit trail.")
+        return cleaned
+
+
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
-    list_display = ("name", "run_number", "action_count", "created_at")
+class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
+    """Workspaces the person may see. Members are changed only through provenance.membership (superuser,
+    or the workspace's own Workspace admin), each change audited; everything else is read-only here."""
+
+    workspace_path = "pk"  # a workspace is its own scope
+    form = WorkspaceForm
+    list_display = ("name", "run_number", "action_count", "member_count", "created_at")
     search_fields = ("name",)
     filter_horizontal = ("members",)
 
+    @admin.display(description="members")
+    def member_count(self, obj: Workspace) -> int:
+        return obj.members.count()
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "members":
+            kwargs["queryset"] = get_user_model().objects.filter(is_active=True).order_by("username")
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        if request.user.is_superuser:
+            return True
+        if obj is None:
+            return membership.manageable_workspaces(request.user).exists()
+        return membership.may_manage_members(request.user, obj)
+
+    def get_fields(self, request, obj=None):
+        fields = ["name", "members", "membership_reason", "run_number", "run_params", "action_count"]
+        return fields if self.has_change_permission(request, obj) else ["name", "members", "run_number",
+                                                                          "run_params", "action_count"]
+
+    def get_readonly_fields(self, request, obj=None):
+        if request.user.is_superuser and obj is None:
+            return ("run_number", "run_params", "action_count")
+        if self.has_change_permission(request, obj):
+            return ("name", "run_number", "run_params", "action_count")  # members only
+        return ("name", "members", "run_number", "run_params", "action_count")
+
+    def save_related(self, request, form, formsets, change):
+        # Not form.save_m2m(): the membership service checks who may change it and audits each change.
+        if "members" not in form.cleaned_data:
+            return
+        reason = form.cleaned_data.get("membership_reason") or ("workspace created" if not change else "")
+        if not change and not form.cleaned_data["members"]:
+            return
+        try:
+            added, removed = membership.set_members(workspace=form.instance, users=list(form.cleaned_data["members"]),
+                                                    actor=request.user, reason=reason, via="admin")
+        except membership.MembershipRefused as exc:
+            raise PermissionDenied(str(exc)) from None
+        if added or removed:
+            self.message_user(request, "Members: " + ", ".join(
+                [f"+{u.get_username()}" for u in added] + [f"−{u.get_username()}" for u in removed]) + ".",
+                messages.SUCCESS)
+
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("source_id", "workspace", "title", "open_incident")
     list_filter = ("workspace",)
     search_fields = ("source_id", "title")
@@ -82,8 +152,13 @@ class SourceAdmin(admin.ModelAdmin):
                 ids = [int(i) for i in request.GET.get("ids", "").split(",") if i][:FLAG_MANY_LIMIT]
             except ValueError:
                 raise Http404("ids must be source ids") from None
-        sources = list(Source.objects.filter(pk__in=ids).select_related("workspace").order_by("workspace__name", "source_id"))
-        if not sources:
+        asked = Source.objects.filter(pk__in=ids)
+        sources = list(tenancy.scoped(asked, user=request.user).select_related("workspace")
+                       .order_by("workspace__name", "source_id"))
+        if len(sources) < len(set(ids)):
+            # Another workspace's source is answered like a missing one; the attempt is on the record.
+            refuse_unseen(request, attempted="flag source", subject_type="source",
+                          subject_ids=sorted(set(ids) - {s.pk for s in sources}))
             raise Http404("no such source")
         open_incidents = {(i.workspace_id, i.source_id): i for i in Incident.objects.filter(
             source_id__in=[s.source_id for s in sources], workspace__in={s.workspace_id for s in sources}
@@ -145,19 +220,19 @@ class SourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Ticket)
-class TicketAdmin(admin.ModelAdmin):
+class TicketAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("ticket_id", "workspace", "customer_name", "subject", "amount_cents", "tier")
     list_filter = ("workspace", "tier")
     search_fields = ("ticket_id", "customer_name", "customer_email")
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):
+class LedgerEntryAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("reference", "workspace", "kind", "ticket_id", "amount_cents", "currency", "created_at")
     list_filter = ("workspace", "kind")
 
 
 @admin.register(OutboxEmail)
-class OutboxEmailAdmin(admin.ModelAdmin):
+class OutboxEmailAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("to", "subject", "workspace", "created_at")
     list_filter = ("workspace",)

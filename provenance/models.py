@@ -14,6 +14,7 @@ class Workspace(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("manage_members", "Can add and remove members of the workspaces one belongs to")]
 
     def __str__(self) -> str:
         return self.name

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from django.db.models import QuerySet
 
 from provenance import mirror, queries
 from provenance.graph import Graph, workspace_graph
@@ -62,15 +61,6 @@ def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]
 def _check_source(workspace: Workspace, source: str) -> None:
     if not Source.objects.filter(workspace=workspace, source_id=source).exists():
         raise UnknownSource(f"unknown source {source!r} in workspace {workspace.name!r}")
-
-
-def visible_workspaces(*, user) -> QuerySet[Workspace]:
-    """The workspaces `user` may see: the ones they are a member of (superusers see all)."""
-    if not user or not user.is_authenticated or not user.is_active:
-        return Workspace.objects.none()
-    if user.is_superuser:
-        return Workspace.objects.all()
-    return Workspace.objects.filter(members=user)
 
 
 def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None, offset: int = 0) -> dict:

@@ -13,6 +13,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance import tenancy
 from repairs import selectors, services, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
@@ -26,7 +28,7 @@ def incident_url(incident_id: int) -> str:
 
 
 @admin.register(Incident)
-class IncidentAdmin(admin.ModelAdmin):
+class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("number", "source_id", "workspace", "status", "progress_display", "blast_radius", "flagged_by",
                     "created_at")
     list_display_links = ("number", "source_id")
@@ -73,10 +75,15 @@ class IncidentAdmin(admin.ModelAdmin):
         ] + super().get_urls()
 
     def _incident(self, request, incident_id, *, for_page: bool = False) -> Incident:
+        """The incident behind every custom view, through the tenancy rule: another workspace's incident
+        is a 404 like a missing one (and an attempt to change it is on the actor's record)."""
         try:
-            incident = (selectors.incident_for_page(int(incident_id)) if for_page
-                        else Incident.objects.select_related("workspace").defer("plan").get(pk=int(incident_id)))
+            pk = int(incident_id)
+            visible = tenancy.scoped(Incident.objects.all(), user=request.user)
+            incident = (selectors.incident_for_page(pk, within=visible) if for_page
+                        else visible.select_related("workspace").defer("plan").get(pk=pk))
         except (Incident.DoesNotExist, ValueError):
+            refuse_unseen(request, attempted="incident", subject_type="incident", subject_ids=[incident_id])
             raise Http404(f"no incident {incident_id}") from None
         if not self.has_view_permission(request, incident):
             raise PermissionDenied
@@ -192,8 +199,10 @@ class IncidentAdmin(admin.ModelAdmin):
 
 
 @admin.register(IncidentTransition)
-class IncidentTransitionAdmin(admin.ModelAdmin):
-    """Read-only: the append-only status history of every incident."""
+class IncidentTransitionAdmin(WorkspaceScoped, admin.ModelAdmin):
+    """Read-only: the append-only status history of the incidents the person may see."""
+
+    workspace_path = "incident__workspace"
 
     list_display = ("at", "incident", "from_status", "to_status", "actor", "via", "reason")
     list_filter = ("to_status", "via")

@@ -10,7 +10,7 @@ import json
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from django.db.models import Count, IntegerField, JSONField, Q, Sum
+from django.db.models import Count, IntegerField, JSONField, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 from django.urls import reverse
@@ -36,15 +36,19 @@ RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
 
 
 # --- the dashboard ----------------------------------------------------------------------------------------
-def dashboard(*, limit: int = 10) -> dict:
-    """What a lead sees first: open incidents, the review queue's size and amount, recent flags and the
-    workspaces. Bounded queries on indexed columns only; no count over a whole table."""
-    light = Incident.objects.select_related("workspace", "flagged_by").defer("plan", "verification", "counts")
+def dashboard(*, user, limit: int = 10) -> dict:
+    """What a lead sees first, over the workspaces `user` may see: open incidents, the review queue's size
+    and amount, recent flags and the workspaces. Bounded queries on indexed columns only; no count over a
+    whole table."""
+    from provenance import tenancy
+
+    light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
+             .defer("plan", "verification", "counts"))
     return {
         "open_incidents": list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit]),
         "recent_flags": list(light.order_by("-created_at")[:limit]),
-        "workspaces": list(Workspace.objects.order_by("name")[:limit]),
-        "review_queue": compensation_summary(incident=None),
+        "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
+        "review_queue": compensation_summary(incident=None, user=user),
         "limit": limit,
     }
 
@@ -59,13 +63,14 @@ def review_queue_url(*, incident: Incident | None = None, pending: bool = False)
     return url + ("?" + "&".join(params) if params else "")
 
 
-def compensation_summary(*, incident: Incident | None) -> dict:
+def compensation_summary(*, incident: Incident | None, user=None) -> dict:
     """Pending review items and their total amount per currency (all incidents, or one), exact, from the
     totals the item table's triggers maintain (compensation.models.QueueTotal): a handful of rows instead
-    of an aggregate over every pending item, with the queue's URLs."""
+    of an aggregate over every pending item, with the queue's URLs. Without an incident the totals cover
+    the workspaces `user` may see."""
     from compensation.selectors import pending_totals
 
-    per_currency = pending_totals(incident=incident)
+    per_currency = pending_totals(incident=incident, user=user)
     return {"pending": sum(r["items"] for r in per_currency),
             "amounts": [{"currency": r["currency"], "amount": r["cents"] / 100} for r in per_currency],
             "url": review_queue_url(incident=incident, pending=True),
@@ -107,9 +112,11 @@ _TICKETS_SQL = ("SELECT count(DISTINCT ticket) FROM repairs_actionoutcome "
                 "WHERE incident_id = repairs_incident.id AND ticket <> ''")
 
 
-def incident_for_page(pk: int) -> Incident:
-    """The incident with what its page shows in one query (the plan, the big column, stays behind)."""
-    return (Incident.objects.select_related("workspace", "flagged_by").defer("plan")
+def incident_for_page(pk: int, *, within: QuerySet[Incident] | None = None) -> Incident:
+    """The incident with what its page shows in one query (the plan, the big column, stays behind);
+    `within` is the set it must belong to (the incidents the person may see)."""
+    return ((within if within is not None else Incident.objects.all())
+            .select_related("workspace", "flagged_by").defer("plan")
             .annotate(invalidated_by_kind=_invalidated_by_kind(),
                       tickets_in_radius=RawSQL(_TICKETS_SQL, [], output_field=IntegerField()),
                       # touched: some action of the ticket did more than stay skipped (as the repair counts it)

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from provenance import queries
+from provenance import queries, tenancy
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
@@ -66,6 +66,7 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
         raise ValueError("a reason is required to flag a source")
     if not actor.is_active:
         raise PermissionError(f"user {actor.get_username()!r} is inactive")
+    tenancy.require_visible(actor, workspace, via=via, what=f"workspace {workspace.name!r}")
     if not _can_flag(actor, via):
         raise PermissionError(f"user {actor.get_username()!r} may not flag sources (Support lead role needed)")
     if not Source.objects.filter(workspace=workspace, source_id=source_id).exists():
@@ -104,6 +105,7 @@ def enqueue_repair(incident_id: int) -> None:
 
 def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
     """Send a failed or blocked repair back to the worker; it resumes from its checkpoint."""
+    tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         if incident.status not in (S.FAILED, S.BLOCKED):
@@ -114,6 +116,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
 
 
 def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
+    tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         if incident.status == S.REPAIRING:

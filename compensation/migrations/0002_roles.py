@@ -1,18 +1,7 @@
 """Groups Support lead, Reviewer and Auditor with their permissions (compensation.roles)."""
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from compensation.roles import grant_roles
-
-
-def create_roles(apps, schema_editor):
-    # Permissions are normally created after all migrations (post_migrate); create them now so the
-    # groups can hold them on a fresh database.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    grant_roles(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
+from compensation.migrations._roles import create_roles
 
 
 class Migration(migrations.Migration):

@@ -10,16 +10,23 @@ log = logging.getLogger("kintsugi.api.refusals")
 
 def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subject_id, status: int, code: str,
                    message: str, incident_id: int | None = None) -> None:
-    """Append a `refused` event. Never raises: a failing audit write must not turn a 403 into a 500,
-    so it is logged instead."""
+    """Append a `refused` event: to the incident's workspace chain when the incident is known and
+    visible; otherwise (an object the actor may not see, or none at all) to the chains of the actor's own
+    workspaces, the record of the team the person works in (the system chain for someone in none).
+    Never raises: a failing audit write must not turn a 403 into a 500, so it is logged instead."""
     actor = actor if actor is not None and actor.is_authenticated else None
     log.info("refused %s (%s %s) for %s: %s", attempted, status, code,
              actor.get_username() if actor else "anonymous", message)
     try:
         from compensation import audit
+        from provenance.tenancy import home_workspaces
 
-        audit.record(action="refused", subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
-                     via=via, actor=actor, reason=message, incident_id=incident_id,
-                     data={"attempted": attempted, "status": status, "code": code})
+        fields = dict(action="refused", subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
+                      via=via, actor=actor, reason=message, data={"attempted": attempted, "status": status, "code": code})
+        if incident_id is not None:
+            audit.record(incident_id=incident_id, **fields)
+            return
+        for workspace in home_workspaces(actor) or [None]:
+            audit.record(workspace=workspace, **fields)
     except Exception:
         log.exception("could not record the refusal of %s in the audit trail", attempted)

@@ -42,7 +42,7 @@ from kintsugi_site.api.serializers import (
     WorkspaceSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import selectors as provenance_selectors
+from provenance import selectors as provenance_selectors, tenancy
 from provenance.models import Source
 from repairs import services as repair_services
 from repairs.models import Incident
@@ -58,7 +58,7 @@ def _valid(serializer_class, data) -> dict:
 
 
 def _visible(request):
-    return provenance_selectors.visible_workspaces(user=request.user)
+    return tenancy.visible_workspaces(user=request.user)
 
 
 def _int_filter(request, name: str) -> int | None:

@@ -18,10 +18,12 @@ from repairs.services import flag_source, run_repair
 def make_user(db, django_user_model):
     ensure_roles()
 
-    def make(username: str, *groups: str, **extra):
+    def make(username: str, *groups: str, member_of=None, **extra):
         user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
         for name in groups:
             user.groups.add(Group.objects.get(name=name))
+        if member_of is not None:
+            member_of.members.add(user)
         return user
 
     return make
@@ -49,10 +51,13 @@ def workspace_name() -> str:
 
 
 @pytest.fixture
-def canonical_desk(db, workspace_name, settings):
+def canonical_desk(db, workspace_name, settings, support_lead, reviewer):
+    """The canonical desk recorded into a workspace whose members are the lead and the reviewer."""
     settings.CELERY_TASK_ALWAYS_EAGER = False
     desk_run(workspace=workspace_name)
-    return get_workspace(workspace_name)
+    workspace = get_workspace(workspace_name)
+    workspace.members.add(support_lead, reviewer)
+    return workspace
 
 
 @pytest.fixture

@@ -82,7 +82,7 @@ def test_list_action_flags_several_sources_and_skips_one_already_open(lead_clien
 def test_source_change_page_offers_the_flag_only_to_leads(client, make_user, poisoned_page, lead_client):
     page = reverse("admin:provenance_source_change", args=[poisoned_page.pk])
     assert 'id="flag-source-link"' in lead_client.get(page).content.decode()
-    reviewer = make_user("rev-no-flag", "Reviewer")
+    reviewer = make_user("rev-no-flag", "Reviewer", member_of=poisoned_page.workspace)
     client.force_login(reviewer)
     assert 'id="flag-source-link"' not in client.get(page).content.decode()
     assert client.get(reverse("admin:provenance_source_flag", args=[poisoned_page.pk])).status_code == 403

@@ -92,6 +92,7 @@ def test_picture_of_a_big_radius_is_grouped_and_paged(lead_client, workspace_nam
 
     settings.CELERY_TASK_ALWAYS_EAGER = False
     desk_run(workspace=workspace_name, tickets=120, seed=3)
+    get_workspace(workspace_name).members.add(support_lead)
     incident = flag_source(workspace=get_workspace(workspace_name), source_id=POISONED_PAGE, actor=support_lead,
                            reason="big", via=Incident.Via.CLI)
     incident = run_repair(incident_id=incident.pk)
@@ -147,7 +148,7 @@ def test_incident_changelist_and_transitions_stay_cheap(lead_client, client, mak
                                                        django_assert_max_num_queries):
     with django_assert_max_num_queries(9):
         assert lead_client.get(reverse("admin:repairs_incident_changelist")).status_code == 200
-    client.force_login(make_user("auditor-admin", "Auditor"))
+    client.force_login(make_user("auditor-admin", "Auditor", member_of=repaired.workspace))
     with django_assert_max_num_queries(9):
         assert client.get(reverse("admin:repairs_incidenttransition_changelist")).status_code == 200
 

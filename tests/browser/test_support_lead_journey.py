@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group
 from compensation.models import CompensationItem
 from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
+from provenance.models import Workspace
 from provenance.services import desk_run
 from repairs.models import Incident
 
@@ -33,10 +34,10 @@ def test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf(
         new_page, celery_worker_process, django_user_model, screenshots, tmp_path, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = False
     ensure_roles()
-    _person(django_user_model, "lead", SUPPORT_LEAD)
-    _person(django_user_model, "reviewer", REVIEWER)
+    team = [_person(django_user_model, "lead", SUPPORT_LEAD), _person(django_user_model, "reviewer", REVIEWER)]
     workspace = f"browser-{uuid.uuid4().hex[:6]}"
     desk_run(workspace=workspace)
+    Workspace.objects.get(name=workspace).members.add(*team)
 
     # --- the lead finds the poisoned page and previews what flagging it would touch ---
     lead = new_page("lead", PASSWORD)

@@ -73,12 +73,17 @@ def canonical(canonical_module, db):
     return SimpleNamespace(people=canonical_module.people, incident=Incident.objects.get(pk=canonical_module.incident_id))
 
 
-def repaired_incident(*, flagger, workspace: str | None = None, settings=None) -> Incident:
-    """The canonical desk run, the poisoned page flagged by `flagger` and repaired in-process."""
+def repaired_incident(*, flagger, workspace: str | None = None, settings=None, members=None) -> Incident:
+    """The canonical desk run, the poisoned page flagged by `flagger` and repaired in-process. The
+    workspace's members are `members`, by default every non-superuser the test made (its team)."""
+    from django.contrib.auth import get_user_model
+
     if settings is not None:
         settings.CELERY_TASK_ALWAYS_EAGER = False
     name = workspace or f"comp-{uuid.uuid4().hex[:8]}"
     desk_run(workspace=name)
+    team = members if members is not None else get_user_model().objects.filter(is_superuser=False)
+    get_workspace(name).members.add(*team)
     incident = flag_source(workspace=get_workspace(name), source_id=POISONED_PAGE, actor=flagger,
                            reason="poisoned partner page", via=Incident.Via.CLI)
     return run_repair(incident_id=incident.pk)

@@ -110,6 +110,7 @@ def test_two_executors_at_once_send_once(people, outbox_backend, settings):
 def test_with_the_broker_down_nothing_is_lost_and_every_change_is_audited(people, dead_broker, outbox_backend, settings):
     settings.CELERY_TASK_ALWAYS_EAGER = False
     desk_run(workspace="broker-down")
+    get_workspace("broker-down").members.add(people.lead, people.reviewer)
     with dead_broker():
         incident = flag_source(workspace=get_workspace("broker-down"), source_id=POISONED_PAGE, actor=people.lead,
                                reason="poisoned", via="admin")

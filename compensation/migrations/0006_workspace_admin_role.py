@@ -1,0 +1,13 @@
+"""The Workspace admin group (compensation.roles), who manages the members of their own workspaces."""
+from django.db import migrations
+
+from compensation.migrations._roles import create_roles
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("compensation", "0005_queue_totals_and_indexes"),
+        ("provenance", "0002_workspace_manage_members"),
+    ]
+
+    operations = [migrations.RunPython(create_roles, migrations.RunPython.noop)]

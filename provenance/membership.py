@@ -1,0 +1,97 @@
+"""Who belongs to which workspace, and who may change that.
+
+Membership is what the tenancy rule (provenance.tenancy) reads, so changing it is a privileged act:
+superusers may change any workspace's members; a Workspace admin (permission
+provenance.manage_members) may change the members of the workspaces they belong to, and of no other.
+Roles themselves (the groups) stay with superusers.
+
+Every change of membership lands in the audit record's system chain. The services below record who did
+it and why; a change made around them (a shell, a script calling `workspace.members.add`) is still
+recorded by the m2m_changed receiver, as unattributed.
+"""
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
+
+from django.db import transaction
+
+from provenance.models import Workspace
+
+MANAGE_MEMBERS = "provenance.manage_members"
+
+# Who is changing membership right now (set by the services; read by the m2m_changed receiver).
+_attribution: contextvars.ContextVar[dict | None] = contextvars.ContextVar("membership_attribution", default=None)
+
+
+class MembershipRefused(PermissionError):
+    pass
+
+
+def may_manage_members(actor, workspace: Workspace) -> bool:
+    if actor is None or not actor.is_authenticated or not actor.is_active:
+        return False
+    if actor.is_superuser:
+        return True
+    return actor.has_perm(MANAGE_MEMBERS) and workspace.members.filter(pk=actor.pk).exists()
+
+
+def manageable_workspaces(actor):
+    """The workspaces whose members `actor` may change."""
+    if actor is None or not actor.is_authenticated or not actor.is_active:
+        return Workspace.objects.none()
+    if actor.is_superuser:
+        return Workspace.objects.all()
+    if not actor.has_perm(MANAGE_MEMBERS):
+        return Workspace.objects.none()
+    return Workspace.objects.filter(members=actor)
+
+
+@contextmanager
+def attributed(*, actor, reason: str, via: str):
+    token = _attribution.set({"actor": actor, "reason": reason, "via": via})
+    try:
+        yield
+    finally:
+        _attribution.reset(token)
+
+
+def current_attribution() -> dict | None:
+    return _attribution.get()
+
+
+def set_members(*, workspace: Workspace, users, actor, reason: str, via: str) -> tuple[list, list]:
+    """Make `users` the members of `workspace`. Returns (added, removed) users; each change is audited."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a reason is required to change who belongs to a workspace")
+    if not may_manage_members(actor, workspace):
+        raise MembershipRefused(f"user {getattr(actor, 'username', None)!r} may not change the members of "
+                                f"workspace {workspace.name!r} (superuser or its Workspace admin needed)")
+    wanted = {u.pk: u for u in users}
+    with transaction.atomic(), attributed(actor=actor, reason=reason, via=via):
+        current = {u.pk: u for u in workspace.members.select_for_update().all()}
+        added = [u for pk, u in sorted(wanted.items()) if pk not in current]
+        removed = [u for pk, u in sorted(current.items()) if pk not in wanted]
+        if removed:
+            workspace.members.remove(*removed)
+        if added:
+            workspace.members.add(*added)
+    return added, removed
+
+
+def add_member(*, workspace: Workspace, user, actor, reason: str, via: str) -> bool:
+    current = list(workspace.members.all())
+    if any(u.pk == user.pk for u in current):
+        return False
+    set_members(workspace=workspace, users=current + [user], actor=actor, reason=reason, via=via)
+    return True
+
+
+def remove_member(*, workspace: Workspace, user, actor, reason: str, via: str) -> bool:
+    current = list(workspace.members.all())
+    if not any(u.pk == user.pk for u in current):
+        return False
+    set_members(workspace=workspace, users=[u for u in current if u.pk != user.pk], actor=actor, reason=reason,
+                via=via)
+    return True
