@@ -163,11 +163,11 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
         return request.user.has_perm(services.REVIEW_PERMISSION)
 
     def get_queryset(self, request):
-        # The items of the workspaces the person may see (WorkspaceScoped narrows this); _count_from_totals
-        # counts the same set from the maintained totals, so both must keep the same scope.
+        # The items of the workspaces the person may see; _count_from_totals counts the same set from the
+        # maintained totals, so both must keep the same scope.
         # Unordered: get_ordering gives the order, and the changelist appends a queryset's own ordering
         # after it, which would stop the status index from serving a one-status page.
-        return selectors.review_queue().order_by()
+        return tenancy.scoped(selectors.review_queue().order_by(), user=request.user, path=self.workspace_path)
 
     # Sidebar filters whose count the maintained totals answer exactly (compensation.models.QueueTotal is
     # per incident and status): the unfiltered queue and the dashboard's and incident page's links.
