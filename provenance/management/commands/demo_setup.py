@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from provenance import membership
 from provenance.management.commands._common import KintsugiCommand
 from provenance.models import Workspace
 from provenance.services import desk_run
@@ -31,6 +32,7 @@ class Command(KintsugiCommand):
         else:
             self.stdout.write(f"workspace {o['workspace']!r} already recorded (run {ws.run_number}); kept")
         User = get_user_model()
+        people = []
         for username, group, superuser in DEMO_USERS:
             user, created = User.objects.get_or_create(username=username, defaults={"is_staff": True})
             if created:
@@ -40,6 +42,10 @@ class Command(KintsugiCommand):
             user.save()
             if group and Group.objects.filter(name=group).exists():
                 user.groups.add(Group.objects.get(name=group))
-            ws.members.add(user)
+            people.append(user)
+        # Through the membership service, so the demo's record says who added the team and why.
+        admin = next(u for u in people if u.is_superuser)
+        membership.set_members(workspace=ws, users=list(ws.members.all()) + people, actor=admin,
+                               reason="demo set-up", via="cli")
         self.stdout.write("demo users (password: %s): %s" % (
             DEMO_PASSWORD, ", ".join(f"{u} ({g or 'superuser'})" for u, g, _ in DEMO_USERS)))
