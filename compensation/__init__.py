@@ -1,4 +1,4 @@
-"""Compensation: what people do about the effects a repair could not undo (issue 4).
+"""Compensation: what people do about the effects a repair could not undo.
 
 After a repair (repairs.signals.repair_finished) every invalidated effect becomes a review item, netted
 per ticket against the replacements the repair produced (compensation.drafting); the drafts are

@@ -1,6 +1,6 @@
 """From a repair's effects to the items people review: netting per ticket, and the drafting tasks.
 
-Netting (issue 4, item 1). Per ticket of an incident:
+Netting, per ticket of an incident:
 - invalidated refunds A and replacement refunds B on the same ticket become ONE money item for the
   difference: a `refund_reversal` of A - B when A > B (a full refund that should have been partial), a
   `replacement_refund` of B - A when B > A, nothing when they cancel out. Without a replacement, each

@@ -5,7 +5,7 @@ import json
 from datetime import datetime, timezone
 
 
-from provenance import mirror, queries
+from provenance import mirror, paths, queries
 from provenance.graph import Graph, workspace_graph
 from provenance.mirror import DEAD
 from provenance.models import Source, Workspace
@@ -86,9 +86,10 @@ def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None,
 
 
 def explain_path(*, workspace: str, source: str, action_id: int) -> list[dict]:
-    """The shortest FEEDS|HANDED_OFF chain from an action that INGESTED `source` to `action_id`, one dict
-    per step (the action, how it was reached, the facts it read, its handoffs). [] when the action does
-    not depend on the source. Ties between equally short paths go to the lowest action ids."""
+    """The shortest FEEDS|HANDED_OFF chain in the live graph from an action that INGESTED `source` to
+    `action_id`, one dict per step (the action, how it was reached, the facts it read, its handoffs).
+    [] when the action does not depend on the source in the graph as it is now; a repair removes that
+    dependence, so the API and MCP ask repairs.selectors.explain_action, which knows repaired actions."""
     ws = Workspace.objects.filter(name=workspace).first()
     if ws is None:
         raise LookupError(f"unknown workspace {workspace!r}")
@@ -96,22 +97,12 @@ def explain_path(*, workspace: str, source: str, action_id: int) -> list[dict]:
     graph = workspace_graph(workspace)
     if not graph.ro_query(queries.ACTION_SUMMARIES, {"ids": [action_id]}):
         raise LookupError(f"unknown action {action_id} in workspace {workspace!r}")
-    start = sorted(ingesters(graph, source))
-    reached_by: dict[int, tuple[int | None, str]] = {a: (None, "INGESTED") for a in start}
-    frontier = start
-    while frontier and action_id not in reached_by:
-        nxt = []
-        for parent, child, edge in sorted(graph.ro_query(queries.SUCCESSOR_EDGES, {"ids": frontier})):
-            if child not in reached_by:
-                reached_by[child] = (parent, edge)
-                nxt.append(child)
-        frontier = nxt
-    if action_id not in reached_by:
+    chain = paths.shortest_path(starts=ingesters(graph, source), target=action_id,
+                                upstream=paths.graph_upstream(graph.ro_query, queries.PREDECESSORS))
+    if not chain:
         return []
-    path = [action_id]
-    while reached_by[path[-1]][0] is not None:
-        path.append(reached_by[path[-1]][0])
-    path.reverse()
+    path = [s.action for s in chain]
+    reached_by = {s.action: (s.from_action, s.edge) for s in chain}
     summaries = {r[0]: r for r in graph.ro_query(queries.ACTION_SUMMARIES, {"ids": path})}
     reads: dict[int, list[dict]] = {a: [] for a in path}
     for reader, key, version, writer in graph.ro_query(queries.ACTION_READS, {"ids": path}):

@@ -7,7 +7,7 @@ incident with thousands of actions costs the same handful of indexed queries as 
 from __future__ import annotations
 
 import json
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db.models import Count, IntegerField, JSONField, Q, QuerySet, Sum
@@ -15,7 +15,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 from django.urls import reverse
 
-from provenance import queries
+from provenance import paths, queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from provenance.selectors import DEAD  # statuses whose decision no longer stands after a repair
@@ -324,27 +324,12 @@ def explain(*, incident: Incident, action_id: int | None = None, effect_id: int 
     if upstream is None:
         upstream = _fallback_upstream(outcomes)
     starts = {aid for aid, o in outcomes.items() if o.status == "poisoned"}
-    # Breadth-first backwards from the target: the first start reached gives a shortest chain.
-    prev: dict[int, tuple[int, str, list] | None] = {target: None}
-    queue, start = deque([target]), None
-    while queue:
-        aid = queue.popleft()
-        if aid in starts:
-            start = aid
-            break
-        for pid, kind, facts in upstream.get(aid, ()):
-            if pid in outcomes and pid not in prev:
-                prev[pid] = (aid, kind, facts)
-                queue.append(pid)
-    if start is None:
+    found = paths.shortest_path(starts=starts, target=target, upstream=paths.recorded_upstream(upstream, set(outcomes)))
+    if not found:
         return {"incident": incident.pk, "source": incident.source_id, "target": target, "effect": effect,
                 "steps": [], "complete": False}
-    chain: list[tuple[int, str | None, list]] = [(start, "INGESTED", [])]
-    node = start
-    while prev[node] is not None:
-        child, kind, facts = prev[node]
-        chain.append((child, kind, facts))
-        node = child
+    facts_of = {(aid, pid, kind): facts for aid, edges in upstream.items() for pid, kind, facts in edges}
+    chain = [(s.action, s.edge, facts_of.get((s.action, s.from_action, s.edge), [])) for s in found]
     values = _fact_values(incident, {(k, v) for _, _, facts in chain for k, v in facts})
     steps = []
     for i, (aid, kind, facts) in enumerate(chain):
@@ -365,6 +350,21 @@ def explain(*, incident: Incident, action_id: int | None = None, effect_id: int 
         })
     return {"incident": incident.pk, "source": incident.source_id, "target": target, "effect": effect,
             "steps": steps, "complete": True}
+
+
+def explain_action(*, workspace: Workspace, source: str, action_id: int) -> list[dict]:
+    """Why `action_id` depends on `source` — or depended on it, for an action a repair of that source
+    took in: the API's and MCP's explain. Before a repair the live graph has the path; after it, the
+    repair's recorded edges do (it rewired the live ones). [] when the action never depended on it."""
+    incident = (Incident.objects.filter(workspace=workspace, source_id=source, outcomes__action_id=action_id)
+                .defer("plan", "verification").order_by("-pk").first())
+    if incident is not None:
+        steps = explain(incident=incident, action_id=action_id)["steps"]
+        if steps:
+            return steps
+    from provenance.selectors import explain_path
+
+    return explain_path(workspace=workspace.name, source=source, action_id=action_id)
 
 
 # --- the blast-radius picture's data ----------------------------------------------------------------------

@@ -44,7 +44,7 @@ from kintsugi_site.api.serializers import (
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
 from provenance import selectors as provenance_selectors, tenancy
 from provenance.models import Source
-from repairs import services as repair_services
+from repairs import selectors as repair_selectors, services as repair_services
 from repairs.models import Incident
 
 VIA = Incident.Via.API
@@ -286,8 +286,8 @@ class ExplainView(APIView):
         source_pk = _valid(ExplainQuerySerializer, request.query_params)["source"]
         source = get_object_or_404(Source.objects.filter(workspace__in=_visible(request)).select_related("workspace"),
                                    pk=source_pk)
-        steps = provenance_selectors.explain_path(workspace=source.workspace.name, source=source.source_id,
-                                                  action_id=action_id)
+        steps = repair_selectors.explain_action(workspace=source.workspace, source=source.source_id,
+                                                action_id=action_id)
         if not steps:
             raise ApiError(f"action {action_id} does not depend on source {source.source_id!r}", code="no_path",
                            status_code=404)

@@ -118,3 +118,23 @@ def test_the_expensive_endpoints_are_throttled(desk_and_lead, settings):
     error = assert_error(client.get(url), 429, "throttled")
     assert error["details"]["retry_after"] > 0
     assert client.get(f"/api/v1/sources/{source.pk}/").status_code == 200  # cheap reads are not throttled
+
+
+def test_explain_of_a_rerun_action_after_the_repair_still_gives_its_path(desk_and_lead, settings):
+    """After the repair the live graph no longer ties the re-run to the page; the answer comes from the
+    repair's own record, over the API as over MCP."""
+    from kintsugi_site.mcp_server import explain_path as mcp_explain
+    from repairs.services import flag_source, run_repair
+
+    ws, source, client = desk_and_lead
+    radius = client.get(f"/api/v1/sources/{source.pk}/blast-radius/?limit=500").json()["actions"]
+    triage = next(a["id"] for a in radius if a["agent"] == "triage" and a["ticket"] == "t05")
+    lead = ws.members.get()
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    run_repair(incident_id=flag_source(workspace=ws, source_id=source.source_id, actor=lead, reason="poisoned",
+                                       via="cli").pk)
+    response = client.get(f"/api/v1/actions/{triage}/explain/?source={source.pk}")
+    assert response.status_code == 200, response.content
+    assert [s["agent"] for s in response.json()["steps"]] == ["research", "triage"]
+    mcp = mcp_explain(user=lead, workspace=ws.name, source=source.source_id, action_id=triage)
+    assert [(s["agent"], s["reached_by"]["edge"]) for s in mcp["steps"]] == [("research", "INGESTED"), ("triage", "FEEDS")]
