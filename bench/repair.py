@@ -7,8 +7,8 @@
    cached model calls;
 3. repair: repairs.services.flag_source(via="cli") then repairs.services.run_repair(incident_id=...) called
    here (CELERY_TASK_ALWAYS_EAGER is False; the enqueue goes to the bench's private broker and is never
-   consumed). Phases are timed by wrapping compute_plan (walk), apply_step (apply), verify_workspace
-   (verify: record_baseline = a full replay with cached model calls, then export/diff). The model client
+   consumed). Phases are timed by wrapping compute_plan (walk), apply_step (apply), record_baseline and
+   diff_workspace (verify: record_baseline = a full replay with cached model calls, then export/diff). The model client
    is reset before the walk and before verify, so both start with an empty in-process memo and a warm
    FalkorDB cache, the way a fresh Celery worker would;
 4. the minimum number of re-executions, computed independently from the graph: live actions with a

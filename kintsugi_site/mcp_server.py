@@ -66,16 +66,6 @@ class DjangoTokenVerifier:
         return AccessToken(token=token, client_id=user.get_username(), scopes=[], subject=str(user.pk))
 
 
-def _current_user():
-    access = get_access_token()
-    if access is None or not access.subject:
-        raise ToolError("not authenticated")
-    user = get_user_model().objects.filter(pk=int(access.subject), is_active=True).first()
-    if user is None:
-        raise ToolError("not authenticated")
-    return user
-
-
 # --- the tools' plumbing --------------------------------------------------------------------------------------
 async def _call(fn, **kwargs) -> dict[str, Any]:
     """Run `fn` (the Django work of one tool) in a worker thread as the token's user, with fresh database

@@ -52,8 +52,6 @@ class Incident(models.Model):
     # repairing worker does not record it again when another worker already did.
     baseline_for = models.JSONField(null=True, blank=True, editable=False)
 
-    ACTIVE = (Status.OPEN, Status.REPAIRING, Status.REPAIRED, Status.FAILED, Status.BLOCKED)
-
     class Meta:
         ordering = ["-created_at"]
         constraints = [

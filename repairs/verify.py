@@ -83,8 +83,3 @@ def verify_incident(incident, *, wait: bool) -> bool:
 def diff_workspace(workspace: Workspace) -> dict:
     return diff_states(export_state(workspace=workspace.name), export_state(workspace=workspace.name, baseline=True))
 
-
-def verify_workspace(*, workspace: Workspace, excluded: set[str]) -> dict:
-    """Record a baseline without `excluded` and diff the workspace against it, outside any incident."""
-    record_baseline(workspace=workspace, excluded=excluded)
-    return diff_workspace(workspace)
