@@ -25,13 +25,14 @@ ROLES = {
 }
 
 
-def grant_roles(Group, Permission) -> None:
-    """Create the groups (if missing) and add their permissions; never removes any."""
+def grant_roles(Group, Permission, *, using: str = "default") -> None:
+    """Create the groups (if missing) and add their permissions; never removes any. `using`: a data
+    migration passes its own connection's alias (the owner's, which runs migrations)."""
     for name, perms in ROLES.items():
-        group, _ = Group.objects.get_or_create(name=name)
+        group, _ = Group.objects.using(using).get_or_create(name=name)
         for perm in perms:
             app_label, codename = perm.split(".")
-            group.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            group.permissions.add(Permission.objects.using(using).get(content_type__app_label=app_label, codename=codename))
 
 
 def ensure_roles() -> None:

@@ -9,8 +9,9 @@ log = logging.getLogger("kintsugi.api.refusals")
 
 
 def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subject_id, status: int, code: str,
-                   message: str, incident_id: int | None = None) -> None:
-    """Append a `refused` event. Never raises: a failing audit write must not turn a 403 into a 500,
+                   message: str, incident_id: int | None = None, workspace=None) -> None:
+    """Append a `refused` event to `workspace`'s chain (a Workspace or id; not given: the incident's
+    workspace, else the system chain). Never raises: a failing audit write must not turn a 403 into a 500,
     so it is logged instead."""
     actor = actor if actor is not None and actor.is_authenticated else None
     log.info("refused %s (%s %s) for %s: %s", attempted, status, code,
@@ -20,6 +21,7 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
 
         audit.record(action="refused", subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
                      via=via, actor=actor, reason=message, incident_id=incident_id,
-                     data={"attempted": attempted, "status": status, "code": code})
+                     data={"attempted": attempted, "status": status, "code": code},
+                     workspace=audit.FROM_INCIDENT if workspace is None else workspace)
     except Exception:
         log.exception("could not record the refusal of %s in the audit trail", attempted)
