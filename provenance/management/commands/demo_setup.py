@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from compensation import audit
 from provenance.management.commands._common import KintsugiCommand
 from provenance.models import Workspace
 from provenance.services import desk_run
@@ -40,6 +41,13 @@ class Command(KintsugiCommand):
             user.save()
             if group and Group.objects.filter(name=group).exists():
                 user.groups.add(Group.objects.get(name=group))
+            joined = not ws.members.filter(pk=user.pk).exists()
             ws.members.add(user)
+            # Users and memberships are system events: they go to the system chain, not a workspace's.
+            for happened, action in ((created, "user.created"), (joined, "membership.added")):
+                if happened:
+                    audit.record(action=action, subject_type="user", subject_id=user.pk, via="cli", workspace=None,
+                                 reason="demo set-up", data={"username": username, "workspace": ws.name,
+                                                             "group": group, "superuser": superuser})
         self.stdout.write("demo users (password: %s): %s" % (
             DEMO_PASSWORD, ", ".join(f"{u} ({g or 'superuser'})" for u, g, _ in DEMO_USERS)))
