@@ -9,7 +9,6 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR, SEARCH_VAR
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
-from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -17,7 +16,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from compensation import audit, selectors, services
+from compensation import selectors, services
 from compensation.models import AuditEvent, CompensationItem
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
@@ -335,74 +334,5 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
         messages.info(request, f"Redrafted {done} item(s).")
 
 
-@admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ("seq", "at", "actor_name", "via", "action", "subject", "incident_id", "status_change", "reason")
-    list_filter = ("via", "subject_type", "action")
-    search_fields = ("reason", "actor_name", "subject_id", "action")
-    list_per_page = 100
-    show_full_result_count = False  # the trail only grows; skip the second COUNT(*) per page
-    actions = None
-    change_list_template = "admin/compensation/auditevent/change_list.html"
-    # The history pages link here with these filters (an incident, or one item or incident).
-    EXTRA_LOOKUPS = {"incident__id__exact", "subject_id", "subject_type"}
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def lookup_allowed(self, lookup, value, request=None):
-        return lookup in self.EXTRA_LOOKUPS or super().lookup_allowed(lookup, value, request)
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).order_by("-seq")
-
-    @admin.display(description="subject")
-    def subject(self, obj):
-        if obj.subject_type == "compensation_item" and obj.subject_id:
-            url = reverse("admin:compensation_compensationitem_change", args=[obj.subject_id])
-            return format_html('<a href="{}">item #{}</a>', url, obj.subject_id)
-        return f"{obj.subject_type} {obj.subject_id}".strip()
-
-    @admin.display(description="status")
-    def status_change(self, obj):
-        if obj.from_status or obj.to_status:
-            return f"{obj.from_status or '—'} → {obj.to_status or '—'}"
-        return ""
-
-    def get_urls(self):
-        wrap = self.admin_site.admin_view
-        return [path("export/", wrap(self.export_view), name="compensation_auditevent_export")] + super().get_urls()
-
-    def changelist_view(self, request, extra_context=None):
-        extra = {"can_export": request.user.has_perm("compensation.export_auditevent"),
-                 "export_url": reverse("admin:compensation_auditevent_export"),
-                 "export_query": request.GET.urlencode()}
-        return super().changelist_view(request, {**extra, **(extra_context or {})})
-
-    def export_view(self, request):
-        """The (filtered) trail as CSV (formula-safe) or JSON, oldest first."""
-        if not request.user.has_perm("compensation.export_auditevent"):
-            raise PermissionDenied
-        events = AuditEvent.objects.order_by("seq")
-        incident = request.GET.get("incident__id__exact") or request.GET.get("incident")
-        if incident:
-            events = events.filter(Q(incident_id=incident) | Q(subject_type="incident", subject_id=str(incident)))
-        for name in ("subject_type", "subject_id", "via", "action"):
-            if request.GET.get(name):
-                events = events.filter(**{name: request.GET[name]})
-        fmt = request.GET.get("format", "csv")
-        if fmt == "json":
-            response = HttpResponse(audit.export_json(events), content_type="application/json; charset=utf-8")
-        else:
-            fmt = "csv"
-            response = HttpResponse(audit.export_csv(events), content_type="text/csv; charset=utf-8")
-        suffix = f"-incident-{int(incident)}" if incident and str(incident).isdigit() else ""
-        response["Content-Disposition"] = f'attachment; filename="audit{suffix}.{fmt}"'
-        response["X-Content-Type-Options"] = "nosniff"
-        return response
+# The audit trail's changelist and export live in their own module.
+from compensation.audit_admin import AuditEventAdmin  # noqa: E402,F401

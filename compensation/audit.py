@@ -2,13 +2,13 @@
 
 `record()` is called by services in the same transaction as the change it describes (Zulip's
 RealmAuditLog pattern), so a rolled-back change leaves no event and a committed one always has its
-event. Rows are chained: hash = sha256(prev_hash + canonical JSON of the row). Appends are serialised
-with a transaction-level advisory lock, and `seq` is the previous seq + 1 under that lock, so committed
-rows have no gaps (a rolled-back transaction gives its seq back) and a deleted row shows as a gap.
-
-Limits: a deletion of the newest rows leaves a shorter chain that still verifies; compare the head
-(`verify_audit` prints it) with one kept elsewhere to catch that. TRUNCATE is refused by the role
-(`restrict_role`), not by a trigger.
+event. Each workspace has a chain of its own, and user and membership events form the system chain
+(`workspace=None`). Rows are chained: hash = sha256(prev_hash + canonical JSON of the row, its chain
+included). Appends to one chain are serialised by a transaction-level advisory lock of that chain
+alone, so two workspaces' audited writes never wait on each other, and `seq` is the chain's previous
+seq + 1 under that lock: committed rows have no gaps (a rolled-back transaction gives its seq back) and
+a deleted row shows as a gap. After commit the new heads are signed into a log outside the database
+(compensation.checkpoints), which is what catches a deleted newest row or a truncated table.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import csv
 import hashlib
 import io
 import json
-from dataclasses import dataclass
+from collections import defaultdict
 from datetime import timezone as dt_timezone
 from typing import Iterable
 
@@ -24,11 +24,29 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from compensation.models import AuditEvent
+from kintsugi_site import locks
 
 GENESIS = "0" * 64
-_LOCK = (7173, 1)  # pg_advisory_xact_lock key for appends (7171/7172 are the repairs' locks)
-HASHED_FIELDS = ("seq", "at", "actor_id", "actor_name", "via", "subject_type", "subject_id", "incident_id",
-                 "action", "from_status", "to_status", "reason", "data", "prev_hash")
+SYSTEM_CHAIN_KEY = 0  # the system chain's lock key; workspace ids start at 1
+HASHED_FIELDS = ("workspace_id", "seq", "at", "actor_id", "actor_name", "via", "subject_type", "subject_id",
+                 "incident_id", "action", "from_status", "to_status", "reason", "data", "prev_hash")
+
+
+class _FromIncident:
+    """`workspace` not given: the incident's workspace when `incident_id` is, else the system chain."""
+
+    def __repr__(self) -> str:
+        return "FROM_INCIDENT"
+
+
+FROM_INCIDENT = _FromIncident()
+
+
+def workspace_id_of(workspace) -> int | None:
+    """A chain's workspace id from a Workspace, an id or None (the system chain)."""
+    if workspace is None:
+        return None
+    return int(getattr(workspace, "pk", workspace))
 
 
 def _canonical(event: AuditEvent) -> str:
@@ -45,18 +63,26 @@ def row_hash(event: AuditEvent) -> str:
     return hashlib.sha256((event.prev_hash + _canonical(event)).encode()).hexdigest()
 
 
-def lock_chain() -> None:
-    """Take the append lock now. Services call this before locking their own rows, so every audited
-    transaction takes locks in the same order (chain first) and two of them cannot deadlock."""
+def lock_chain(workspace) -> None:
+    """Take the append lock of `workspace`'s chain (a Workspace, an id, or None: the system chain) now.
+    Services call this before locking their own rows, so every audited transaction takes locks in the
+    same order (chain first) and two of them cannot deadlock."""
+    ws = workspace_id_of(workspace)
     with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_LOCK))
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.AUDIT_CHAIN, SYSTEM_CHAIN_KEY if ws is None else ws])
 
 
-def _event(*, seq: int, prev: str, at, action: str, workspace=None, subject_type: str, subject_id, via: str, actor=None,
-           reason: str = "", incident_id: int | None = None, from_status: str = "", to_status: str = "",
-           data: dict | None = None) -> AuditEvent:
+def chain_events(workspace):
+    """The rows of one chain (a Workspace, an id, or None: the system chain)."""
+    ws = workspace_id_of(workspace)
+    return AuditEvent.objects.filter(workspace__isnull=True) if ws is None else AuditEvent.objects.filter(workspace_id=ws)
+
+
+def _event(*, workspace_id: int | None, seq: int, prev: str, at, action: str, subject_type: str, subject_id,
+           via: str, actor=None, reason: str = "", incident_id: int | None = None, from_status: str = "",
+           to_status: str = "", data: dict | None = None) -> AuditEvent:
     event = AuditEvent(
-        seq=seq, at=at, actor=actor if actor is not None and actor.pk else None,
+        workspace_id=workspace_id, seq=seq, at=at, actor=actor if actor is not None and actor.pk else None,
         actor_name=actor.get_username() if actor is not None else "", via=via or "", subject_type=subject_type,
         subject_id=str(subject_id if subject_id is not None else ""), incident_id=incident_id, action=action,
         from_status=from_status or "", to_status=to_status or "", reason=reason or "",
@@ -66,86 +92,68 @@ def _event(*, seq: int, prev: str, at, action: str, workspace=None, subject_type
     return event
 
 
-def record_many(events: list[dict]) -> list[AuditEvent]:
-    """Append several events (each the keyword arguments of `record`) in order, under one lock and in
-    one INSERT: a repair drafting thousands of items writes its events in milliseconds, not one round
-    trip each. Must run inside the transaction of the changes they record."""
+def _chains_of(events: list[dict], workspace) -> list[int | None]:
+    """Each event's chain: its own `workspace` key, else the call's, else its incident's workspace."""
+    from repairs.models import Incident
+
+    wanted = [e.get("workspace", workspace) for e in events]
+    lookup = {e["incident_id"] for e, w in zip(events, wanted) if w is FROM_INCIDENT and e.get("incident_id")}
+    found = dict(Incident.objects.filter(pk__in=lookup).values_list("pk", "workspace_id")) if lookup else {}
+    return [found.get(e.get("incident_id")) if w is FROM_INCIDENT else workspace_id_of(w)
+            for e, w in zip(events, wanted)]
+
+
+def record_many(events: list[dict], *, workspace=FROM_INCIDENT) -> list[AuditEvent]:
+    """Append several events (each the keyword arguments of `record`, `workspace` included if they
+    differ) in order, one chain lock and one INSERT per chain: a repair drafting thousands of items
+    writes its events in milliseconds, not one round trip each. Must run inside the transaction of
+    the changes they record; the chains' new heads are signed after it commits."""
+    from compensation import checkpoints
+
     if not events:
         return []
+    chains = _chains_of(events, workspace)
+    by_chain: dict[int | None, list[int]] = defaultdict(list)
+    for index, ws in enumerate(chains):
+        by_chain[ws].append(index)
+    rows: list[AuditEvent | None] = [None] * len(events)
     with transaction.atomic():
-        lock_chain()
-        last = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
-        seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
-        at, rows = timezone.now(), []
-        for fields in events:
-            rows.append(_event(seq=seq, prev=prev, at=at, **fields))
-            seq, prev = seq + 1, rows[-1].hash
-        AuditEvent.objects.bulk_create(rows, batch_size=2000)
+        at = timezone.now()
+        # Locks in one order (system chain first, then by workspace id): two multi-chain appends cannot deadlock.
+        for ws in sorted(by_chain, key=lambda w: -1 if w is None else w):
+            lock_chain(ws)
+            last = chain_events(ws).order_by("-seq").values_list("seq", "hash").first()
+            seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+            for index in by_chain[ws]:
+                fields = {k: v for k, v in events[index].items() if k != "workspace"}
+                rows[index] = _event(workspace_id=ws, seq=seq, prev=prev, at=at, **fields)
+                seq, prev = seq + 1, rows[index].hash
+            AuditEvent.objects.bulk_create([rows[i] for i in by_chain[ws]], batch_size=2000)
+            checkpoints.after_commit(workspace_id=ws)
     return rows
 
 
-def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, reason: str = "", workspace=None,
+def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, reason: str = "",
            incident_id: int | None = None, from_status: str = "", to_status: str = "",
-           data: dict | None = None) -> AuditEvent:
-    """Append one event. Must run inside the transaction of the change it records."""
+           data: dict | None = None, workspace=FROM_INCIDENT) -> AuditEvent:
+    """Append one event to `workspace`'s chain (a Workspace, an id, or None: the system chain; not given:
+    the chain of `incident_id`'s workspace, or the system chain without one). Must run inside the
+    transaction of the change it records."""
     return record_many([dict(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
                              reason=reason, incident_id=incident_id, from_status=from_status, to_status=to_status,
-                             data=data)])[0]
-
-
-@dataclass(frozen=True)
-class ChainBreak:
-    seq: int
-    id: int
-    problem: str
-
-    def __str__(self) -> str:
-        return f"audit chain broken at row seq={self.seq} (id={self.id}): {self.problem}"
-
-
-def verify_chain(events: Iterable[AuditEvent] | None = None) -> tuple[ChainBreak | None, int, str]:
-    """Walk the chain in seq order. Returns (first break or None, rows checked, head hash)."""
-    rows = events if events is not None else AuditEvent.objects.order_by("seq").iterator(chunk_size=2000)
-    prev_hash, expected_seq, checked = GENESIS, 1, 0
-    last_id = None
-    for event in rows:
-        checked += 1
-        if event.seq != expected_seq:
-            problem = (f"expected seq {expected_seq}: rows {expected_seq}..{event.seq - 1} are missing (deleted)"
-                       if event.seq > expected_seq else f"seq {event.seq} repeats or goes back (reordered)")
-            return ChainBreak(event.seq, event.pk, problem), checked, prev_hash
-        if event.prev_hash != prev_hash:
-            return ChainBreak(event.seq, event.pk, "prev_hash does not match the previous row (a row was "
-                                                   "deleted, inserted or reordered)"), checked, prev_hash
-        if row_hash(event) != event.hash:
-            return ChainBreak(event.seq, event.pk, "content does not match its hash (the row was edited)"), checked, prev_hash
-        # Ids come from a sequence: a later row with a smaller id means rows were swapped.
-        if last_id is not None and event.pk < last_id:
-            return ChainBreak(event.seq, event.pk, "row id goes back (reordered)"), checked, prev_hash
-        last_id = event.pk
-        prev_hash, expected_seq = event.hash, expected_seq + 1
-    return None, checked, prev_hash
-
-
-def restrict_role(role: str) -> None:
-    """Let a database role append to and read the audit table but never change it: grant SELECT and
-    INSERT, revoke UPDATE, DELETE and TRUNCATE. Run the application as that (non-owner) role; the owner
-    can still drop the triggers, which is what the hash chain is for."""
-    table, quoted = connection.ops.quote_name(AuditEvent._meta.db_table), connection.ops.quote_name(role)
-    with connection.cursor() as cur:
-        cur.execute(f"GRANT SELECT, INSERT ON {table} TO {quoted}")
-        cur.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {table} FROM {quoted}")
+                             data=data)], workspace=workspace)[0]
 
 
 # --- export ---
 
-EXPORT_COLUMNS = ("seq", "at", "actor", "via", "subject_type", "subject_id", "incident", "action", "from_status",
+EXPORT_COLUMNS = ("chain", "seq", "at", "actor", "via", "subject_type", "subject_id", "incident", "action", "from_status",
                   "to_status", "reason", "data", "hash")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def export_row(event: AuditEvent) -> dict:
     return {
+        "chain": "system" if event.workspace_id is None else f"workspace:{event.workspace_id}",
         "seq": event.seq, "at": event.at.isoformat(), "actor": event.actor_name, "via": event.via,
         "subject_type": event.subject_type, "subject_id": event.subject_id, "incident": event.incident_id,
         "action": event.action, "from_status": event.from_status, "to_status": event.to_status,

@@ -67,7 +67,7 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
         item.save(update_fields=["execution_attempts", "updated_at"])
     outcome = deliver(item)
     with transaction.atomic():
-        audit.lock_chain()
+        audit.lock_chain(item.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)
         if item.status == St.EXECUTED:
             return item
@@ -75,6 +75,7 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
         item.save(update_fields=["status", "executed_at", "updated_at"])
         audit.record(action="item.executed", subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason="approved item executed", incident_id=item.incident_id,
+                     workspace=item.incident.workspace_id,
                      from_status=St.APPROVED, to_status=St.EXECUTED,
                      data={"idempotency_key": item.execution_key, "attempts": item.execution_attempts, **outcome})
     return item

@@ -199,14 +199,21 @@ class QueueTotal(models.Model):
 class AuditEvent(models.Model):
     """One state change of an incident, a compensation item or a policy: who, what, when, why, from where.
 
-    Append-only: UPDATE and DELETE are refused by triggers (and, for a restricted application role, by
-    missing privileges), and every row carries the SHA-256 of its content and of the previous row, so
+    Each workspace has its own chain of these (`workspace`, `seq` 1, 2, ...); user and membership events
+    form the system chain (`workspace` null). Append-only: the application's database role may only
+    SELECT and INSERT (kintsugi_site.db_roles), triggers refuse UPDATE, DELETE and TRUNCATE to everyone
+    else, and every row carries the SHA-256 of its content and of the previous row of its chain, so
     `manage.py verify_audit` detects an edit, a deletion or a reordering made behind the triggers' back
-    (by the table owner, with triggers disabled)."""
+    (by the table owner); deletions of the newest rows and truncation show against the signed
+    checkpoints kept outside the database (compensation.checkpoints)."""
 
     Via = Incident.Via  # one list of the places a change can come from
 
-    seq = models.PositiveBigIntegerField(unique=True, editable=False)
+    # Kept when the workspace goes: the record outlives what it describes.
+    workspace = models.ForeignKey("provenance.Workspace", on_delete=models.DO_NOTHING, null=True, blank=True,
+                                  related_name="audit_events", db_constraint=False, editable=False,
+                                  help_text="The chain this event belongs to; empty: the system chain.")
+    seq = models.PositiveBigIntegerField(editable=False, help_text="Position in its chain, from 1.")
     at = models.DateTimeField(editable=False)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
                               related_name="+", db_constraint=False)
@@ -225,13 +232,24 @@ class AuditEvent(models.Model):
     hash = models.CharField(max_length=64, editable=False)
 
     class Meta:
-        ordering = ["seq"]
+        ordering = ["workspace_id", "seq"]
         permissions = [("export_auditevent", "Can export the audit trail")]
         indexes = [models.Index(fields=["subject_type", "subject_id"])]
+        constraints = [
+            # One seq per chain; the system chain (NULL workspace) needs its own partial index because
+            # NULLs never collide in a unique index. Both also serve "the head of this chain".
+            models.UniqueConstraint(fields=["workspace", "seq"], condition=models.Q(workspace__isnull=False),
+                                    name="audit_seq_unique_per_workspace"),
+            models.UniqueConstraint(fields=["seq"], condition=models.Q(workspace__isnull=True),
+                                    name="audit_seq_unique_in_system_chain"),
+        ]
         triggers = [
-            # Row triggers only: TRUNCATE is what Django's test flush uses, so it is refused by the
-            # database role instead (compensation.audit.restrict_role revokes it with UPDATE/DELETE).
             pgtrigger.Protect(name="audit_no_update_delete", operation=pgtrigger.Update | pgtrigger.Delete),
+            # TRUNCATE fires no row triggers. The application role lacks the privilege anyway; this stops
+            # other roles too, unless they switch triggers off (`flush` does, as the owner: the test runner).
+            pgtrigger.Trigger(name="audit_no_truncate", operation=pgtrigger.Truncate, level=pgtrigger.Statement,
+                              when=pgtrigger.Before,
+                              func="RAISE EXCEPTION 'pgtrigger: Cannot truncate rows from % table', TG_TABLE_NAME;"),
         ]
 
     def __str__(self) -> str:

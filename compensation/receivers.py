@@ -38,6 +38,7 @@ def audit_incident_transition(sender, instance: IncidentTransition, created: boo
     action = "incident.flagged" if not instance.from_status else f"incident.{instance.to_status}"
     audit.record(action=action, subject_type="incident", subject_id=instance.incident_id, via=instance.via,
                  actor=instance.actor, reason=instance.reason, incident_id=instance.incident_id,
+                 workspace=instance.incident.workspace_id,
                  from_status=instance.from_status, to_status=instance.to_status,
                  data={"transition": instance.pk})
 

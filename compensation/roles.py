@@ -32,14 +32,16 @@ ROLES = {
 }
 
 
-def grant_roles(Group, Permission, *, missing_ok: bool = False) -> None:
+def grant_roles(Group, Permission, *, using: str = "default", missing_ok: bool = False) -> None:
     """Create the groups (if missing) and add their permissions; never removes any. A data migration
-    passes missing_ok: a permission whose model option a later migration adds is granted by that one."""
+    passes its own connection's alias (the owner's, which runs migrations) and missing_ok: a permission
+    whose model option a later migration adds is granted by that one."""
     for name, perms in ROLES.items():
-        group, _ = Group.objects.get_or_create(name=name)
+        group, _ = Group.objects.using(using).get_or_create(name=name)
         for perm in perms:
             app_label, codename = perm.split(".")
-            found = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            found = (Permission.objects.using(using)
+                     .filter(content_type__app_label=app_label, codename=codename).first())
             if found is None and missing_ok:
                 continue
             if found is None:

@@ -24,6 +24,7 @@ from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email
                                    reversal_input)
 from compensation.models import CompensationItem
 from compensation.validation import validate_draft
+from kintsugi_site import locks
 from provenance import tenancy
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
@@ -199,7 +200,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     cancelled = {e.effect_id for e in effects if e.role == RepairEffect.Role.CANCELLED}
     with transaction.atomic():
         if cancelled:
-            audit.lock_chain()  # chain before item locks, like every audited transaction
+            audit.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
         superseded, carried, carried_paths = _superseded_items(incident, cancelled)
         planned = plan_items([_effect_dict(e) for e in effects if e.role != RepairEffect.Role.CANCELLED] + carried)
         tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
@@ -218,7 +219,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         client.flush()
         # Loaded once: building each item's path from a fresh query made drafting quadratic.
         index = _outcome_index(incident, part_tickets) if drafted else None
-        audit.lock_chain()
+        audit.lock_chain(incident.workspace_id)
         for old in superseded:
             if old.status == St.PENDING:
                 _set_status(old, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
@@ -253,13 +254,13 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                   "drafted_by": item.drafted_by, "effects": [e["effect_id"] for e in p.effects],
                   "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")}),
                   "worker": worker})
-            for item, (_, p, *_) in zip(new_items, drafted)])
+            for item, (_, p, *_) in zip(new_items, drafted)], workspace=incident.workspace_id)
     if parts > 1:
         return None
     return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
 
 
-DRAFT_LOCK = 7175  # advisory lock namespace: (DRAFT_LOCK, incident id * DRAFT_PARTS + part) while a part is drafted
+DRAFT_LOCK = locks.DRAFT_PART  # advisory lock namespace: (DRAFT_LOCK, incident id * DRAFT_PARTS + part) while a part is drafted
 
 
 def draft_ahead(*, incident: Incident, wait: bool) -> bool:
@@ -289,7 +290,8 @@ def _superseded_items(incident: Incident, cancelled: set[int]) -> tuple[list[Com
         incident__workspace_id=incident.workspace_id, incident__run_number=incident.run_number,
         effects__effect_id__in=cancelled, effects__role=RepairEffect.Role.REPLACEMENT,
         status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident=incident).values_list("pk", flat=True))
-    items = list(CompensationItem.objects.select_for_update().filter(pk__in=pks).order_by("pk"))
+    items = list(CompensationItem.objects.select_for_update(of=("self",)).select_related("incident")
+                 .filter(pk__in=pks).order_by("pk"))
     carried, paths = [], {}
     for item in items:
         for p in item.path:
@@ -321,7 +323,7 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
     draft, drafted_by, version, problems = _draft(planned, refreshed.facts)
     get_client().flush()
     with transaction.atomic():
-        audit.lock_chain()
+        audit.lock_chain(refreshed.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().get(pk=item.pk)
         if item.status != St.PENDING:
             raise DecisionRefused(f"item #{item.pk} is {item.status}; only pending items are redrafted")
@@ -333,6 +335,7 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
         item.save()
         audit.record(action="item.redrafted", subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
+                     workspace=refreshed.incident.workspace_id,
                      to_status=item.status, data={"before": before, "after": _draft_fields(item), "valid": item.valid,
                                                   "problems": problems, "drafted_by": drafted_by})
     return item
@@ -350,6 +353,7 @@ def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Except
     with transaction.atomic():
         audit.record(action="item.refused", subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=str(exc), incident_id=item.incident_id, from_status=item.status,
+                     workspace=item.incident.workspace_id,
                      to_status=item.status, data={"attempted": attempted, "refusal": type(exc).__name__})
     raise exc
 
@@ -379,7 +383,8 @@ def _set_status(item: CompensationItem, to: str, *, actor, via: str, action: str
         setattr(item, name, value)
     item.save()
     audit.record(action=action, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
-                 reason=reason, incident_id=item.incident_id, from_status=before, to_status=to, data=data or {})
+                 reason=reason, incident_id=item.incident_id, from_status=before, to_status=to, data=data or {},
+                 workspace=item.incident.workspace_id)
     return item
 
 
@@ -389,7 +394,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
     relaxed = _require_reviewer(current, actor, via=via, action=decision)
     try:
         with transaction.atomic():
-            audit.lock_chain()
+            audit.lock_chain(current.incident.workspace_id)
             item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
             if item.status != St.PENDING:
                 raise DecisionRefused(f"item #{item.pk} is already {item.status}")
@@ -415,7 +420,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
             if relaxed:
                 audit.record(action="four_eyes.relaxed", subject_type="compensation_item", subject_id=item.pk,
                              via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
-                             "of their own incident", incident_id=item.incident_id,
+                             "of their own incident", incident_id=item.incident_id, workspace=item.incident.workspace_id,
                              data={"decision": decision, "decision_reason": reason})
     except DecisionRefused as exc:
         _refuse(current, actor, via, attempted, exc)
@@ -445,7 +450,7 @@ def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason
     item.save()
     audit.record(action="item.edited", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
                  reason=reason, incident_id=item.incident_id, from_status=item.status, to_status=item.status,
-                 data={"changes": changed, "valid": not problems, "problems": problems})
+                 workspace=item.incident.workspace_id, data={"changes": changed, "valid": not problems, "problems": problems})
 
 
 def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, edits: dict | None = None) -> CompensationItem:
@@ -484,8 +489,9 @@ def bulk_approve(*, items, actor, reason: str, via: str) -> BulkResult:
 def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -> int:
     """Cancel an incident's pending items (the incident was closed); decided items keep their state."""
     with transaction.atomic():
-        audit.lock_chain()
-        pending = list(CompensationItem.objects.select_for_update().filter(incident=incident, status=St.PENDING))
+        audit.lock_chain(incident.workspace_id)
+        pending = list(CompensationItem.objects.select_for_update(of=("self",)).select_related("incident")
+                       .filter(incident=incident, status=St.PENDING))
         for item in pending:
             _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
                         reason=f"incident #{incident.pk} closed: {reason}")

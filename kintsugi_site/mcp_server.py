@@ -91,7 +91,8 @@ def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
         if status in REFUSALS_AUDITED and fn is flag_source and user is not None:
             subject = "/".join(str(kwargs[k]) for k in ("workspace", "source"))
             record_refusal(actor=user, via=Incident.Via.MCP, attempted="MCP flag_source", subject_type="source",
-                           subject_id=subject, status=status, code=code, message=message)
+                           subject_id=subject, status=status, code=code, message=message,
+                           workspace=tenancy.visible_workspaces(user=user).filter(name=kwargs["workspace"]).first())
         if code == "incident_already_open":
             message += f"; incident_status(incident={details['incident']}) follows it"
         raise ToolError(message) from None

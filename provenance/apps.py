@@ -1,4 +1,11 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _grant_app_role(sender, using, verbosity=1, **kwargs) -> None:
+    from kintsugi_site import db_roles
+
+    db_roles.ensure_app_role(using=using, verbosity=verbosity)
 
 
 class ProvenanceConfig(AppConfig):
@@ -9,3 +16,5 @@ class ProvenanceConfig(AppConfig):
         from provenance import agents
 
         agents.load_agent_modules()
+        # After every migrate (as the owner): the application role's grants, the audit table append-only.
+        post_migrate.connect(_grant_app_role, sender=self, dispatch_uid="kintsugi.db_roles.ensure_app_role")

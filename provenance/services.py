@@ -5,6 +5,8 @@ import json
 
 from django.db import OperationalError, connection, transaction
 
+from kintsugi_site import locks
+
 from provenance import queries
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
@@ -24,7 +26,7 @@ class MalformedPayload(ValueError):
 
 
 # Advisory lock namespace: (WORKSPACE_LOCK, workspace id) serialises every writer of a workspace graph.
-WORKSPACE_LOCK = 7171
+WORKSPACE_LOCK = locks.WORKSPACE_GRAPH
 
 
 class WorkspaceBusy(RuntimeError):

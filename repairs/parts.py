@@ -16,6 +16,7 @@ import time
 from django.conf import settings
 from django.db.models import Sum
 
+from kintsugi_site import locks
 from provenance import queries
 from provenance.graph import Graph, workspace_graph
 from provenance.llm import get_client
@@ -26,7 +27,7 @@ from repairs.models import Incident, RepairPart
 from repairs.runtime import Progress, advisory_lock, excluded_sources, fault_point, repair_session
 
 log = logging.getLogger(__name__)
-PART_LOCK = 7173  # advisory lock namespace: (PART_LOCK, part id) is held while a part is walked
+PART_LOCK = locks.REPAIR_PART  # advisory lock namespace: (PART_LOCK, part id) is held while a part is walked
 WAIT_SECONDS = 0.2
 
 

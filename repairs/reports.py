@@ -20,7 +20,7 @@ from django.template.loader import render_to_string
 
 from compensation.audit import csv_cell
 from provenance.progress import ProgressFn, noop
-from repairs import selectors
+from repairs import report_record, selectors
 from repairs.models import ActionOutcome, Incident
 
 FORMATS = ("json", "csv", "pdf")
@@ -80,6 +80,7 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
         "compensation": selectors.compensation_items(incident=incident),
         "verification": incident.verification,
         "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
+        "record": report_record.record_section(incident),
     }
     progress(len(actions), max(len(actions), 1))
     return report
@@ -87,7 +88,9 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
 
 # --- JSON ---------------------------------------------------------------------------------------------------
 def _json(report: dict) -> bytes:
-    text = json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    # Signed as the plain JSON data a download parses back to (report_record).
+    report = report_record.sign_report(json.loads(json.dumps(report, default=str)))
+    text = json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False)
     # Inert if a browser ever renders it: the same data, with markup characters as \u escapes.
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").encode()
 
@@ -104,6 +107,16 @@ def _table(columns: list[str], rows: list[dict]) -> str:
 
 def _chain(steps: list[dict]) -> str:
     return " → ".join(f"{s['agent']} #{s['action']} ({selectors.describe(s['decision'])})" for s in steps)
+
+
+def _record_rows(record: dict) -> list[dict]:
+    cp, head = record.get("checkpoint") or {}, record.get("head") or {}
+    return [{"field": k, "value": v} for k, v in (
+        ("state", record["state"]), ("undecided_items", record["undecided_items"]), ("chain", record["chain"]),
+        ("workspace", record["workspace"]), ("head_seq", head.get("seq")), ("head_hash", head.get("hash")),
+        ("checkpoint_seq", cp.get("seq")), ("checkpoint_hash", cp.get("hash")), ("checkpoint_at", cp.get("at")),
+        ("checkpoint_database", cp.get("database")), ("checkpoint_key", cp.get("key")),
+        ("checkpoint_signature", cp.get("signature")))]
 
 
 def _csv_zip(report: dict) -> bytes:
@@ -126,6 +139,7 @@ def _csv_zip(report: dict) -> bytes:
                                          [{"item": c["id"], **ev} for c in report["compensation"] for ev in c["history"]]),
         "verification.csv": _table(["table", "side", "row"], (report["verification"] or {}).get("rows", [])),
         "transitions.csv": _table(["at", "from", "to", "actor", "via", "reason"], report["transitions"]),
+        "record.csv": _table(["field", "value"], _record_rows(report["record"])),
     }
     if report["verification"] is not None:
         tables["verification.csv"] = _table(["table", "side", "row"], [

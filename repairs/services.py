@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from kintsugi_site import locks
 from provenance import queries, tenancy
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.llm import get_client
@@ -128,7 +129,7 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     return incident
 
 
-REPAIR_LOCK = 7172  # advisory lock namespace: (REPAIR_LOCK, incident id) is held while a repair runs
+REPAIR_LOCK = locks.REPAIR  # advisory lock namespace: (REPAIR_LOCK, incident id) is held while a repair runs
 
 
 def _repairs_running() -> set[int]:

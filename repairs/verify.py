@@ -7,6 +7,7 @@ import os
 import socket
 from collections import Counter
 
+from kintsugi_site import locks
 from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
@@ -46,7 +47,7 @@ def diff_states(repaired: dict, baseline: dict) -> dict:
     return out
 
 
-BASELINE_LOCK = 7174  # advisory lock namespace: (BASELINE_LOCK, workspace id) while a baseline is recorded or diffed
+BASELINE_LOCK = locks.BASELINE  # advisory lock namespace: (BASELINE_LOCK, workspace id) while a baseline is recorded or diffed
 
 
 def verify_incident(incident, *, wait: bool) -> bool:

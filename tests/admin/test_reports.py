@@ -41,7 +41,8 @@ def test_csv_report_is_a_zip_of_tables(repaired):
     with zipfile.ZipFile(io.BytesIO(body)) as z:
         names = {n.split("/")[-1] for n in z.namelist()}
         assert names >= {"incident.csv", "outcome.csv", "actions.csv", "tickets.csv", "effects.csv",
-                         "compensation.csv", "compensation_audit.csv", "verification.csv", "transitions.csv"}
+                         "compensation.csv", "compensation_audit.csv", "verification.csv", "transitions.csv",
+                         "record.csv"}
         actions = z.read(f"incident-{repaired.pk}/actions.csv").decode().splitlines()
         assert len(actions) == 1 + 29
         outcome = z.read(f"incident-{repaired.pk}/outcome.csv").decode()

@@ -55,6 +55,7 @@ def _assert_escaped(html: str):
 
 def test_untrusted_text_is_escaped_in_every_admin_view_and_export(client, poisoned, people):
     item = _item(poisoned)
+    poisoned.workspace.members.add(people.auditor)  # the audit trail shows the auditor's workspaces only
     review = _page(client, people.reviewer, reverse("admin:compensation_compensationitem_change", args=[item.pk]))
     _assert_escaped(review)
     for needle in ("&lt;script&gt;alert(&#x27;page&#x27;)", "&lt;script&gt;alert(&#x27;ticket&#x27;)",
@@ -128,6 +129,7 @@ def test_the_flagger_is_refused_in_the_admin_by_the_service(client, canonical, p
 
 def test_auditor_reads_history_and_exports_but_cannot_decide(client, canonical, people):
     incident = canonical.incident
+    incident.workspace.members.add(people.auditor)  # the audit trail shows the auditor's workspaces only
     item = _item(incident)
     page = _page(client, people.auditor, reverse("admin:compensation_compensationitem_change", args=[item.pk]))
     assert 'id="approve-form"' not in page and 'id="history-table"' in page and "item.drafted" in page

@@ -34,14 +34,6 @@ def _verify(capsys):
     return code, out.out + out.err
 
 
-def _behind_the_triggers_back(sql, params=()):
-    """What the table owner can do: switch row triggers off for the session and change a row."""
-    with connection.cursor() as cur:
-        cur.execute("SET LOCAL session_replication_role = replica")
-        cur.execute(sql, params)
-        cur.execute("SET LOCAL session_replication_role = origin")
-
-
 def test_every_state_change_is_recorded_with_who_why_and_from_where(incident, people):
     item = incident.compensation_items.get(kind="refund_reversal", ticket_id="t05")
     approve_item(item=item, actor=people.reviewer, reason="matches the ledger", via="api")
@@ -58,83 +50,36 @@ def test_every_state_change_is_recorded_with_who_why_and_from_where(incident, pe
     assert (approved.actor_name, approved.via, approved.reason) == ("reviewer1", "api", "matches the ledger")
 
 
-def test_raw_sql_update_and_delete_on_audit_rows_fail(incident):
-    table = AuditEvent._meta.db_table
-    for sql in (f"UPDATE {table} SET reason = 'nothing happened' WHERE seq = 1", f"DELETE FROM {table} WHERE seq = 1"):
-        with pytest.raises(DatabaseError, match="pgtrigger: Cannot"), transaction.atomic(), connection.cursor() as cur:
-            cur.execute(sql)
-    assert AuditEvent.objects.get(seq=1).reason == "poisoned partner page"
+def test_an_incidents_events_form_its_workspaces_chain_from_seq_1(incident, people):
+    # Every event of the incident, from its flag on, is in its workspace's chain, numbered without gaps.
+    chain = list(audit.chain_events(incident.workspace_id).order_by("seq"))
+    assert chain and {e.workspace_id for e in chain} == {incident.workspace_id}
+    assert [e.seq for e in chain] == list(range(1, len(chain) + 1)) and chain[0].action == "incident.flagged"
+    assert {e.pk for e in chain} >= set(AuditEvent.objects.filter(incident=incident).values_list("pk", flat=True))
+    # Not given a workspace, an event with an incident goes to the incident's chain; without one, the system's.
+    derived = audit.record(action="test.derived", subject_type="test", subject_id=1, via="cli", incident_id=incident.pk)
+    system = audit.record(action="test.system", subject_type="test", subject_id=2, via="cli")
+    assert (derived.workspace_id, derived.seq) == (incident.workspace_id, len(chain) + 1)
+    assert system.workspace_id is None and system.seq == audit.chain_events(None).count()
 
 
-def test_a_restricted_application_role_can_append_but_never_change_audit_rows(incident, people):
+def test_the_apps_database_role_can_append_but_never_change_or_cut_audit_rows(incident):
     with connection.cursor() as cur:
-        cur.execute("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kintsugi_app_test') "
-                    "THEN CREATE ROLE kintsugi_app_test NOLOGIN; END IF; END $$")
-        cur.execute("GRANT USAGE ON SCHEMA public TO kintsugi_app_test")
-    audit.restrict_role("kintsugi_app_test")
+        cur.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)")
+        assert cur.fetchone() == ("kintsugi_app", False)
     table = AuditEvent._meta.db_table
-    with transaction.atomic():
-        with connection.cursor() as cur:
-            cur.execute("SET LOCAL ROLE kintsugi_app_test")
-        audit.record(action="test.appended", subject_type="test", subject_id=1, via="cli", reason="role can append")
-        for sql in (f"UPDATE {table} SET reason = 'x'", f"DELETE FROM {table}", f"TRUNCATE {table}"):
-            with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic(), connection.cursor() as cur:
-                cur.execute(sql)
+    audit.record(action="test.appended", subject_type="test", subject_id=1, via="cli", reason="role can append")
+    for sql in (f"UPDATE {table} SET reason = 'nothing happened' WHERE seq = 1", f"DELETE FROM {table} WHERE seq = 1",
+                f"TRUNCATE {table}", "SET session_replication_role = replica"):  # nor switch the triggers off
         with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic(), connection.cursor() as cur:
-            cur.execute("SET LOCAL session_replication_role = replica")  # cannot switch the triggers off either
-        with connection.cursor() as cur:
-            cur.execute("RESET ROLE")
+            cur.execute(sql)
     assert AuditEvent.objects.filter(action="test.appended").count() == 1
+    assert AuditEvent.objects.get(incident=incident, seq=1).reason == "poisoned partner page"
 
 
 def test_verify_audit_holds_on_an_untouched_chain(incident, capsys):
     code, out = _verify(capsys)
-    assert code == 0 and "audit chain holds" in out
-
-
-def test_verify_audit_catches_an_edit_behind_the_triggers_back(incident, capsys):
-    table = AuditEvent._meta.db_table
-    _behind_the_triggers_back(f"UPDATE {table} SET reason = 'routine check' WHERE seq = 5")
-    code, out = _verify(capsys)
-    assert code == 1 and "seq=5" in out and "edited" in out
-
-
-def test_verify_audit_catches_a_deleted_row(incident, capsys):
-    _behind_the_triggers_back(f"DELETE FROM {AuditEvent._meta.db_table} WHERE seq = 7")
-    code, out = _verify(capsys)
-    assert code == 1 and "seq=8" in out and "missing" in out
-
-
-def test_verify_audit_catches_reordered_rows(incident, capsys):
-    table = AuditEvent._meta.db_table
-    # Swap the positions of rows 3 and 4 (the approval-before-the-flag kind of forgery).
-    _behind_the_triggers_back(f"UPDATE {table} SET seq = seq + 1000000 WHERE seq IN (3, 4)")
-    _behind_the_triggers_back(f"UPDATE {table} SET seq = 4 WHERE seq = 1000003")
-    _behind_the_triggers_back(f"UPDATE {table} SET seq = 3 WHERE seq = 1000004")
-    code, out = _verify(capsys)
-    assert code == 1 and "seq=3" in out and "reordered" in out
-
-
-def test_verify_audit_catches_rows_swapped_with_their_content(incident):
-    # Even with seq and content intact, rows whose ids go back were moved around.
-    table = AuditEvent._meta.db_table
-    a, b = AuditEvent.objects.filter(seq__in=(3, 4)).order_by("seq").values_list("id", flat=True)
-    _behind_the_triggers_back(f"UPDATE {table} SET id = -id WHERE id IN (%s, %s)", [a, b])
-    _behind_the_triggers_back(f"UPDATE {table} SET id = %s WHERE id = %s", [b, -a])
-    _behind_the_triggers_back(f"UPDATE {table} SET id = %s WHERE id = %s", [a, -b])
-    broken, _, _ = audit.verify_chain()
-    assert broken is not None and broken.seq == 4 and "reordered" in broken.problem
-
-
-def test_verify_chain_red_rehashed_edit_still_breaks_the_next_link(incident):
-    # A forger who recomputes the edited row's own hash still breaks the following row's prev_hash.
-    event = AuditEvent.objects.get(seq=2)
-    event.reason = "forged"
-    new_hash = audit.row_hash(event)
-    _behind_the_triggers_back(f"UPDATE {AuditEvent._meta.db_table} SET reason = %s, hash = %s WHERE seq = 2",
-                              ["forged", new_hash])
-    broken, _, _ = audit.verify_chain()
-    assert broken is not None and broken.seq == 3 and "prev_hash" in broken.problem
+    assert code == 0 and "audit chain holds" in out and f"{incident.workspace.name}:" in out
 
 
 @pytest.mark.parametrize("payload", ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+1", "-2+3", "@SUM(A1)",

@@ -74,6 +74,9 @@ def test_flag_requires_a_reason_and_the_role_outside_the_cli():
     user = flagger("plain")
     with pytest.raises(ValueError, match="reason"):
         flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason=" ", via="cli")
+    with pytest.raises(LookupError, match="no workspace"):  # not a member: the workspace does not exist for them
+        flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason="bad", via="api")
+    get_workspace("roles").members.add(user)
     with pytest.raises(PermissionError, match="may not flag"):
         flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason="bad", via="api")
     assert not Incident.objects.exists()

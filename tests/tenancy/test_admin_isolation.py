@@ -100,11 +100,11 @@ def _state_of(b) -> dict:
     }
 
 
-def test_every_admin_url_is_known_to_the_tenancy_test():
+def test_every_admin_url_is_known_to_the_tenancy_test(db):
     assert admin_urls.unknown_admin_urls() == []
 
 
-def test_an_admin_url_nobody_listed_fails_the_tenancy_test(monkeypatch):
+def test_an_admin_url_nobody_listed_fails_the_tenancy_test(db, monkeypatch):
     """The red case of the URL enumeration: a view added without an entry is named, not skipped."""
     def forgetful(name, b):
         return None if name == "repairs_incident_explain" else admin_urls.requests_for(name, b)

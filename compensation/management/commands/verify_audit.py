@@ -1,16 +1,37 @@
 import sys
 
-from compensation.audit import verify_chain
+from compensation import chains
 from provenance.management.commands._common import KintsugiCommand
+from provenance.services import get_workspace
 
 
 class Command(KintsugiCommand):
-    help = "Check the audit trail's hash chain: exit 0 when it holds, 1 naming the first broken row."
+    help = ("Check every audit chain (the system's and each workspace's) row by row and against its latest signed "
+            "checkpoint: exit 0 when all hold (a summary line per chain), 1 naming the first broken row of each "
+            "broken chain.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workspace", help="check only this workspace's chain (`system`: the system chain)")
+        parser.add_argument("--json", action="store_true", help="one JSON document with every chain's status")
 
     def handle(self, *args, **o):
-        broken, checked, head = verify_chain()
+        if o["workspace"]:
+            ids = [None] if o["workspace"] == "system" else [get_workspace(o["workspace"]).pk]
+            statuses = chains.verify_all(workspace_ids=ids)
+        else:
+            statuses = chains.verify_all()
+        broken = [s for s in statuses if not s.holds]
+        if o["json"]:
+            self.print_json({"holds": not broken, "chains": [s.as_dict() for s in statuses]})
+        else:
+            for status in statuses:
+                if status.holds:
+                    self.stdout.write(status.summary())
+                else:
+                    sys.stderr.write(f"{status.broken}\n")
+            for status in broken:
+                self.stdout.write(f"checked {status.rows} rows of chain {status.name}; first broken row: "
+                                  f"chain={status.name} seq={status.broken.seq}"
+                                  + (f" id={status.broken.id}" if status.broken.id is not None else ""))
         if broken:
-            sys.stderr.write(f"{broken}\n")
-            self.stdout.write(f"checked {checked} rows; first broken row: seq={broken.seq} id={broken.id}")
             sys.exit(1)
-        self.stdout.write(f"audit chain holds: {checked} rows, head {head}")

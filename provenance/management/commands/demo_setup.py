@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from compensation import audit
 from provenance import membership
 from provenance.management.commands._common import KintsugiCommand
 from provenance.models import Workspace
@@ -43,6 +44,9 @@ class Command(KintsugiCommand):
             if group and Group.objects.filter(name=group).exists():
                 user.groups.add(Group.objects.get(name=group))
             people.append(user)
+            if created:  # users are system events: the system chain, not a workspace's
+                audit.record(action="user.created", subject_type="user", subject_id=user.pk, via="cli", workspace=None,
+                             reason="demo set-up", data={"username": username, "group": group, "superuser": superuser})
         # Through the membership service, so the demo's record says who added the team and why.
         admin = next(u for u in people if u.is_superuser)
         membership.set_members(workspace=ws, users=list(ws.members.all()) + people, actor=admin,

@@ -6,7 +6,7 @@ from compensation.migrations._roles import create_roles
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("compensation", "0005_queue_totals_and_indexes"),
+        ("compensation", "0006_audit_chains_per_workspace"),
         ("provenance", "0002_workspace_manage_members"),
     ]
 

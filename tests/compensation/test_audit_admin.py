@@ -1,0 +1,57 @@
+"""The audit trail's admin shows and exports only the chains of the workspaces a user may see."""
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from compensation import audit
+from compensation.roles import AUDITOR
+from provenance.models import Workspace
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def trails():
+    mine, theirs = Workspace.objects.create(name="trail-mine"), Workspace.objects.create(name="trail-theirs")
+    for ws, reason in ((mine, "mine-event"), (theirs, "theirs-event"), (None, "system-event")):
+        for i in range(3):
+            audit.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"{reason}-{i}",
+                         workspace=ws)
+    return mine, theirs
+
+
+def _export(client, fmt="csv"):
+    return client.get(reverse("admin:compensation_auditevent_export"), {"format": fmt}).content.decode()
+
+
+def test_a_member_sees_and_exports_only_their_workspaces_chain(client, make_user, trails):
+    mine, _ = trails
+    auditor = make_user("auditor1", AUDITOR)
+    mine.members.add(auditor)
+    client.force_login(auditor)
+    page = client.get(reverse("admin:compensation_auditevent_changelist")).content.decode()
+    assert "mine-event-2" in page and "theirs-event" not in page and "system-event" not in page
+    # Newest first.
+    assert page.index("mine-event-2") < page.index("mine-event-0")
+    assert f'data-chain="workspace:{mine.pk}"' in page and 'data-chain="system"' not in page and "verified" in page
+    rows = list(csv.DictReader(io.StringIO(_export(client))))
+    assert [r["reason"] for r in rows] == ["mine-event-0", "mine-event-1", "mine-event-2"]
+    assert "theirs-event" not in _export(client, "json")
+
+
+def test_a_non_member_sees_nothing_and_another_chains_row_is_not_found(client, make_user, trails):
+    _, theirs = trails
+    client.force_login(make_user("auditor2", AUDITOR))
+    assert "theirs-event" not in client.get(reverse("admin:compensation_auditevent_changelist")).content.decode()
+    row = audit.chain_events(theirs).first()
+    response = client.get(reverse("admin:compensation_auditevent_change", args=[row.pk]), follow=True)
+    assert "theirs-event" not in response.content.decode()
+
+
+def test_a_superuser_sees_every_chain_the_system_chain_included(client, django_user_model, trails):
+    client.force_login(django_user_model.objects.create_superuser("root", password="pass-1234-kintsugi"))
+    page = client.get(reverse("admin:compensation_auditevent_changelist")).content.decode()
+    assert all(s in page for s in ("mine-event", "theirs-event", "system-event", 'data-chain="system"'))
+    assert "system-event-0" in _export(client)
