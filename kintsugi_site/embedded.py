@@ -186,10 +186,15 @@ def stop_all(only: set[str] | None = None) -> None:
     wanted = only or {"falkordb", "broker", "postgres"}
     for name, port in (("falkordb", FALKORDB_PORT), ("broker", BROKER_PORT)):
         if name in wanted and _port_answers(port):
-            try:
-                redis.Redis.from_url(server_url(port)).shutdown(save=True)
-            except (redis.exceptions.ConnectionError, redis.exceptions.AuthenticationError):
-                pass  # gone already, or a server of another KINTSUGI_HOME
+            # A server started before passwords (or by another KINTSUGI_HOME) refuses this one: try bare.
+            for url in (server_url(port), f"redis://127.0.0.1:{port}"):
+                try:
+                    redis.Redis.from_url(url).shutdown(save=True)
+                    break
+                except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError):
+                    continue
+                except redis.exceptions.ConnectionError:
+                    break  # gone already
     pgdata = kintsugi_home() / "postgres"
     if "postgres" in wanted and (pgdata / "postmaster.pid").exists():
         pid = int((pgdata / "postmaster.pid").read_text().split()[0])

@@ -35,6 +35,7 @@ def own_falkordb():
         yield stop, start, port
     if server["proc"].poll() is None:
         server["proc"].terminate()
+        server["proc"].wait(timeout=20)
     shutil.rmtree(data, ignore_errors=True)
 
 
