@@ -83,7 +83,7 @@ def setup(*, verbose: bool = True) -> None:
     if proc is None:
         raise RuntimeError(f"port {port} was taken between choosing and starting")
     _procs.append(proc)
-    FALKORDB_URL = f"redis://127.0.0.1:{port}"
+    FALKORDB_URL = embedded.server_url(port)
     os.environ["FALKORDB_URL"] = FALKORDB_URL
     # Benchmarks measure queries, not disk: no RDB snapshots (a fork of a 1 GB graph every minute would
     # land inside the timings). AOF stays on (everysec), as in production.
@@ -94,7 +94,7 @@ def setup(*, verbose: bool = True) -> None:
     bport = _free_port()
     bproc = embedded.start_redis_server(data_dir=tmp / "broker", port=bport, with_graph=False)
     _procs.append(bproc)
-    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:{bport}/0"
+    os.environ["CELERY_BROKER_URL"] = embedded.server_url(bport, db=0)
 
     _ensure_database(os.environ["DATABASE_URL"])
     import django

@@ -23,11 +23,12 @@ from compensation import audit
 from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
-from compensation.validation import validate_draft
+from compensation.validation import MAX_BODY, validate_draft
 from kintsugi_site import locks
-from provenance import tenancy
+from provenance import tenancy, validation
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
+from provenance.scrub import scrub_secrets
 from repairs.models import Incident, RepairEffect
 
 log = logging.getLogger(__name__)
@@ -140,10 +141,11 @@ def _draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]
             # Deferred: the caller saves every new answer to the shared cache in one write.
             answer = get_client().complete(task, model_input, defer=True)
         except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
-            log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, exc)
+            message = scrub_secrets(str(exc).splitlines()[0] if str(exc) else "")
+            log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, message)
             return ({"to": "", "subject": "", "body": "", "amount_cents": 0, "currency": facts["currency"],
                      "payment_reference": ""}, backend_label(), version,
-                    [f"drafting failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"])
+                    [f"drafting failed: {type(exc).__name__}: {message}"])
         if kind == K.REFUND_REVERSAL:
             draft = {"to": answer["customer_email"], "subject": "", "body": answer["note"],
                      "amount_cents": answer["amount_cents"], "currency": answer["currency"],
@@ -311,6 +313,7 @@ def _superseded_items(incident: Incident, cancelled: set[int]) -> tuple[list[Com
 def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
     """Draft a pending item again through the current model client (after a model failure, or with a
     new backend). The same model input is answered from the response cache."""
+    reason = validation.reason(reason, required=False) or "redraft"
     if actor is not None:
         # Redrafting decides nothing (the new draft still needs a second person), so no four-eyes here.
         _require_reviewer(item, actor, via=via, action="redraft", four_eyes=False)
@@ -453,17 +456,38 @@ def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason
                  workspace=item.incident.workspace_id, data={"changes": changed, "valid": not problems, "problems": problems})
 
 
+# What an edit may hold before the draft checks look at it: the columns' bounds, no NUL or other control
+# characters (Postgres refuses NUL in text; the others have no business in an email or a note).
+_EDIT_BOUNDS = {"to": 320, "subject": 300, "body": 20 * MAX_BODY}
+
+
+def _checked_edits(edits: dict | None) -> dict | None:
+    """The edits with amount_cents as an int; InvalidInput (nothing recorded: the input never got in) for
+    a value no column could hold. Whether the edited draft may be approved is validate_draft's call."""
+    if not edits:
+        return edits
+    checked = {}
+    for name, value in edits.items():
+        if name == "amount_cents":
+            checked[name] = validation.parse_amount_cents(value, field="amount")
+        elif name in _EDIT_BOUNDS:
+            checked[name] = validation.text(value, field=name, max_length=_EDIT_BOUNDS[name])
+        else:
+            checked[name] = value  # refused, and recorded, by _apply_edits: not editable on this kind
+    return checked
+
+
 def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, edits: dict | None = None) -> CompensationItem:
     """Approve a pending, valid draft (optionally after editing it; the edit is recorded). Refused for
     the incident's flagger while four-eyes is on, for users without the Reviewer role, for invalid drafts
     and for items already decided. Execution is enqueued after commit."""
-    return _decide(item=item, actor=actor, reason=(reason or "").strip() or "approved", via=via, decision="approve",
-                   edits=edits)
+    reason = validation.reason(reason, required=False) or "approved"
+    return _decide(item=item, actor=actor, reason=reason, via=via, decision="approve", edits=_checked_edits(edits))
 
 
 def reject_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
     """Reject a pending draft; a reason is required."""
-    reason = (reason or "").strip()
+    reason = validation.reason(reason, required=False)
     if not reason:
         raise DecisionRefused("a reason is required to reject an item")
     return _decide(item=item, actor=actor, reason=reason, via=via, decision="reject")

@@ -30,7 +30,7 @@ from rest_framework.authtoken.models import Token
 from kintsugi_site.api.audit import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
-from provenance import selectors as provenance_selectors, tenancy
+from provenance import selectors as provenance_selectors, tenancy, validation
 from provenance.models import Workspace
 from repairs import selectors as repair_selectors, services as repair_services
 from repairs.models import Incident
@@ -110,6 +110,7 @@ def _user(access: AccessToken | None):
 
 
 def _workspace(user, name: str) -> Workspace:
+    validation.identifier(name, field="workspace", max_length=validation.WORKSPACE_MAX)
     ws = tenancy.visible_workspaces(user=user).filter(name=name).first()
     if ws is None:
         raise LookupError(f"unknown workspace {name!r}")
@@ -122,6 +123,7 @@ def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) 
         raise ValueError(f"limit must be between 1 and {MAX_BLAST_RADIUS_PAGE} (the hard cap); page with offset")
     if offset < 0:
         raise ValueError("offset must be 0 or more")
+    validation.source_id(source)
     radius = provenance_selectors.blast_radius(workspace=_workspace(user, workspace), source=source, limit=limit,
                                                offset=offset)
     return radius | {"workspace": workspace, "limit": limit, "offset": offset,
@@ -130,6 +132,7 @@ def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) 
 
 def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[str, Any]:
     ws = _workspace(user, workspace)
+    validation.source_id(source)
     steps = repair_selectors.explain_action(workspace=ws, source=source, action_id=action_id)
     if not steps:
         raise LookupError(f"action {action_id} does not depend on source {source!r}")
@@ -137,6 +140,7 @@ def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[s
 
 
 def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, Any]:
+    validation.source_id(source)
     incident = repair_services.flag_source(workspace=_workspace(user, workspace), source_id=source, actor=user,
                                            reason=reason, via=Incident.Via.MCP)
     return repair_services.incident_summary(incident)

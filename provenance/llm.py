@@ -19,6 +19,8 @@ from typing import Callable
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from provenance.scrub import scrub_secrets
+
 from provenance import queries
 from provenance.graph import Graph, cache_graph_name
 
@@ -33,6 +35,10 @@ class ModelTask:
 
 
 _tasks: dict[str, ModelTask] = {}
+
+
+class ModelCallFailed(ValueError):
+    """The model backend refused or failed the call; the message is scrubbed of secrets."""
 
 
 class ModelOutputError(ValueError):
@@ -87,7 +93,13 @@ class GeminiBackend:
             temperature=0,
         )
         contents = json.dumps({"input": input, "facts": facts}, sort_keys=True)
-        response = self._client.models.generate_content(model=settings.GEMINI_MODEL, contents=contents, config=config)
+        try:
+            response = self._client.models.generate_content(model=settings.GEMINI_MODEL, contents=contents,
+                                                            config=config)
+        except Exception as exc:
+            # The client's errors repeat the request (URL, headers): only a scrubbed message goes on, and
+            # `from None` keeps the original out of logged tracebacks too.
+            raise ModelCallFailed(scrub_secrets(f"{task.name}: {type(exc).__name__}: {exc}")) from None
         try:
             return json.loads(response.text or "")
         except json.JSONDecodeError as exc:

@@ -71,6 +71,13 @@ OPTIONAL MATCH (f:Fact) WITH a, max(f.id) AS f
 OPTIONAL MATCH (e:Effect) RETURN a, f, max(e.id)
 """
 ACTION_COUNT = "MATCH (a:Action) RETURN count(a)"
+# What a failed recording flushed: every node above the ids it started from (DETACH takes the edges
+# along), then the Source nodes only its INGESTED edges held (sources exist in the graph only that way).
+DISCARD_ABOVE = """
+MATCH (n) WHERE (n:Action AND n.id > $action) OR (n:Fact AND n.id > $fact) OR (n:Effect AND n.id > $effect)
+DETACH DELETE n
+"""
+DISCARD_ORPHAN_SOURCES = "MATCH (s:Source) WHERE NOT (s)--() DELETE s"
 # The tickets whose actions read (or tried to read) a key: desk_run's "tickets_read_vip_rules".
 TICKETS_READING = "MATCH (a:Action) WHERE $key IN a.read_keys RETURN collect(DISTINCT a.ticket)"
 ALL_EFFECTS = "MATCH (:Action)-[:CAUSED]->(e:Effect) RETURN e.kind, e.ticket, e.amount"

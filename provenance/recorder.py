@@ -12,17 +12,19 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from provenance import queries
+from provenance import queries, validation
 from provenance.agents import NAME_PATTERN, get_agent
-from provenance.graph import Graph
+from provenance.graph import Graph, GraphUnavailable
 from provenance.llm import get_client
 
 FLUSH_EVERY = 2000
+log = logging.getLogger(__name__)
 
 
 class UnknownSource(LookupError):
@@ -189,7 +191,13 @@ class Recorder:
 
     def set(self, key: str, value: Any, *, valid_from: str | None = None, valid_until: str | None = None,
             observed_at: str | None = None) -> None:
-        json.dumps(value)  # values must be JSON: they are stored, hashed and exported
+        # Values must be JSON: they are stored, hashed and exported. Checked here, before the flush,
+        # so a bad write fails its action with nothing of it in the graph.
+        validation.fact_key(key)
+        validation.json_value(value, field=f"fact {key!r}", max_bytes=validation.MAX_FACT_VALUE_BYTES)
+        for name, clock in (("valid_from", valid_from), ("valid_until", valid_until), ("observed_at", observed_at)):
+            if clock is not None:
+                validation.identifier(clock, field=name, max_length=64)
         self._record.writes.append({
             "key": key, "value": value, "valid_from": valid_from, "valid_until": valid_until,
             "known_at": observed_at,
@@ -197,18 +205,25 @@ class Recorder:
 
     def handoff(self, agent: str, payload: dict) -> None:
         get_agent(agent)  # fail in the caller, not later in the walk
-        json.dumps(payload)
+        validation.payload(payload, field=f"handoff to {agent}")
         self._record.handoffs.append((agent, dict(payload)))
 
     def effect(self, kind: str, *, amount: int = 0, ticket: str | None = None, currency: str = "USD",
                **details: Any) -> None:
         if not isinstance(amount, int):
             raise MalformedDecision("effect amounts are integer cents")
-        if not NAME_PATTERN.match(kind):
+        if not isinstance(kind, str) or not NAME_PATTERN.match(kind):
             raise MalformedDecision(f"effect kind {kind!r} must match {NAME_PATTERN.pattern}")
+        # Money leaves the system through these rows (the ledger, the outbox): refuse a negative or
+        # absurd amount before anything is queued, not after a payment was made of it.
+        validation.amount_cents(amount, field=f"{kind} amount")
+        validation.currency(currency, field=f"{kind} currency")
+        ticket = ticket or self._record.ticket
+        if ticket is not None:
+            validation.ticket_id(ticket, field=f"{kind} ticket")
+        validation.json_value(details, field=f"{kind} details", max_bytes=validation.MAX_PAYLOAD_BYTES)
         self._record.effects.append({
-            "kind": kind, "amount": amount, "ticket": ticket or self._record.ticket, "currency": currency,
-            "details": details,
+            "kind": kind, "amount": amount, "ticket": ticket, "currency": currency, "details": details,
         })
 
     def ask(self, task: str, input: dict) -> dict:
@@ -242,6 +257,7 @@ class RecordingSession:
         self._outgoing: list[tuple[dict, dict]] = []  # live effects to dispatch at the next flush
         self.recorded: list[int] = []
         self.ops = 0
+        self._loaded_ids = (0, 0, 0)  # the highest action, fact and effect ids before this session
         if load:
             self._load()
 
@@ -254,6 +270,7 @@ class RecordingSession:
         a, f, e = self.graph.ro_query(queries.MAX_IDS)[0]
         self.next_action, self.next_fact, self.next_effect = (a or 0) + 1, (f or 0) + 1, (e or 0) + 1
         self.next_seq = float(self.next_action)
+        self._loaded_ids = (a or 0, f or 0, e or 0)
 
     def source_content(self, source_id: str) -> str | None:
         if source_id in self.excluded:
@@ -273,6 +290,7 @@ class RecordingSession:
     def execute(self, agent: str, payload: dict, *, id: int, seq: float, parent: int | None) -> ActionRecord:
         """Run one agent function; nothing reaches the graph until commit()."""
         fn = get_agent(agent)
+        validation.payload(payload, field=f"{agent} payload")
         record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
                               ticket=payload.get("ticket"))
         decision = _check_decision(agent, fn(Recorder(self, record), payload))
@@ -352,6 +370,19 @@ class RecordingSession:
 
 
     # --- graph writes ---
+    def discard(self) -> None:
+        """Remove from the graph whatever this session flushed (everything above the ids it loaded), for
+        a caller whose recording failed part-way: Postgres rolls its rows back, this does the graph's."""
+        self._pending.clear()
+        self._outgoing.clear()
+        a, f, e = self._loaded_ids
+        try:
+            self.graph.query(queries.DISCARD_ABOVE, {"action": a, "fact": f, "effect": e})
+            self.graph.query(queries.DISCARD_ORPHAN_SOURCES)
+        except GraphUnavailable:
+            # The failure being handled is most likely this one; the caller raises it, not this.
+            log.warning("could not discard the partial recording in %s: the graph is unreachable", self.graph.name)
+
     _ORDER = (
         ("actions", queries.CREATE_ACTIONS),
         ("handoffs", queries.CREATE_HANDOFFS),

@@ -6,8 +6,7 @@ import json
 from django.db import OperationalError, connection, transaction
 
 from kintsugi_site import locks
-
-from provenance import queries
+from provenance import queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
 from provenance.graph import ping, workspace_graph
@@ -48,6 +47,7 @@ def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
 
 
 def get_workspace(name: str) -> Workspace:
+    validation.identifier(name, field="workspace", max_length=validation.WORKSPACE_MAX)
     try:
         return Workspace.objects.get(name=name)
     except Workspace.DoesNotExist:
@@ -60,6 +60,12 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
     """Record one run of the support desk into `workspace`, replacing an earlier run of it.
 
     `exclude_source` (one page id or several) records the run as if those pages never existed."""
+    workspace = validation.workspace_name(workspace)
+    if tickets is not None:
+        validation.ticket_count(tickets)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63):
+        raise validation.InvalidInput("seed must be a whole number from 0 to 2**63 - 1")
+    reason = validation.reason(reason)
     page_ids = [p[0] for p in PAGES]
     excluded = [exclude_source] if isinstance(exclude_source, str) else list(exclude_source or [])
     for source in excluded:
@@ -122,16 +128,22 @@ def desk_summary(*, workspace: Workspace) -> dict:
 
 
 def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) -> list[int]:
-    """Run one root action of a registered agent (and its handoffs) in an existing workspace."""
+    """Run one root action of a registered agent (and its handoffs) in an existing workspace.
+
+    All or nothing: a failure part-way (a bad effect in a handoff, the graph gone) rolls back the
+    Postgres rows and removes from the graph whatever was already flushed of it."""
     ws = get_workspace(workspace)
     get_agent(agent)
     if isinstance(payload, str):
+        if len(payload) > validation.MAX_PAYLOAD_BYTES:
+            raise MalformedPayload(f"payload is over {validation.MAX_PAYLOAD_BYTES} bytes")
         try:
             payload = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise MalformedPayload(f"payload is not JSON: {exc.msg} at position {exc.pos}") from None
     if not isinstance(payload, dict):
         raise MalformedPayload("payload must be a JSON object")
+    validation.payload(payload)
     ping()
     with transaction.atomic():
         ws = Workspace.objects.select_for_update().get(pk=ws.pk)
@@ -141,9 +153,13 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
                                    effects="live", run_number=ws.run_number)
         try:
             ids = session.run_root(agent, payload)
+            session.flush()
         except KeyError as exc:
+            session.discard()
             raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
-        session.flush()
+        except BaseException:
+            session.discard()
+            raise
         ws.action_count += len(ids)
         ws.save(update_fields=["action_count"])
     return ids

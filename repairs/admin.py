@@ -185,7 +185,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             return HttpResponseRedirect(incident_url(incident.pk))
         try:
             service(incident=incident, actor=request.user, reason=reason, via=Incident.Via.ADMIN)
-        except (services.RefusedTransition, PermissionError) as exc:
+        except (services.RefusedTransition, PermissionError, ValueError) as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
             self.message_user(request, format_html("Incident #{} {}.", incident.pk, done), messages.SUCCESS)

@@ -9,11 +9,12 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from kintsugi_site import locks
-from provenance import queries, tenancy
+from provenance import queries, tenancy, validation
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
+from provenance.scrub import scrub_secrets
 from provenance.services import WORKSPACE_LOCK
 from repairs.engine import apply_step, compute_plan
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
@@ -62,9 +63,8 @@ def _can_flag(actor, via: str) -> bool:
 
 def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via: str) -> Incident:
     """Open an incident for a bad source and enqueue its repair once the row is committed."""
-    reason = (reason or "").strip()
-    if not reason:
-        raise ValueError("a reason is required to flag a source")
+    reason = validation.reason(reason)
+    validation.source_id(source_id)
     if not actor.is_active:
         raise PermissionError(f"user {actor.get_username()!r} is inactive")
     tenancy.require_visible(actor, workspace, via=via, what=f"workspace {workspace.name!r}")
@@ -106,6 +106,7 @@ def enqueue_repair(incident_id: int) -> None:
 
 def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
     """Send a failed or blocked repair back to the worker; it resumes from its checkpoint."""
+    reason = validation.reason(reason, required=False)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
@@ -117,6 +118,8 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
 
 
 def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
+    """Close an incident (not while it is repairing); a reason is required and recorded."""
+    reason = validation.reason(reason)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
@@ -192,14 +195,14 @@ def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
                 return _repair(incident, supersede=supersede)
             except (GraphUnavailable, OperationalError) as exc:
                 incident.refresh_from_db()
-                message = str(exc).splitlines()[0]
+                message = scrub_secrets(str(exc).splitlines()[0])
                 _transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
                 log.exception("repair of incident %s failed", incident.pk)
                 incident.refresh_from_db()
                 _transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
-                            error=f"{type(exc).__name__}: {exc}")
+                            error=scrub_secrets(f"{type(exc).__name__}: {exc}"))
                 return incident
 
 

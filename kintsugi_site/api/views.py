@@ -42,7 +42,7 @@ from kintsugi_site.api.serializers import (
     WorkspaceSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import selectors as provenance_selectors, tenancy
+from provenance import selectors as provenance_selectors, tenancy, validation
 from provenance.models import Source
 from repairs import selectors as repair_selectors, services as repair_services
 from repairs.models import Incident
@@ -62,16 +62,47 @@ def _visible(request):
 
 
 def _int_filter(request, name: str) -> int | None:
+    """An integer id filter; absent is None, anything else that is not a whole number is a 400 (an
+    empty value included: the schema declares an integer)."""
     value = request.query_params.get(name)
-    if value in (None, ""):
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise ApiError(f"{name} must be an integer id", code="invalid", details={name: value[:40]}) from None
+    return int(value)
+
+
+def _text_filter(request, name: str, *, max_length: int) -> str | None:
+    """A string filter (ticket, source): absent is None; empty, over the column's length or holding a
+    control character (a NUL Postgres would refuse mid-query) is a 400."""
+    value = request.query_params.get(name)
+    if value is None:
         return None
     try:
-        return int(value)
-    except ValueError:
-        raise ApiError(f"{name} must be an integer id", code="invalid", details={name: value}) from None
+        return validation.identifier(value, field=name, max_length=max_length)
+    except validation.InvalidInput as exc:
+        raise ApiError(str(exc), code="invalid", details={name: str(exc)}) from None
 
 
-WORKSPACE_FILTER = OpenApiParameter("workspace", OpenApiTypes.INT, description="Only this workspace (its id).")
+def _choice_filter(request, name: str, choices) -> str | None:
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    if value not in choices:
+        raise ApiError(f"{name} must be one of {', '.join(choices)}", code="invalid", details={name: value[:40]})
+    return value
+
+
+# The filters' schemas say what _int_filter and _text_filter accept, so the schema and the 400s agree.
+ID_SCHEMA = {"type": "integer", "minimum": 0, "maximum": 10 ** 18 - 1}
+NO_CONTROL_CHARACTERS = r"^[^\x00-\x1f\x7f-\x9f]+$"
+
+
+def text_filter_schema(max_length: int) -> dict:
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": NO_CONTROL_CHARACTERS}
+
+
+WORKSPACE_FILTER = OpenApiParameter("workspace", ID_SCHEMA, description="Only this workspace (its id).")
 
 
 # --- workspaces -----------------------------------------------------------------------------------------
@@ -90,6 +121,10 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_permission="provenance.view_source")
     def facts(self, request, pk=None, key=None):
         workspace = self.get_object()
+        try:
+            validation.fact_key(key)
+        except validation.InvalidInput as exc:
+            raise ApiError(str(exc), code="invalid", details={"key": str(exc)}) from None
         q = _valid(FactQuerySerializer, request.query_params)
         versions = provenance_selectors.fact_history(workspace=workspace.name, key=key)
         if not versions:
@@ -137,12 +172,13 @@ class SourceViewSet(viewsets.ReadOnlyModelViewSet):
             throttle_scope="blast_radius")
     def blast_radius(self, request, pk=None):
         source = self.get_object()
+        asked = request.query_params.get("limit", "")
+        if asked.isdigit() and int(asked) > MAX_BLAST_RADIUS_PAGE:  # its own code: the caller should page
+            raise ApiError(f"limit {int(asked)} is over the hard cap of {MAX_BLAST_RADIUS_PAGE} actions per page; "
+                           f"page through the radius with offset", code="limit_over_cap",
+                           details={"limit": int(asked), "max_limit": MAX_BLAST_RADIUS_PAGE})
         q = _valid(BlastRadiusQuerySerializer, request.query_params)
         limit, offset = q["limit"], q["offset"]
-        if limit > MAX_BLAST_RADIUS_PAGE:
-            raise ApiError(f"limit {limit} is over the hard cap of {MAX_BLAST_RADIUS_PAGE} actions per page; "
-                           f"page through the radius with offset", code="limit_over_cap",
-                           details={"limit": limit, "max_limit": MAX_BLAST_RADIUS_PAGE})
         radius = provenance_selectors.blast_radius(workspace=source.workspace, source=source.source_id,
                                                    limit=limit, offset=offset)
         url = request.build_absolute_uri(request.path)
@@ -169,7 +205,8 @@ class FileDownloadNegotiation(BaseContentNegotiation):
     list=extend_schema(summary="Incidents, newest first", parameters=[
         WORKSPACE_FILTER,
         OpenApiParameter("status", OpenApiTypes.STR, enum=Incident.Status.values),
-        OpenApiParameter("source", OpenApiTypes.STR, description="Only incidents of this source_id.")]),
+        OpenApiParameter("source", text_filter_schema(validation.SOURCE_ID_MAX),
+                         description="Only incidents of this source_id.")]),
     retrieve=extend_schema(summary="An incident: status, progress, counts, verification"))
 class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
     read_permission = "repairs.view_incident"
@@ -181,17 +218,15 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
               .select_related("workspace", "flagged_by").order_by("-created_at", "-pk"))
         if self.action != "list":
             return qs
-        params = self.request.query_params
         workspace = _int_filter(self.request, "workspace")
         if workspace:
             qs = qs.filter(workspace_id=workspace)
-        if params.get("status"):
-            if params["status"] not in Incident.Status.values:
-                raise ApiError(f"status must be one of {', '.join(Incident.Status.values)}", code="invalid",
-                               details={"status": params["status"]})
-            qs = qs.filter(status=params["status"])
-        if params.get("source"):
-            qs = qs.filter(source_id=params["source"])
+        status = _choice_filter(self.request, "status", Incident.Status.values)
+        if status:
+            qs = qs.filter(status=status)
+        source = _text_filter(self.request, "source", max_length=validation.SOURCE_ID_MAX)
+        if source:
+            qs = qs.filter(source_id=source)
         return qs
 
     @extend_schema(summary="Send a failed or blocked repair back to the worker", request=ReasonSerializer,
@@ -213,6 +248,7 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
             throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="report")
     def report(self, request, pk=None):
         incident = self.get_object()
+        _choice_filter(request, "format", ["json", "csv", "pdf"])  # an empty format= is not "json"
         fmt = _valid(IncidentReportQuerySerializer, request.query_params)["format"]
         body, content_type, filename = reports.render(incident, fmt)
         response = HttpResponse(body, content_type=content_type)
@@ -224,10 +260,10 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
 @extend_schema_view(
     list=extend_schema(summary="The review queue: compensation drafts, pending first", parameters=[
         WORKSPACE_FILTER,
-        OpenApiParameter("incident", OpenApiTypes.INT, description="Only this incident's items."),
+        OpenApiParameter("incident", ID_SCHEMA, description="Only this incident's items."),
         OpenApiParameter("status", OpenApiTypes.STR, enum=CompensationItem.Status.values),
         OpenApiParameter("kind", OpenApiTypes.STR, enum=CompensationItem.Kind.values),
-        OpenApiParameter("ticket", OpenApiTypes.STR)]),
+        OpenApiParameter("ticket", text_filter_schema(validation.TICKET_ID_MAX))]),
     retrieve=extend_schema(summary="A review item: the draft, what it compensates and how it was decided"))
 class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
     """Approve and reject call the compensation services, which enforce the Reviewer role and four-eyes
@@ -240,28 +276,28 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
         qs = compensation_selectors.review_queue().filter(incident__workspace__in=_visible(self.request))
         if self.action != "list":
             return qs
-        params = self.request.query_params
         for name, field in (("workspace", "incident__workspace_id"), ("incident", "incident_id")):
             value = _int_filter(self.request, name)
             if value:
                 qs = qs.filter(**{field: value})
         for name, choices in (("status", CompensationItem.Status.values), ("kind", CompensationItem.Kind.values)):
-            if params.get(name):
-                if params[name] not in choices:
-                    raise ApiError(f"{name} must be one of {', '.join(choices)}", code="invalid",
-                                   details={name: params[name]})
-                qs = qs.filter(**{name: params[name]})
-        if params.get("ticket"):
-            qs = qs.filter(ticket_id=params["ticket"])
+            value = _choice_filter(self.request, name, choices)
+            if value:
+                qs = qs.filter(**{name: value})
+        ticket = _text_filter(self.request, "ticket", max_length=validation.TICKET_ID_MAX)
+        if ticket:
+            qs = qs.filter(ticket_id=ticket)
         return qs
 
-    @extend_schema(summary="Approve a draft (Reviewer role; not the incident's flagger)", request=ApproveSerializer,
+    @extend_schema(summary="Approve a draft, optionally edited first (Reviewer role; not the incident's flagger)",
+                   request=ApproveSerializer,
                    responses={200: ReviewItemSerializer})
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
         item = self.get_object()
-        reason = _valid(ApproveSerializer, request.data).get("reason", "")
-        item = compensation_services.approve_item(item=item, actor=request.user, reason=reason, via=VIA)
+        data = _valid(ApproveSerializer, request.data)
+        item = compensation_services.approve_item(item=item, actor=request.user, reason=data.get("reason", ""),
+                                                  via=VIA, edits=data.get("edits") or None)
         return Response(ReviewItemSerializer(item).data)
 
     @extend_schema(summary="Reject a draft, with a reason (Reviewer role; not the incident's flagger)",

@@ -1,7 +1,9 @@
 """Settings shared by every environment. Configuration comes from the environment; unset services fall
 back to the embedded servers under `.kintsugi/` (see kintsugi_site.embedded)."""
 import os
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import environ
 
@@ -23,6 +25,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "pgtrigger",
@@ -41,7 +44,32 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "pghistory.middleware.HistoryMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): failures are counted per username AND address together, so a guessing
+# attack on one account locks that account from that address only; the same person elsewhere, and other
+# accounts behind the same office NAT, still log in. The cache handler keeps the counters in the shared
+# Redis cache (every web process sees them, they expire by themselves, and a password spray costs no
+# Postgres writes nor tables for the DB role setup to grant); the price is no AccessAttempt history in the
+# admin, and the login audit lives in the web server's log instead.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_CACHE = "default"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = env.int("KINTSUGI_LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("KINTSUGI_LOGIN_LOCKOUT_MINUTES", default=30))
+AXES_RESET_ON_SUCCESS = True
+# Attempts live in the cache (AXES_HANDLER), so axes's admin pages would list tables that stay empty.
+AXES_ENABLE_ADMIN = False
+# The client's address: REMOTE_ADDR, or behind KINTSUGI_TRUSTED_PROXIES reverse proxies the address the
+# outermost trusted one saw (kintsugi_site.client_ip).
+AXES_CLIENT_IP_CALLABLE = "kintsugi_site.client_ip.client_ip"
+KINTSUGI_TRUSTED_PROXIES = env.int("KINTSUGI_TRUSTED_PROXIES", default=0)
 
 ROOT_URLCONF = "kintsugi_site.urls"
 TEMPLATES = [
@@ -87,6 +115,25 @@ KINTSUGI_GRAPH_PREFIX = env("KINTSUGI_GRAPH_PREFIX", default="ks")
 
 # The broker is a plain redis-server; the embedded one starts in well under a second when absent.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.ensure_broker()
+
+
+def _beside_broker(broker_url: str) -> str:
+    """The broker's Redis server, the next database number: throttle counters apart from the queues."""
+    parts = urlsplit(broker_url)
+    db = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(db + 1) % 16}"))
+
+
+# The default cache holds what every process must share: DRF throttle counters, login lockouts, report
+# download budgets. A local-memory cache would give each web process its own count.
+KINTSUGI_CACHE_URL = env("KINTSUGI_CACHE_URL", default="") or _beside_broker(CELERY_BROKER_URL)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": KINTSUGI_CACHE_URL,
+        "KEY_PREFIX": env("KINTSUGI_CACHE_PREFIX", default=KINTSUGI_GRAPH_PREFIX),
+    }
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -151,6 +198,8 @@ REST_FRAMEWORK = {
         "flag": env("KINTSUGI_API_RATE_FLAG", default="30/min"),
     },
 }
+# Incident report downloads from the admin (JSON, CSV, PDF), per user: PDFs cost seconds of CPU each.
+KINTSUGI_REPORT_DOWNLOAD_RATE = env("KINTSUGI_REPORT_DOWNLOAD_RATE", default="30/min")
 SPECTACULAR_SETTINGS = {
     "TITLE": "kintsugi API",
     "DESCRIPTION": "What did this source touch? Blast radius, incidents, explain paths, fact history, review.",

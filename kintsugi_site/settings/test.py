@@ -9,3 +9,5 @@ from .base import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 KINTSUGI_GRAPH_PREFIX = os.environ.get("KINTSUGI_GRAPH_PREFIX", "kstest")
+# Each run's cache keys under its own prefix: runs sharing a Redis database stay apart (tests.cache).
+CACHES["default"]["KEY_PREFIX"] = os.environ.get("KINTSUGI_CACHE_PREFIX", KINTSUGI_GRAPH_PREFIX)  # noqa: F405

@@ -12,14 +12,6 @@ from provenance.models import Source
 from provenance.services import desk_run, get_workspace
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttle_cache():
-    # Throttle counters live in the default (local-memory) cache: start each test with none.
-    from django.core.cache import cache
-
-    cache.clear()
-
-
 def role(name: str) -> Group:
     """The role's group with its permissions (compensation.roles; a transactional test's flush empties it)."""
     ensure_roles()

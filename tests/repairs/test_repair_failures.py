@@ -25,16 +25,17 @@ def own_falkordb():
     server = {"proc": embedded.start_redis_server(data_dir=data, port=port, with_graph=True)}
 
     def stop():
-        redis.Redis(port=port).shutdown(save=True)
+        redis.Redis.from_url(embedded.server_url(port)).shutdown(save=True)
         server["proc"].wait(timeout=10)
 
     def start():
         server["proc"] = embedded.start_redis_server(data_dir=data, port=port, with_graph=True)
 
-    with override_settings(FALKORDB_URL=f"redis://127.0.0.1:{port}"):
+    with override_settings(FALKORDB_URL=embedded.server_url(port)):
         yield stop, start, port
     if server["proc"].poll() is None:
         server["proc"].terminate()
+        server["proc"].wait(timeout=20)
     shutil.rmtree(data, ignore_errors=True)
 
 

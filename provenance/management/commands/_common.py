@@ -10,6 +10,7 @@ from provenance.agents import UnknownAgent
 from provenance.graph import GraphUnavailable
 from provenance.llm import ModelOutputError
 from provenance.recorder import MalformedDecision, UnknownSource
+from provenance.scrub import scrub_secrets
 from provenance.services import MalformedPayload, UnknownWorkspace, WorkspaceBusy
 
 KNOWN_ERRORS: tuple[type[Exception], ...] = (
@@ -29,7 +30,7 @@ class KintsugiCommand(BaseCommand):
 
     def _fail(self, message: str) -> None:
         self.stderr.style_func = None
-        self.stderr.write(f"error: {message}")
+        self.stderr.write(f"error: {scrub_secrets(message)}")
         sys.exit(2)
 
     def print_json(self, data) -> None:

@@ -14,8 +14,6 @@ class Command(KintsugiCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
-        if o["tickets"] is not None and o["tickets"] < 1:
-            raise ValueError("--tickets must be at least 1")
         progress = reporter("recording") if (o["tickets"] or 0) >= 200 else None
         kwargs = {"progress": progress} if progress else {}
         summary = desk_run(workspace=o["workspace"], tickets=o["tickets"], seed=o["seed"],
