@@ -19,6 +19,7 @@ from compensation import audit, selectors, services
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import AuditEvent, CompensationItem
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from kintsugi_site.money import format_totals, parse_money
 from provenance import tenancy
 from provenance.models import Ticket
 from repairs.models import Incident
@@ -193,6 +194,9 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
             elif decision == "edit_approve":
                 edits = {name: request.POST.get(name, "") for name in services.EDITABLE_FIELDS[item.kind]
                          if name in request.POST}
+                if "amount" in request.POST and "amount_cents" in services.EDITABLE_FIELDS[item.kind]:
+                    # The page asks for money ("75.00"); unreadable text goes on as typed for the service to refuse.
+                    edits["amount_cents"] = parse_money(request.POST["amount"]) or request.POST["amount"]
                 services.approve_item(item=item, actor=request.user, reason=reason, via=VIA, edits=edits)
             elif decision == "reject":
                 services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
@@ -225,7 +229,7 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
         if request.POST.get("confirm") == "yes":
             result = services.bulk_approve(items=items, actor=request.user, reason=request.POST.get("reason", ""), via=VIA)
             if result.approved:
-                totals = ", ".join(f"{c / 100:.2f} {cur}" for cur, c in selectors.money_totals(result.approved).items())
+                totals = format_totals(selectors.money_totals(result.approved), empty="")
                 messages.success(request, f"Approved {len(result.approved)} item(s)" + (f" moving {totals}." if totals else "."))
             for item, why in result.refused:
                 messages.error(request, f"Item #{item.pk} refused: {why}")
