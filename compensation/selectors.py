@@ -186,10 +186,10 @@ def compensation_items(*, incident: Incident) -> list[dict]:
 
 
 def queue_rows(*, workspace: Workspace) -> list[dict]:
-    """The `review_queue --json` shape. `amount` is integer cents in `currency`; `valid` is true when the
-    draft passed validation (approvable = pending and valid)."""
+    """The `review_queue --json` shape. `amount` is integer cents; `valid` is true when the draft passed
+    validation (approvable = pending and valid)."""
     return [{"id": i.pk, "incident": i.incident_id, "kind": i.kind, "ticket": i.ticket_id, "amount": i.amount_cents,
-             "currency": i.currency, "status": i.status, "valid": i.valid} for i in review_queue(workspace=workspace)]
+             "status": i.status, "valid": i.valid} for i in review_queue(workspace=workspace)]
 
 
 def money_totals(items) -> dict[str, int]:
