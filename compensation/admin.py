@@ -8,99 +8,22 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR, SEARCH_VAR
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from compensation import selectors, services
+from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import AuditEvent, CompensationItem
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from kintsugi_site.money import format_totals, parse_money
 from provenance import tenancy
 from provenance.models import Ticket
 from repairs.models import Incident
 
 VIA = "admin"
-
-
-class CappedCount(int):
-    """A row count that stopped counting past `cap`: compares and pages as cap + 1 rows, reads "10,000+"
-    wherever the admin prints a count (paginator line, "Select all …", search results)."""
-
-    def __new__(cls, cap: int):
-        count = super().__new__(cls, cap + 1)
-        count.cap = cap
-        return count
-
-    def __str__(self) -> str:
-        return f"{self.cap:,}+"
-
-    def __repr__(self) -> str:
-        return f"CappedCount({self.cap})"
-
-
-class QueuePaginator(Paginator):
-    """The review queue's paginator: the count is `known_count` when the caller has it exactly (from the
-    maintained totals), otherwise rows are counted up to CAP + 1 only, so a filter matching 60k rows of a
-    100k queue costs a LIMIT, not a COUNT over all of them (Django's exact COUNT visited every row).
-
-    Past the cap the last page is unknown: any page number is accepted (a page past the end is empty) and
-    the page links end in "…" instead of a last page number."""
-
-    CAP = 10_000
-
-    def __init__(self, object_list, per_page, orphans=0, allow_empty_first_page=True, *, known_count: int | None = None):
-        super().__init__(object_list, per_page, orphans, allow_empty_first_page)
-        self.known_count = known_count
-
-    @cached_property
-    def count(self) -> int:
-        if self.known_count is not None:
-            return self.known_count
-        # SELECT count(*) FROM (SELECT … LIMIT CAP + 1): without ORDER BY, so no sort or ordered scan.
-        counted = self.object_list.order_by()[: self.CAP + 1].count()
-        return CappedCount(self.CAP) if counted > self.CAP else counted
-
-    @property
-    def capped(self) -> bool:
-        return isinstance(self.count, CappedCount)
-
-    def validate_number(self, number):
-        if not self.capped:
-            return super().validate_number(number)
-        try:
-            if isinstance(number, float) and not number.is_integer():
-                raise ValueError
-            number = int(number)
-        except (TypeError, ValueError):
-            raise PageNotAnInteger(self.error_messages["invalid_page"])
-        if number < 1:
-            raise EmptyPage(self.error_messages["min_page"])
-        return number
-
-    def page(self, number):
-        if not self.capped:
-            return super().page(number)
-        number = self.validate_number(number)
-        bottom = (number - 1) * self.per_page
-        return self._get_page(self.object_list[bottom:bottom + self.per_page], number, self)
-
-    def get_elided_page_range(self, number=1, *, on_each_side=3, on_ends=2):
-        if not self.capped:
-            yield from super().get_elided_page_range(number, on_each_side=on_each_side, on_ends=on_ends)
-            return
-        number = self.validate_number(number)
-        if number > on_each_side + on_ends + 2:
-            yield from range(1, on_ends + 1)
-            yield self.ELLIPSIS
-            yield from range(number - on_each_side, number + 1)
-        else:
-            yield from range(1, number + 1)
-        yield from range(number + 1, number + on_each_side + 1)
-        yield self.ELLIPSIS
 
 
 class CustomerFilter(admin.SimpleListFilter):
@@ -270,6 +193,12 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
             elif decision == "edit_approve":
                 edits = {name: request.POST.get(name, "") for name in services.EDITABLE_FIELDS[item.kind]
                          if name in request.POST}
+                if "amount" in request.POST and "amount_cents" in services.EDITABLE_FIELDS[item.kind]:
+                    # The page asks for money ("75.00"); text that is not an amount changes nothing.
+                    cents = parse_money(request.POST["amount"])
+                    if cents is None:
+                        raise ValueError("amount must be an amount of money, such as 75.00")
+                    edits["amount_cents"] = cents
                 services.approve_item(item=item, actor=request.user, reason=reason, via=VIA, edits=edits)
             elif decision == "reject":
                 services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
@@ -302,7 +231,7 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
         if request.POST.get("confirm") == "yes":
             result = services.bulk_approve(items=items, actor=request.user, reason=request.POST.get("reason", ""), via=VIA)
             if result.approved:
-                totals = ", ".join(f"{c / 100:.2f} {cur}" for cur, c in selectors.money_totals(result.approved).items())
+                totals = format_totals(selectors.money_totals(result.approved), empty="")
                 messages.success(request, f"Approved {len(result.approved)} item(s)" + (f" moving {totals}." if totals else "."))
             for item, why in result.refused:
                 messages.error(request, f"Item #{item.pk} refused: {why}")

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Case, F, IntegerField, Value, When
 
+from kintsugi_site.money import format_money
 from repairs.models import Incident
 
 # Review-queue rank: pending first, then approved (awaiting execution), then decided. Shared by the
@@ -165,7 +166,7 @@ class CompensationItem(models.Model):
 
     @property
     def amount_display(self) -> str:
-        return f"{self.amount_cents / 100:.2f} {self.currency}"
+        return format_money(self.amount_cents, self.currency)
 
 
 class QueueTotal(models.Model):
@@ -193,7 +194,7 @@ class QueueTotal(models.Model):
                                                name="compensation_queue_total_key")]
 
     def __str__(self) -> str:
-        return f"incident #{self.incident_id} {self.status} {self.currency}: {self.items} items, {self.cents} cents"
+        return f"incident #{self.incident_id} {self.status}: {self.items} items, {format_money(self.cents, self.currency)}"
 
 
 class AuditEvent(models.Model):

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
+from django.urls import reverse
 
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
+from kintsugi_site.money import format_money
 from provenance import tenancy
 from provenance.models import Source, Workspace
 from repairs.models import Incident
 
-St = CompensationItem.Status
+St, K = CompensationItem.Status, CompensationItem.Kind
 STATUS_ORDER = QUEUE_ORDER  # pending first, then approved, then decided
 
 
@@ -48,6 +51,138 @@ def pending_totals(*, incident: Incident | None = None, user=None) -> list[dict]
         totals = tenancy.scoped(totals, user=user, path="incident__workspace")
     return list(totals.values("currency").annotate(items=Sum("items"), cents=Sum("cents"))
                 .filter(items__gt=0).order_by("currency"))
+
+
+def review_queue_url(*, incident: Incident | None = None, pending: bool = False) -> str:
+    """The review queue's admin changelist, filtered to one incident (and to pending items)."""
+    params = ([f"incident__id__exact={incident.pk}"] if incident is not None else []) + (
+        ["status__exact=pending"] if pending else [])
+    url = reverse("admin:compensation_compensationitem_changelist")
+    return url + ("?" + "&".join(params) if params else "")
+
+
+def compensation_summary(*, incident: Incident | None, user=None) -> dict:
+    """Pending review items and their total amount per currency (all incidents, or one), exact, from the
+    totals the item table's triggers maintain (QueueTotal): a handful of rows instead of an aggregate
+    over every pending item, with the queue's URLs. Without an incident the totals cover the workspaces
+    `user` may see. `amounts` carry cents (for machines) and `text` ("$75.00", for people)."""
+    per_currency = pending_totals(incident=incident, user=user)
+    return {"pending": sum(r["items"] for r in per_currency),
+            "amounts": [{"currency": r["currency"], "cents": r["cents"], "text": format_money(r["cents"], r["currency"])}
+                        for r in per_currency],
+            "url": review_queue_url(incident=incident, pending=True),
+            "all_url": review_queue_url(incident=incident)}
+
+
+# --- one set of counts: an incident's items by kind and status ------------------------------------------------
+DRAFT_KINDS = CompensationItem.COMPENSATION_KINDS  # compensate an effect that already left
+HELD_KINDS = (K.REPLACEMENT_REFUND, K.REPLACEMENT_EMAIL)  # produced by the repair, held until approved
+
+
+@dataclass(frozen=True)
+class ItemCounts:
+    """One incident's review items counted by (kind, status): what the incident page, its queue link, the
+    dashboard and every report print, so they cannot disagree."""
+
+    cells: dict[tuple[str, str], int] = field(default_factory=dict)
+    pending_cents: dict[str, int] = field(default_factory=dict)  # per currency: what the pending items move
+
+    def count(self, *, kinds=None, status: str | None = None) -> int:
+        return sum(n for (k, s), n in self.cells.items()
+                   if (kinds is None or k in kinds) and (status is None or s == status))
+
+    @property
+    def compensation_drafts(self) -> int:
+        return self.count(kinds=DRAFT_KINDS)
+
+    @property
+    def held_replacements(self) -> int:
+        return self.count(kinds=HELD_KINDS)
+
+    @property
+    def total(self) -> int:
+        return self.count()
+
+    @property
+    def pending(self) -> int:
+        return self.count(status=St.PENDING)
+
+    @property
+    def pending_drafts(self) -> int:
+        return self.count(kinds=DRAFT_KINDS, status=St.PENDING)
+
+    @property
+    def pending_held(self) -> int:
+        return self.count(kinds=HELD_KINDS, status=St.PENDING)
+
+    @property
+    def approved(self) -> int:
+        return self.count(status=St.APPROVED)
+
+    @property
+    def pending_amounts(self) -> list[dict]:
+        """[{"currency": "USD", "cents": 40000, "text": "$400.00"}], currencies with money pending only."""
+        return [{"currency": c, "cents": n, "text": format_money(n, c)}
+                for c, n in sorted(self.pending_cents.items()) if n]
+
+    @property
+    def sentence(self) -> str:
+        """"10 compensation drafts + 4 held replacements = 14 items"."""
+        def n(count: int, word: str) -> str:
+            return f"{count} {word}" + ("" if count == 1 else "s")
+        return (f"{n(self.compensation_drafts, 'compensation draft')} + "
+                f"{n(self.held_replacements, 'held replacement')} = {n(self.total, 'item')}")
+
+    def as_dict(self) -> dict:
+        """The report's shape: totals, then {kind: {status: n}} with every kind and status named."""
+        return {"compensation_drafts": self.compensation_drafts, "held_replacements": self.held_replacements,
+                "total": self.total, "pending": self.pending,
+                "pending_amounts": [{"currency": a["currency"], "amount_cents": a["cents"], "amount": a["text"]}
+                                    for a in self.pending_amounts],
+                "by_status": {s: self.count(status=s) for s in St.values},
+                "by_kind": {k: {s: self.cells.get((k, s), 0) for s in St.values} for k in K.values}}
+
+
+def item_counts_by_incident(*, incident_ids) -> dict[int, ItemCounts]:
+    """ItemCounts of each incident, with the money its pending items move, in one grouped query over those
+    incidents' items (through the index that leads with the incident). Limits: it reads every item of the
+    incidents asked for, so callers ask for one incident or a page of them, never the whole queue
+    (QueueTotal answers that)."""
+    counts = {pk: ItemCounts() for pk in incident_ids}
+    rows = (CompensationItem.objects.filter(incident_id__in=list(counts)).order_by()
+            .values_list("incident_id", "kind", "status", "currency").annotate(n=Count("pk"), cents=Sum("amount_cents")))
+    for incident_id, kind, status, currency, n, cents in rows:
+        c = counts[incident_id]
+        c.cells[(kind, status)] = c.cells.get((kind, status), 0) + n
+        if status == St.PENDING and kind in CompensationItem.MONEY_KINDS:
+            c.pending_cents[currency] = c.pending_cents.get(currency, 0) + (cents or 0)
+    return counts
+
+
+def item_counts(*, incident: Incident) -> ItemCounts:
+    """One incident's items by kind and status (see item_counts_by_incident)."""
+    return item_counts_by_incident(incident_ids=[incident.pk])[incident.pk]
+
+
+def compensation_items(*, incident: Incident) -> list[dict]:
+    """Every compensation item of `incident` with its decision and audit history (for the report), in
+    two queries whatever the number of items."""
+    from compensation.audit import export_row
+
+    items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
+    history: dict[str, list[dict]] = defaultdict(list)
+    for event in AuditEvent.objects.filter(subject_type="compensation_item",
+                                           subject_id__in=[str(i.pk) for i in items]).order_by("seq"):
+        history[event.subject_id].append(export_row(event))
+    return [{
+        "id": i.pk, "kind": i.kind, "kind_label": i.get_kind_display(), "ticket": i.ticket_id, "status": i.status,
+        "amount_cents": i.amount_cents, "currency": i.currency, "amount": i.amount_display,
+        "to": i.to, "subject": i.subject, "body": i.body,
+        "valid": i.valid, "problems": i.problems, "drafted_by": i.drafted_by,
+        "decided_by": i.decided_by.get_username() if i.decided_by else None,
+        "decided_at": i.decided_at.isoformat() if i.decided_at else None, "decision_reason": i.decision_reason,
+        "executed_at": i.executed_at.isoformat() if i.executed_at else None, "history": history[str(i.pk)],
+    } for i in items]
 
 
 def queue_rows(*, workspace: Workspace) -> list[dict]:

@@ -442,7 +442,7 @@ def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason
             try:
                 value = int(value)
             except (TypeError, ValueError):
-                raise DecisionRefused("amount must be a whole number of cents") from None
+                raise DecisionRefused("amount must be an amount of money, such as 75.00") from None
         if value != getattr(item, name):
             changed[name] = {"before": before[name], "after": value}
             setattr(item, name, value)

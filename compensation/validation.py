@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from kintsugi_site.money import format_money
+
 MAX_SUBJECT = 200
 MAX_BODY = 4000
 
@@ -92,7 +94,7 @@ def text_problems(text: str, *, field: str, facts: dict) -> list[str]:
         cents = _cents(m.group("n1") or m.group("n2"))
         if cents is not None and limit is not None and cents > limit:
             problems.append(f"{field}: mentions {m.group(0).strip()}, more than the "
-                            f"{limit / 100:.2f} {currency} the customer paid")
+                            f"{format_money(limit, currency)} the customer paid")
     for m in _WORD_CURRENCY.finditer(text):
         code = _CURRENCY_WORDS[m.group(1).lower()]
         if code != currency and not any(code in p for p in problems):
@@ -115,15 +117,17 @@ def _money_problems(draft: dict, facts: dict) -> list[str]:
     amount = draft.get("amount_cents")
     currency = facts.get("currency")
     if not isinstance(amount, int) or isinstance(amount, bool):
-        return ["amount: not a whole number of cents"]
+        return ["amount: not an amount of money"]
     if amount <= 0:
         problems.append("amount: must be more than zero")
     paid = facts.get("paid_cents")
     if paid is not None and amount > paid:
-        problems.append(f"amount: {amount / 100:.2f} is above the {paid / 100:.2f} {currency} the customer paid")
+        problems.append(f"amount: {format_money(amount, currency)} is above the {format_money(paid, currency)} "
+                        "the customer paid")
     allowed = facts.get("max_cents")
     if allowed is not None and amount > allowed:
-        problems.append(f"amount: {amount / 100:.2f} is above the {allowed / 100:.2f} {currency} the netting allows")
+        problems.append(f"amount: {format_money(amount, currency)} is above the {format_money(allowed, currency)} "
+                        "the netting allows")
     if (draft.get("currency") or "") != currency:
         problems.append(f"currency: {draft.get('currency')!r} is not the ticket's currency {currency}")
     return problems

@@ -9,11 +9,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from kintsugi_site.money import format_money
 from provenance import membership, tenancy
 from provenance.graph import GraphUnavailable
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
-from provenance.selectors import blast_radius
+from provenance.selectors import blast_radius, workspace_currency
 
 PREVIEW_ACTIONS = 40  # actions listed on the flag preview; the totals always cover the whole radius
 FLAG_MANY_LIMIT = 20  # sources one list action may flag at once
@@ -203,7 +204,10 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
                     preview = blast_radius(workspace=source.workspace, source=source.source_id, limit=PREVIEW_ACTIONS)
                 except GraphUnavailable as exc:
                     problem = f"The provenance graph is unreachable, so there is no preview: {exc}"
-            previews.append({"source": source, "incident": incident, "radius": preview, "problem": problem,
+            # The radius counts cents without a currency: its refunds are in the workspace's tickets' one.
+            stake = (format_money(round(preview["amount_at_stake"] * 100),
+                                  workspace_currency(workspace_id=source.workspace_id) or "") if preview else None)
+            previews.append({"source": source, "incident": incident, "radius": preview, "problem": problem, "stake": stake,
                              "incident_url": incident_url(incident.pk) if incident else None,
                              "agents": sorted((preview or {}).get("by_agent", {}).items(), key=lambda kv: -kv[1])})
         context = {
@@ -219,16 +223,36 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
         return TemplateResponse(request, "admin/provenance/source/flag_confirmation.html", context)
 
 
+class MoneyColumn:
+    """An "amount" column and read-only field shown as money ("$75.00") from amount_cents and currency.
+    Whoever may edit the row (a superuser) edits the stored integer, labelled in the currency's hundredths."""
+
+    @admin.display(description="amount", ordering="amount_cents")
+    def amount(self, obj) -> str:
+        return format_money(obj.amount_cents, obj.currency) if obj.amount_cents is not None else "—"
+
+    def get_exclude(self, request, obj=None):
+        return () if self.has_change_permission(request, obj) else ("amount_cents",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("amount",) if obj is not None else ()
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "amount_cents":
+            kwargs["label"] = "Amount in hundredths (7500 = 75.00)"
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
 @admin.register(Ticket)
-class TicketAdmin(WorkspaceScoped, admin.ModelAdmin):
-    list_display = ("ticket_id", "workspace", "customer_name", "subject", "amount_cents", "tier")
+class TicketAdmin(MoneyColumn, WorkspaceScoped, admin.ModelAdmin):
+    list_display = ("ticket_id", "workspace", "customer_name", "subject", "amount", "tier")
     list_filter = ("workspace", "tier")
     search_fields = ("ticket_id", "customer_name", "customer_email")
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(WorkspaceScoped, admin.ModelAdmin):
-    list_display = ("reference", "workspace", "kind", "ticket_id", "amount_cents", "currency", "created_at")
+class LedgerEntryAdmin(MoneyColumn, WorkspaceScoped, admin.ModelAdmin):
+    list_display = ("reference", "workspace", "kind", "ticket_id", "amount", "created_at")
     list_filter = ("workspace", "kind")
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from provenance import mirror, paths, queries
 from provenance.graph import Graph, workspace_graph
 from provenance.mirror import DEAD
-from provenance.models import Source, Workspace
+from provenance.models import Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
 
 
@@ -63,6 +63,20 @@ def _check_source(workspace: Workspace, source: str) -> None:
         raise UnknownSource(f"unknown source {source!r} in workspace {workspace.name!r}")
 
 
+def whole_seq(seq: float) -> int | float:
+    """A seq as people read it: FalkorDB returns every seq as a float, but recorded actions have whole
+    seqs ("3", not "3.0"); only actions a repair slotted in between keep their fraction ("3.5")."""
+    return int(seq) if float(seq).is_integer() else seq
+
+
+def workspace_currency(*, workspace_id: int) -> str | None:
+    """The one currency of the workspace's tickets, which its refunds and its agents' decision amounts
+    are in; None when the tickets use several (or there are none), so nothing guesses a currency."""
+    found = list(Ticket.objects.filter(workspace_id=workspace_id).order_by().values_list("currency", flat=True)
+                 .distinct()[:2])
+    return found[0] if len(found) == 1 else None
+
+
 def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None, offset: int = 0) -> dict:
     """The preview of what flagging `source` would touch: actions in seq order, tickets, live effects.
     `offset`/`limit` page the listed actions; the totals always cover the whole radius."""
@@ -75,7 +89,7 @@ def blast_radius(*, workspace: Workspace, source: str, limit: int | None = None,
     listed = actions[offset:] if limit is None else actions[offset:offset + limit]
     return {
         "source": source,
-        "actions": [{"id": a[0], "agent": a[1], "seq": a[2], "ticket": a[3]} for a in listed],
+        "actions": [{"id": a[0], "agent": a[1], "seq": whole_seq(a[2]), "ticket": a[3]} for a in listed],
         "size": len(actions),
         "tickets": tickets,
         "effects": len(effects),

@@ -91,6 +91,8 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        from compensation.selectors import item_counts, review_queue_url  # compensation depends on repairs
+
         incident = self._incident(request, object_id, for_page=True)
         page = views.page_number(request, "tickets")
         picture_page = views.page_number(request, "picture")
@@ -105,6 +107,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             "subtitle": None,
             "opts": self.opts,
             "incident": incident,
+            "status_label": selectors.status_label(incident),
             "progress": selectors.progress(incident),
             "progress_url": reverse("admin:repairs_incident_progress", args=[incident.pk]),
             "outcome_rows": selectors.outcome_rows(incident),
@@ -117,7 +120,9 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             "invalidated_effects": effects,
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
-            "review": selectors.compensation_summary(incident=incident),
+            "item_counts": item_counts(incident=incident),
+            "review_url": review_queue_url(incident=incident, pending=True),
+            "review_all_url": review_queue_url(incident=incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
@@ -132,8 +137,8 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
             "can_retry": self.has_lead_permission(request) and incident.status in (Incident.Status.FAILED,
                                                                                    Incident.Status.BLOCKED),
-            "can_close": self.has_lead_permission(request) and incident.status not in (Incident.Status.REPAIRING,
-                                                                                       Incident.Status.CLOSED),
+            "can_close": self._can_close(request, incident),
+            "close_url": reverse("admin:repairs_incident_close", args=[incident.pk]),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/repairs/incident/incident_page.html", context)
@@ -194,8 +199,33 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
     def retry_view(self, request, incident_id):
         return self._lead_post(request, incident_id, services.retry_incident, "sent back to the worker")
 
+    def _can_close(self, request, incident: Incident) -> bool:
+        return self.has_lead_permission(request) and incident.status not in (Incident.Status.REPAIRING,
+                                                                             Incident.Status.CLOSED)
+
     def close_view(self, request, incident_id):
-        return self._lead_post(request, incident_id, services.close_incident, "closed")
+        """GET: what closing does (pending items cancelled, with their counts and money) and a reason
+        field. POST: close through repairs.services.close_incident, as before."""
+        if request.method == "POST":
+            return self._lead_post(request, incident_id, services.close_incident, "closed")
+        if request.method != "GET":
+            return HttpResponseNotAllowed(["GET", "POST"])
+        from compensation.selectors import item_counts  # compensation depends on repairs
+
+        incident = self._incident(request, incident_id)
+        if not self.has_lead_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Close incident #{incident.pk}?",
+            "opts": self.opts,
+            "incident": incident,
+            "status_label": selectors.status_label(incident),
+            "can_close": self._can_close(request, incident),
+            "item_counts": item_counts(incident=incident),
+            "incident_url": incident_url(incident.pk),
+        }
+        return TemplateResponse(request, "admin/repairs/incident/close_confirmation.html", context)
 
 
 @admin.register(IncidentTransition)

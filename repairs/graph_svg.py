@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
+from kintsugi_site.money import format_money
 from repairs.selectors import STATUS_LABELS, describe
 
 # (stroke, fill, dash) per repair status; superseded is dashed because its work no longer stands.
@@ -35,8 +36,9 @@ LABEL_W, COL_W, NODE_W, NODE_H, ROW_H, EFFECT_W = 64, 190, 160, 36, 46, 170
 TOP, LEGEND_H = 12, 56
 
 
-def _money(cents: int | None) -> str:
-    return f"{(cents or 0) / 100:,.2f}"
+def _money(cents: int | None, currency: str | None = None) -> str:
+    # The grouped overview sums effects without their currency: a plain amount there, money where known.
+    return format_money(int(cents or 0), currency or "")
 
 
 def _legend() -> list[dict]:
@@ -128,8 +130,9 @@ def layout_page(data: dict, *, explain_url: str = "") -> dict:
             stroke, fill, dash, label = EFFECT_STYLE[item["state"]]
             effect_boxes.append({
                 "x": x, "y": y0 + 3, "w": EFFECT_W, "h": NODE_H - 6, "stroke": stroke, "fill": fill, "dash": dash,
-                "line1": f"{item['kind']} {_money(item['amount'])}", "line2": label,
-                "title": f"effect #{item['id']}: {item['kind']} {_money(item['amount'])} on {item['ticket']} ({label})",
+                "line1": f"{item['kind']} {_money(item['amount'], item.get('currency'))}", "line2": label,
+                "title": f"effect #{item['id']}: {item['kind']} {_money(item['amount'], item.get('currency'))} "
+                         f"on {item['ticket']} ({label})",
                 "href": f"{explain_url}?effect={item['id']}" if explain_url else "",
                 "cls": f"effect {item['state']}", "status": item["state"], "action": item["action"],
             })

@@ -20,6 +20,7 @@ from django.template.loader import render_to_string
 
 from compensation.audit import csv_cell
 from provenance.progress import ProgressFn, noop
+from provenance.selectors import whole_seq
 from repairs import report_record, selectors
 from repairs.models import ActionOutcome, Incident
 
@@ -47,9 +48,11 @@ def _outcomes(incident: Incident, progress: ProgressFn) -> list[ActionOutcome]:
 
 def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
     """Everything the incident report shows, as plain JSON-able data."""
+    from compensation.selectors import compensation_items, item_counts  # compensation depends on repairs
+
     incident = selectors.incident_for_page(incident.pk)
     outcomes = _outcomes(incident, progress)
-    actions = [{"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": o.seq, "parent_id": o.parent_id,
+    actions = [{"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": whole_seq(o.seq), "parent_id": o.parent_id,
                 "status": o.status, "before": o.before, "after": o.after} for o in sorted(outcomes, key=lambda o: o.seq)]
     effects = [selectors.effect_dict(e) for e in incident.effects.order_by("ticket", "kind", "effect_id")]
     report = {
@@ -59,6 +62,7 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
         "incident": {
             "id": incident.pk, "workspace": incident.workspace.name, "run_number": incident.run_number,
             "source": incident.source_id, "reason": incident.reason, "status": incident.status,
+            "status_label": selectors.status_label(incident), "currency": incident.currency,
             "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,
             "created_at": _iso(incident.created_at), "started_at": _iso(incident.started_at),
             "finished_at": _iso(incident.finished_at), "attempts": incident.attempts, "error": incident.error or None,
@@ -77,7 +81,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
         "tickets": [{"ticket": t.ticket, "before": t.chain(after=False, raw=True), "after": t.chain(after=True, raw=True),
                      "statuses": t.statuses, "changed": t.changed} for t in selectors.by_ticket(outcomes) if t.ticket],
         "effects": effects,
-        "compensation": selectors.compensation_items(incident=incident),
+        "compensation": compensation_items(incident=incident),
+        "item_counts": {**(counts := item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
         "verification": incident.verification,
         "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
         "record": report_record.record_section(incident),
@@ -105,8 +110,9 @@ def _table(columns: list[str], rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def _chain(steps: list[dict]) -> str:
-    return " → ".join(f"{s['agent']} #{s['action']} ({selectors.describe(s['decision'])})" for s in steps)
+def _chain(steps: list[dict], currency: str | None) -> str:
+    return " → ".join(f"{s['agent']} #{s['action']} ({selectors.describe(s['decision'], currency=currency)})"
+                      for s in steps)
 
 
 def _record_rows(record: dict) -> list[dict]:
@@ -121,17 +127,24 @@ def _record_rows(record: dict) -> list[dict]:
 
 def _csv_zip(report: dict) -> bytes:
     inc, out = report["incident"], report["outcome"]
+    currency, counts = inc.get("currency"), report["item_counts"]
     tables = {
         "incident.csv": _table(["field", "value"], [{"field": k, "value": v} for k, v in inc.items()]),
         "outcome.csv": _table(["key", "label", "value", "detail"], out["table"]),
         "actions.csv": _table(["action_id", "agent", "ticket", "seq", "parent_id", "status", "before", "after"],
                               report["actions"]),
         "tickets.csv": _table(["ticket", "changed", "statuses", "before", "after"], [
-            {**t, "statuses": " ".join(t["statuses"]), "before": _chain(t["before"]), "after": _chain(t["after"])}
+            {**t, "statuses": " ".join(t["statuses"]), "before": _chain(t["before"], currency),
+             "after": _chain(t["after"], currency)}
             for t in report["tickets"]]),
-        "effects.csv": _table(["effect_id", "action_id", "role", "kind", "ticket", "amount_cents", "currency", "details"],
-                              report["effects"]),
-        "compensation.csv": _table(["id", "kind", "ticket", "status", "amount_cents", "currency", "to", "subject",
+        "effects.csv": _table(["effect_id", "action_id", "role", "kind", "ticket", "amount", "amount_cents", "currency",
+                               "details"], report["effects"]),
+        # One row per kind and status, then the totals the incident page prints (compensation.selectors.ItemCounts).
+        "items.csv": _table(["kind", "status", "items"], [
+            {"kind": k, "status": s, "items": n} for k, row in counts["by_kind"].items() for s, n in row.items()] + [
+            {"kind": name, "status": "all", "items": counts[name]}
+            for name in ("compensation_drafts", "held_replacements", "total")]),
+        "compensation.csv": _table(["id", "kind", "ticket", "status", "amount", "amount_cents", "currency", "to", "subject",
                                     "body", "valid", "decided_by", "decided_at", "decision_reason", "executed_at"],
                                    report["compensation"]),
         "compensation_audit.csv": _table(["item", "seq", "at", "actor", "via", "action", "from_status", "to_status",
@@ -158,13 +171,16 @@ def report_context(report: dict) -> dict:
     def cap(rows):
         return rows[:PDF_ROW_LIMIT], max(0, len(rows) - PDF_ROW_LIMIT)
 
+    def describe(decision) -> str:
+        return selectors.describe(decision, currency=report["incident"].get("currency"))
+
     tickets, tickets_more = cap([{
         "ticket": t["ticket"], "changed": t["changed"], "statuses": t["statuses"],
-        "before": [{**s, "decision": selectors.describe(s["decision"])} for s in t["before"]],
-        "after": [{**s, "decision": selectors.describe(s["decision"])} for s in t["after"]],
+        "before": [{**s, "decision": describe(s["decision"])} for s in t["before"]],
+        "after": [{**s, "decision": describe(s["decision"])} for s in t["after"]],
     } for t in report["tickets"]])
     actions, actions_more = cap([{**a, "status_label": selectors.STATUS_LABELS.get(a["status"], a["status"]),
-                                  "before": selectors.describe(a["before"]), "after": selectors.describe(a["after"])}
+                                  "before": describe(a["before"]), "after": describe(a["after"])}
                                  for a in report["actions"]])
     verification = selectors.verification_view(report["verification"], limit=PDF_ROW_LIMIT)
     effects, effects_more = cap([e for e in report["effects"] if e["role"] == "invalidated"])
@@ -176,6 +192,7 @@ def report_context(report: dict) -> dict:
         "compensation_more": max(0, len(report["compensation"]) - PDF_ROW_LIMIT),
         "transitions": report["transitions"],
         "status_keys": selectors.STATUSES,
+        "item_counts": report.get("item_counts"),
     }
 
 

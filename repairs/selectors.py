@@ -10,28 +10,21 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, IntegerField, JSONField, Q, QuerySet, Sum
+from django.db.models import CharField, Count, IntegerField, JSONField, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
-from django.urls import reverse
 
 from provenance import paths, queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.models import Workspace
-from provenance.selectors import DEAD  # statuses whose decision no longer stands after a repair
+from kintsugi_site.money import format_money
+from provenance.selectors import DEAD, whole_seq, workspace_currency  # DEAD: statuses a repair undid
 from repairs.engine import CHANGED, COUNT_KEYS
 from repairs.models import ActionOutcome, Incident, RepairEffect
+from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too
 
 S = Incident.Status
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
-STATUS_LABELS = {
-    "poisoned": "Poisoned",
-    "rerun_changed": "Re-run, output changed",
-    "rerun_same": "Re-run, same output (cascade stopped)",
-    "skipped": "Skipped",
-    "superseded": "Superseded",
-    "new": "New",
-}
 RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
 
 
@@ -40,63 +33,23 @@ def dashboard(*, user, limit: int = 10) -> dict:
     """What a lead sees first, over the workspaces `user` may see: open incidents, the review queue's size
     and amount, recent flags and the workspaces. Bounded queries on indexed columns only; no count over a
     whole table."""
+    # compensation depends on repairs (its items point at incidents), so its modules are imported lazily.
+    from compensation.selectors import compensation_summary, item_counts_by_incident
     from provenance import tenancy
 
     light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
              .defer("plan", "verification", "counts"))
+    open_incidents = list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit])
+    counts = item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
+    for incident in open_incidents:
+        incident.item_counts, incident.status_label = counts[incident.pk], status_label(incident)
     return {
-        "open_incidents": list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit]),
-        "recent_flags": list(light.order_by("-created_at")[:limit]),
+        "open_incidents": open_incidents,
+        "recent_flags": [setattr(i, "status_label", status_label(i)) or i for i in light.order_by("-created_at")[:limit]],
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
         "review_queue": compensation_summary(incident=None, user=user),
         "limit": limit,
     }
-
-
-# --- the compensation app's review queue, as the lead sees it from an incident ---------------------------
-# compensation depends on repairs (its items point at incidents), so its modules are imported here lazily.
-def review_queue_url(*, incident: Incident | None = None, pending: bool = False) -> str:
-    """The review queue's admin changelist, filtered to one incident (and to pending items)."""
-    params = ([f"incident__id__exact={incident.pk}"] if incident is not None else []) + (
-        ["status__exact=pending"] if pending else [])
-    url = reverse("admin:compensation_compensationitem_changelist")
-    return url + ("?" + "&".join(params) if params else "")
-
-
-def compensation_summary(*, incident: Incident | None, user=None) -> dict:
-    """Pending review items and their total amount per currency (all incidents, or one), exact, from the
-    totals the item table's triggers maintain (compensation.models.QueueTotal): a handful of rows instead
-    of an aggregate over every pending item, with the queue's URLs. Without an incident the totals cover
-    the workspaces `user` may see."""
-    from compensation.selectors import pending_totals
-
-    per_currency = pending_totals(incident=incident, user=user)
-    return {"pending": sum(r["items"] for r in per_currency),
-            "amounts": [{"currency": r["currency"], "amount": r["cents"] / 100} for r in per_currency],
-            "url": review_queue_url(incident=incident, pending=True),
-            "all_url": review_queue_url(incident=incident)}
-
-
-def compensation_items(*, incident: Incident) -> list[dict]:
-    """Every compensation item of `incident` with its decision and audit history (for the report), in
-    two queries whatever the number of items."""
-    from compensation.audit import export_row
-    from compensation.models import AuditEvent, CompensationItem
-
-    items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
-    history: dict[str, list[dict]] = defaultdict(list)
-    for event in AuditEvent.objects.filter(subject_type="compensation_item",
-                                           subject_id__in=[str(i.pk) for i in items]).order_by("seq"):
-        history[event.subject_id].append(export_row(event))
-    return [{
-        "id": i.pk, "kind": i.kind, "kind_label": i.get_kind_display(), "ticket": i.ticket_id, "status": i.status,
-        "amount_cents": i.amount_cents, "currency": i.currency, "amount": f"{i.amount_cents / 100:,.2f} {i.currency}",
-        "to": i.to, "subject": i.subject, "body": i.body,
-        "valid": i.valid, "problems": i.problems, "drafted_by": i.drafted_by,
-        "decided_by": i.decided_by.get_username() if i.decided_by else None,
-        "decided_at": i.decided_at.isoformat() if i.decided_at else None, "decision_reason": i.decision_reason,
-        "executed_at": i.executed_at.isoformat() if i.executed_at else None, "history": history[str(i.pk)],
-    } for i in items]
 
 
 # --- the incident page ------------------------------------------------------------------------------------
@@ -108,6 +61,9 @@ def _invalidated_by_kind():
         output_field=JSONField())
 
 
+# The one currency of the workspace's tickets (the desk's decisions carry cents in it), NULL when several.
+_CURRENCY_SQL = ("SELECT CASE WHEN count(DISTINCT currency) = 1 THEN min(currency) END FROM provenance_ticket "
+                 "WHERE workspace_id = repairs_incident.workspace_id")
 _TICKETS_SQL = ("SELECT count(DISTINCT ticket) FROM repairs_actionoutcome "
                 "WHERE incident_id = repairs_incident.id AND ticket <> ''")
 
@@ -118,6 +74,7 @@ def incident_for_page(pk: int, *, within: QuerySet[Incident] | None = None) -> I
     return ((within if within is not None else Incident.objects.all())
             .select_related("workspace", "flagged_by").defer("plan")
             .annotate(invalidated_by_kind=_invalidated_by_kind(),
+                      currency=RawSQL(_CURRENCY_SQL, [], output_field=CharField()),
                       tickets_in_radius=RawSQL(_TICKETS_SQL, [], output_field=IntegerField()),
                       # touched: some action of the ticket did more than stay skipped (as the repair counts it)
                       tickets_touched=RawSQL(_TICKETS_SQL + " AND status <> %s", ["skipped"], output_field=IntegerField()))
@@ -162,27 +119,19 @@ def verification_view(verification: dict | None, *, limit: int = 50) -> dict | N
             "more": max(0, len(rows) - limit)}
 
 
-def describe(decision) -> str:
-    """A decision as short text: `choice: refund, level: full`. Values stay untrusted text."""
-    if decision is None:
-        return "—"
-    if not isinstance(decision, dict):
-        return json.dumps(decision, sort_keys=True)
-    return ", ".join(f"{k}: {v if isinstance(v, (str, int)) else json.dumps(v, sort_keys=True)}"
-                     for k, v in sorted(decision.items()))
-
-
 @dataclass
 class TicketChange:
     """One ticket's actions in the radius, in seq order: its decisions before and after the repair."""
 
     ticket: str
     steps: list[ActionOutcome] = field(default_factory=list)
+    currency: str | None = None  # of the decisions' amounts (repairs.wording.describe)
 
     def chain(self, *, after: bool, raw: bool = False) -> list[dict]:
         steps = [o for o in self.steps if (o.status not in DEAD if after else o.status != "new")]
         return [{"agent": o.agent, "action": o.action_id,
-                 "decision": (o.after if after else o.before) if raw else describe(o.after if after else o.before)}
+                 "decision": (o.after if after else o.before) if raw
+                 else describe(o.after if after else o.before, currency=self.currency)}
                 for o in steps]
 
     @property
@@ -202,11 +151,11 @@ class TicketChange:
         return [o.status for o in self.steps]
 
 
-def by_ticket(outcomes) -> list[TicketChange]:
+def by_ticket(outcomes, *, currency: str | None = None) -> list[TicketChange]:
     """Group outcomes (ordered by ticket, then seq) into one TicketChange per ticket."""
     grouped: dict[str, TicketChange] = {}
     for o in outcomes:
-        grouped.setdefault(o.ticket, TicketChange(o.ticket)).steps.append(o)
+        grouped.setdefault(o.ticket, TicketChange(o.ticket, currency=currency)).steps.append(o)
     return list(grouped.values())
 
 
@@ -222,7 +171,8 @@ def ticket_changes(*, incident: Incident, page: int = 1, per_page: int = 25) -> 
     without a ticket (research reading a page) come first on page 1."""
     page = max(1, page)
     wanted = Q(ticket__in=_ticket_page(incident, page, per_page)) | (Q(ticket="") if page == 1 else Q(pk__in=[]))
-    rows = by_ticket(ActionOutcome.objects.filter(incident=incident).filter(wanted).order_by("ticket", "seq"))
+    rows = by_ticket(ActionOutcome.objects.filter(incident=incident).filter(wanted).order_by("ticket", "seq"),
+                     currency=getattr(incident, "currency", None))
     with_ticket = [r for r in rows if r.ticket]
     has_next = len(with_ticket) > per_page
     if has_next:
@@ -232,7 +182,7 @@ def ticket_changes(*, incident: Incident, page: int = 1, per_page: int = 25) -> 
 
 def effect_dict(e: RepairEffect) -> dict:
     return {"effect_id": e.effect_id, "action_id": e.action_id, "role": e.role, "kind": e.kind, "ticket": e.ticket,
-            "amount_cents": e.amount_cents, "currency": e.currency, "amount": f"{e.amount_cents / 100:,.2f} {e.currency}",
+            "amount_cents": e.amount_cents, "currency": e.currency, "amount": format_money(e.amount_cents, e.currency),
             "details": e.details}
 
 
@@ -249,7 +199,7 @@ def transition_rows(*, incident: Incident) -> list[dict]:
 
 def progress(incident: Incident) -> dict:
     """The JSON the incident page polls while the repair runs."""
-    return {"incident": incident.pk, "status": incident.status, "phase": incident.phase,
+    return {"incident": incident.pk, "status": incident.status, "label": status_label(incident), "phase": incident.phase,
             "done": incident.progress_done, "total": incident.progress_total, "percent": incident.percent,
             "running": incident.status in RUNNING, "error": incident.error or None}
 
@@ -292,7 +242,7 @@ def effect_in_incident(incident: Incident, effect_id: int) -> dict:
     else:
         raise NotInIncident(f"effect {effect_id} is not in incident #{incident.pk}")
     return {"effect_id": effect_id, "action_id": aid, "kind": kind, "ticket": ticket or "", "amount_cents": amount,
-            "amount": f"{(amount or 0) / 100:,.2f} {currency or ''}".strip(), "state": state,
+            "amount": format_money(int(amount or 0), currency or "USD"), "state": state,
             "role": row.role if row is not None else None}
 
 
@@ -319,6 +269,7 @@ def explain(*, incident: Incident, action_id: int | None = None, effect_id: int 
     target = effect["action_id"] if effect else action_id
     upstream = upstream_map(incident)
     outcomes = {o.action_id: o for o in incident.outcomes.all()}
+    currency = getattr(incident, "currency", None) or workspace_currency(workspace_id=incident.workspace_id)
     if target not in outcomes:
         raise NotInIncident(f"action {target} is not in incident #{incident.pk}")
     if upstream is None:
@@ -339,9 +290,9 @@ def explain(*, incident: Incident, action_id: int | None = None, effect_id: int 
         # The step shape of provenance.selectors.explain_path (the API's, on the live graph), plus what
         # the repair did to the step and the values of the facts read.
         steps.append({
-            "action": aid, "agent": o.agent, "ticket": o.ticket or None, "seq": o.seq, "status": o.status,
+            "action": aid, "agent": o.agent, "ticket": o.ticket or None, "seq": whole_seq(o.seq), "status": o.status,
             "status_label": STATUS_LABELS.get(o.status, o.status),
-            "before": describe(o.before), "after": describe(o.after),
+            "before": describe(o.before, currency=currency), "after": describe(o.after, currency=currency),
             "reached_by": {"edge": kind, "from_action": writer,
                            "source": incident.source_id if kind == "INGESTED" else None,
                            "facts": sorted({k for k, _ in facts})},
@@ -380,12 +331,12 @@ def _effects_of(incident: Incident, ids: list[int]) -> list[dict]:
     except GraphUnavailable:
         rows = None
     if rows is not None:
-        return [{"id": eid, "action": aid, "kind": kind, "ticket": ticket or "", "amount": amount,
+        return [{"id": eid, "action": aid, "kind": kind, "ticket": ticket or "", "amount": amount, "currency": cur,
                  "state": "invalidated" if not live else ("held" if held else "live")}
-                for aid, eid, kind, ticket, amount, _cur, _det, live, held in rows]
+                for aid, eid, kind, ticket, amount, cur, _det, live, held in rows]
     # FalkorDB unreachable: what Postgres knows (the repair's own effects) is still worth a picture.
     return [{"id": e.effect_id, "action": e.action_id, "kind": e.kind, "ticket": e.ticket, "amount": e.amount_cents,
-             "state": {"invalidated": "invalidated", "replacement": "held"}.get(e.role, "invalidated")}
+             "currency": e.currency, "state": {"invalidated": "invalidated", "replacement": "held"}.get(e.role, "invalidated")}
             for e in incident.effects.filter(action_id__in=ids)]
 
 

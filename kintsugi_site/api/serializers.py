@@ -279,10 +279,12 @@ class ReviewItemSerializer(serializers.ModelSerializer):
     original = serializers.ListField(child=serializers.DictField(), read_only=True,
                                      help_text="The effects this item compensates or releases.")
     problems = serializers.ListField(child=serializers.CharField(), read_only=True)
+    amount = serializers.CharField(source="amount_display", read_only=True,
+                                   help_text='The amount as people read it ("$75.00"); amount_cents is the value.')
 
     class Meta:
         model = CompensationItem
         fields = ["id", "incident", "workspace", "kind", "status", "ticket", "customer_email", "to", "subject", "body",
-                  "amount_cents", "currency", "payment_reference", "valid", "problems", "edited", "drafted_by",
+                  "amount_cents", "currency", "amount", "payment_reference", "valid", "problems", "edited", "drafted_by",
                   "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at"]
         read_only_fields = fields

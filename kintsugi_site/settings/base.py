@@ -84,6 +84,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "provenance.context_processors.model_backend",
             ],
+            # kintsugi_site is not an app (no templatetags discovery), so its one library is named here.
+            "libraries": {"money": "kintsugi_site.templatetags.money"},
         },
     },
 ]

@@ -18,8 +18,8 @@ def test_dashboard_shows_open_incidents_review_queue_and_workspaces(lead_client,
     pending = CompensationItem.objects.filter(status="pending")
     assert board["review_queue"]["pending"] == pending.count() >= 10
     cents = pending.aggregate(s=Sum("amount_cents"))["s"]
-    assert board["review_queue"]["amounts"] == [{"currency": "USD", "amount": cents / 100}]
-    assert f'id="pending-count">{pending.count()}<' in html and f"{cents / 100:.2f} USD" in html
+    assert board["review_queue"]["amounts"] == [{"currency": "USD", "cents": cents, "text": f"${cents / 100:,.2f}"}]
+    assert f'id="pending-count">{pending.count()}<' in html and f"<div>${cents / 100:,.2f}</div>" in html
     assert f'href="{reverse("admin:repairs_incident_change", args=[repaired.pk])}"' in html
     assert 'id="open-incidents"' in html and 'id="recent-flags"' in html and 'id="workspaces"' in html
 

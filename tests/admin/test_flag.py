@@ -23,7 +23,7 @@ def test_flag_preview_shows_the_blast_radius_before_anything_happens(lead_client
     assert preview["by_agent"] == {"research": 1, "triage": 8, "refund": 8, "notifier": 8}
     assert preview["effects"] == 16 and preview["effects_by_kind"] == {"email": 8, "refund": 8}
     html = response.content.decode()
-    assert 'data-agent="triage"' in html and "750.00" in html and 'name="reason"' in html
+    assert 'data-agent="triage"' in html and "<strong>$750.00</strong>" in html and 'name="reason"' in html
     assert not Incident.objects.exists()
 
 

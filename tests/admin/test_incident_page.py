@@ -62,7 +62,7 @@ def test_progress_endpoint_reports_status_and_percent(lead_client, canonical_des
     url = reverse("admin:repairs_incident_progress", args=[incident.pk])
     with django_assert_max_num_queries(5):
         data = lead_client.get(url).json()
-    assert data == {"incident": incident.pk, "status": "repairing", "phase": "walking", "done": 5, "total": 10,
+    assert data == {"incident": incident.pk, "status": "repairing", "label": "Repairing", "phase": "walking", "done": 5, "total": 10,
                     "percent": 30, "running": True, "error": None}
     page = lead_client.get(reverse("admin:repairs_incident_change", args=[incident.pk])).content.decode()
     assert 'data-state="running"' in page and "appears once the repair" in page

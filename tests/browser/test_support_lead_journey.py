@@ -47,7 +47,7 @@ def test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf(
     preview = lead.locator(f'section.flag-preview[data-source="{POISONED_PAGE}"]')
     assert preview.locator('[data-preview="size"] strong').inner_text() == "25"
     assert preview.locator('[data-preview="tickets"] strong').inner_text() == "8"
-    assert preview.locator('[data-preview="amount"] strong').inner_text() == "750.00"
+    assert preview.locator('[data-preview="amount"] strong').inner_text() == "$750.00"
     assert preview.locator('tr[data-agent="triage"] td.num').inner_text() == "8"
     assert not Incident.objects.exists()  # nothing happens before the confirmation
     lead.fill("#id_reason", "The partner blog tells agents to refund any VIP claim without checks.")

@@ -94,7 +94,7 @@ def test_queue_lists_pending_first_and_filters(client, canonical, people):
         response = client.get(reverse(CHANGELIST), params)
         assert response.context["cl"].result_count == expected, params
     page = client.get(reverse(CHANGELIST)).content.decode()
-    assert "55.00 USD" in page  # t04: the netted difference
+    assert "$55.00" in page  # t04: the netted difference
 
 
 def _decide(client, user, item, **data):
@@ -115,6 +115,20 @@ def test_reviewer_approves_rejects_and_edits_in_the_admin(client, canonical, peo
     assert statuses == {a.pk: ("approved", False), b.pk: ("rejected", False), c.pk: ("approved", True)}
     edit = AuditEvent.objects.get(action="item.edited", subject_id=str(c.pk))
     assert edit.via == "admin" and edit.data["changes"]["subject"]["after"] == "Our correction for ticket t07"
+
+
+def test_reviewer_edits_an_amount_as_money_not_cents(client, canonical, people):
+    item = _item(canonical.incident, K.REFUND_REVERSAL, "t04")  # the netting allows 55.00 back
+    page = _page(client, people.reviewer, reverse("admin:compensation_compensationitem_change", args=[item.pk]))
+    assert 'name="amount" value="55.00"' in page and "Amount in USD" in page
+    response = _decide(client, people.reviewer, item, decision="edit_approve", amount="fifty", body=item.body,
+                       reason="typo")
+    assert "amount must be an amount of money" in response.content.decode()
+    assert CompensationItem.objects.get(pk=item.pk).status == "pending"
+    _decide(client, people.reviewer, item, decision="edit_approve", amount="50.00", body=item.body,
+            reason="the customer keeps 5.00 of goodwill")
+    edited = CompensationItem.objects.get(pk=item.pk)
+    assert (edited.status, edited.amount_cents, edited.edited) == ("approved", 5000, True)
 
 
 def test_the_flagger_is_refused_in_the_admin_by_the_service(client, canonical, people):
@@ -162,7 +176,7 @@ def test_bulk_approve_shows_count_and_total_before_approving(client, canonical, 
     page = response.content.decode()
     assert response.status_code == 200 and "bulk-approve-confirmation" in page
     assert response.context["count"] == 6 and response.context["totals"] == {"USD": 5500 + 7500 + 9000 + 10000 + 8000}
-    assert "40000 cents USD" in page
+    assert 'id="bulk-total">$400.00</strong>' in page
     assert incident.compensation_items.filter(status="approved").count() == 0  # nothing happened yet
     client.post(reverse(CHANGELIST), {"action": "bulk_approve", "_selected_action": selected, "confirm": "yes",
                                       "reason": "matches the payments export"})

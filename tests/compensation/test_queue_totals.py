@@ -7,7 +7,7 @@ from django.db.models import Count, F, Sum
 from compensation.models import CompensationItem, QueueTotal
 from compensation.selectors import pending_totals, queue_count
 from compensation.services import approve_item, reject_item
-from repairs.selectors import compensation_summary
+from compensation.selectors import compensation_summary
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind
@@ -91,6 +91,7 @@ def test_pending_summary_is_exact_per_currency(canonical):
     assert pending_totals(user=member) == expected == pending_totals(incident=incident)
     summary = compensation_summary(incident=incident)
     assert summary["pending"] == pending.count()
-    assert summary["amounts"] == [{"currency": r["currency"], "amount": r["cents"] / 100} for r in expected]
+    assert [(a["currency"], a["cents"]) for a in summary["amounts"]] == [(r["currency"], r["cents"]) for r in expected]
+    assert [a["text"] for a in summary["amounts"]][-1].startswith("$")
     CompensationItem.objects.filter(pk=euro.pk).update(status="rejected")  # no pending EUR left: not listed
     assert [r["currency"] for r in pending_totals(user=member)] == ["USD"]

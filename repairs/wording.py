@@ -1,0 +1,54 @@
+"""How the repair reads to people: repair-status labels, the incident's badge, decisions as short text.
+
+One place for these words, so the incident page, the dashboard, the picture and the reports say the same.
+"""
+from __future__ import annotations
+
+import json
+
+from kintsugi_site.money import format_money
+from repairs.models import Incident
+
+S = Incident.Status
+STATUS_LABELS = {
+    "poisoned": "Poisoned",
+    "rerun_changed": "Re-run, output changed",
+    "rerun_same": "Re-run, same output (cascade stopped)",
+    "skipped": "Skipped",
+    "superseded": "Superseded",
+    "new": "New",
+}
+# While an incident is repairing, its phase says more than the status: the worker walks the radius,
+# applies the plan, then verifies against the clean baseline (and drafts the items) before "Repaired".
+PHASE_LABELS = {"walking": "Repairing", "applying": "Applying the repair", "verifying": "Verifying"}
+
+
+def status_label(incident: Incident) -> str:
+    """The incident's badge text: its phase while a worker repairs it, else its status."""
+    if incident.status == S.REPAIRING:
+        return PHASE_LABELS.get(incident.phase, "Repairing")
+    return incident.get_status_display()
+
+
+def _is_money_key(key: str) -> bool:
+    return key == "amount" or key.endswith("_cents")
+
+
+def describe(decision, *, currency: str | None = None) -> str:
+    """A decision as short text: `choice: refund, level: full`. Values stay untrusted text.
+
+    Money keys (`amount`, `…_cents`: integer cents in the desk's agents' decisions) read as money in
+    `currency` ("amount: $100.00"); decisions carry no currency, so without one they read as a plain
+    decimal ("amount: 100.00"), never as cents."""
+    if decision is None:
+        return "—"
+    if not isinstance(decision, dict):
+        return json.dumps(decision, sort_keys=True)
+    parts = []
+    for key, value in sorted(decision.items()):
+        if _is_money_key(key) and isinstance(value, int) and not isinstance(value, bool):
+            label = key.removesuffix("_cents")
+            parts.append(f"{label}: {format_money(value, currency) if currency else f'{value / 100:,.2f}'}")
+        else:
+            parts.append(f"{key}: {value if isinstance(value, (str, int)) else json.dumps(value, sort_keys=True)}")
+    return ", ".join(parts)
