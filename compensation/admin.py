@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG, IGNORED_PARAMS, PAGE_VAR, SEARCH_VAR
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 
 from compensation import selectors, services
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
-from compensation.models import AuditEvent, CompensationItem
+from compensation.models import CompensationItem
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_totals, parse_money
 from provenance import tenancy

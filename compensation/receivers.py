@@ -5,7 +5,8 @@ from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
 from compensation import audit
-from compensation.services import cancel_incident_items, draft_ahead, draft_compensations
+from compensation.drafts import draft_ahead, draft_compensations
+from compensation.services import cancel_incident_items
 from provenance.membership import current_attribution
 from provenance.models import Workspace
 from repairs.models import IncidentTransition

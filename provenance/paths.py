@@ -7,7 +7,6 @@ checkpointed upstream map). Both go through `shortest_path`; only the edge sourc
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable
 

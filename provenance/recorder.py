@@ -9,7 +9,6 @@ without changing what any read returns.
 """
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import logging
@@ -20,6 +19,7 @@ from typing import Any, Iterable
 
 from provenance import queries, validation
 from provenance.agents import NAME_PATTERN, get_agent
+from provenance.fact_index import FactIndex, FactVersion  # noqa: F401 - FactVersion: part of the recorder's API
 from provenance.graph import Graph, GraphUnavailable
 from provenance.llm import get_client
 
@@ -60,61 +60,6 @@ def _check_decision(agent: str, decision: Any) -> dict:
 
     walk(decision)
     return decision
-
-
-@dataclass
-class FactVersion:
-    id: int
-    key: str
-    value: Any
-    version: int
-    seq: float
-    active: bool
-    writer: int | None
-    valid_from: str | None = None
-    valid_until: str | None = None
-    known_at: str | None = None
-    system_at: str | None = None
-    invalidated_at: str | None = None
-    invalidated_by: int | None = None
-
-
-class FactIndex:
-    """Every version of every fact in a workspace, ordered by (seq, version), for read resolution.
-
-    Writes arrive almost always in order, so add() appends in O(1) (a bisect otherwise) and the
-    next version number is kept per key: a key written by every action stays linear."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[str, list[FactVersion]] = defaultdict(list)
-        self.by_id: dict[int, FactVersion] = {}
-        self._order: dict[str, list[tuple[float, int]]] = defaultdict(list)
-        self._max_version: dict[str, int] = {}
-
-    def add(self, fv: FactVersion) -> None:
-        order, position = self._order[fv.key], (fv.seq, fv.version)
-        at = len(order) if not order or order[-1] <= position else bisect.bisect(order, position)
-        order.insert(at, position)
-        self.by_key[fv.key].insert(at, fv)
-        self.by_id[fv.id] = fv
-        self._max_version[fv.key] = max(self._max_version.get(fv.key, 0), fv.version)
-
-    def resolve(self, key: str, seq: float, reader: int) -> FactVersion | None:
-        for fv in reversed(self.by_key.get(key, ())):
-            if fv.active and (fv.seq < seq or fv.writer == reader):
-                return fv
-        return None
-
-    def next_version(self, key: str) -> int:
-        return self._max_version.get(key, 0) + 1
-
-    def current(self) -> dict[str, FactVersion]:
-        out = {}
-        for key, versions in self.by_key.items():
-            live = [v for v in versions if v.active]
-            if live:
-                out[key] = live[-1]
-        return out
 
 
 @dataclass

@@ -2,7 +2,8 @@ import pytest
 
 from compensation.drafting import plan_items
 from compensation.models import CompensationItem
-from compensation.services import approve_item, draft_compensations
+from compensation.drafts import draft_compensations
+from compensation.services import approve_item
 from repairs.services import flag_source, run_repair
 from tests.compensation.conftest import repaired_incident
 

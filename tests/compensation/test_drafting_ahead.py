@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import (DRAFT_LOCK, DRAFT_PARTS, DecisionRefused, _in_part, approve_item, draft_ahead,
-                                   draft_compensations)
+from compensation.drafts import DRAFT_LOCK, DRAFT_PARTS, _in_part, draft_ahead, draft_compensations
+from compensation.services import DecisionRefused, approve_item
 from repairs import services
 from repairs.models import Incident
 from repairs.services import run_repair

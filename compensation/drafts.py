@@ -1,0 +1,287 @@
+"""Drafting compensation items after a repair: from the incident's invalidated and replacement effects
+(netted per ticket by compensation.drafting.plan_items) to validated drafts people review, with the path
+from the flagged source to each effect. Drafting is split by ticket into parts under advisory locks, so
+the repairing worker and idle workers share it; every item and its audit event go in together.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import zlib
+
+from django.db import transaction
+from django.db.models import Q
+
+from compensation import audit
+from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
+                                   reversal_input)
+from compensation.models import CompensationItem
+from compensation.transitions import set_status as _set_status
+from compensation.validation import validate_draft
+from kintsugi_site import locks
+from provenance.llm import backend_label, get_client, registered_task
+from provenance.models import Ticket
+from provenance.scrub import scrub_secrets
+from repairs.models import Incident, RepairEffect
+
+log = logging.getLogger(__name__)
+K, St = CompensationItem.Kind, CompensationItem.Status
+
+
+def _effect_dict(e: RepairEffect) -> dict:
+    return {"effect_id": e.effect_id, "action_id": e.action_id, "role": e.role, "kind": e.kind, "ticket": e.ticket,
+            "amount_cents": e.amount_cents, "currency": e.currency, "details": e.details, "repair_effect": e.pk,
+            "incident": e.incident_id}
+
+
+def _outcome_index(incident: Incident, tickets: set[str] | None = None) -> tuple[dict, list]:
+    """Outcomes by action id: all of them, or those of `tickets` and of actions with no ticket (a
+    path's handoff chain stays within its ticket; the poisoned actions have none)."""
+    rows = incident.outcomes.all()
+    if tickets is not None:
+        rows = rows.filter(Q(ticket__in=tickets) | Q(ticket="") | Q(ticket__isnull=True) | Q(status="poisoned"))
+    outcomes = {o.action_id: o for o in rows}
+    return outcomes, sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
+
+
+def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
+           index: tuple[dict, list] | None = None) -> list[dict]:
+    """For each effect, the path from the flagged source to it: the ingesting (poisoned) action, then
+    the handoff chain from the root action that read its memory down to the action that caused the
+    effect. Built from the repair's outcome rows, because the repair itself rewired the graph (re-runs
+    drop the FEEDS edges that made them depend on the bad source)."""
+    outcomes, poisoned = index or _outcome_index(incident)
+    out = []
+    for e in effects:
+        if e.get("carried_from") and (carried or {}).get(e["effect_id"]):
+            out.append({"effect_id": e["effect_id"], "role": e["role"], "steps": carried[e["effect_id"]]})
+            continue
+        chain, aid = [], e["action_id"]
+        while aid is not None and aid in outcomes and len(chain) < 64:
+            chain.append(outcomes[aid])
+            aid = outcomes[aid].parent_id
+        chain.reverse()
+        steps = [{"node": "source", "label": incident.source_id, "edge": ""}]
+        if poisoned and (not chain or chain[0].status != "poisoned"):
+            p = poisoned[0]
+            steps.append({"node": "action", "label": f"{p.agent} #{p.action_id}", "status": p.status, "edge": "INGESTED"})
+        for i, o in enumerate(chain):
+            edge = "INGESTED" if o.status == "poisoned" else ("FEEDS" if i == 0 else "HANDED_OFF")
+            steps.append({"node": "action", "label": f"{o.agent} #{o.action_id}" + (f" ({o.ticket})" if o.ticket else ""),
+                          "status": o.status, "edge": edge})
+        steps.append({"node": "effect", "label": f"{e['kind']} #{e['effect_id']}", "status": e["role"], "edge": "CAUSED"})
+        out.append({"effect_id": e["effect_id"], "role": e["role"], "steps": steps})
+    return out
+
+
+def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> dict:
+    inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and e["kind"] == "email"]
+    facts = {
+        "ticket": planned.ticket, "source": incident.source_id, "situation": planned.situation,
+        "refunded_cents": planned.netting.get("refunded_cents", 0),
+        "replacement_cents": planned.netting.get("replacement_cents", 0),
+        "reverse_cents": planned.netting.get("reverse_cents", 0),
+        "netted": planned.netting.get("netted", False),
+        "max_cents": planned.amount_cents if planned.kind in CompensationItem.MONEY_KINDS else None,
+        "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
+        "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
+    }
+    if ticket is None:
+        facts.update({"customer": "", "customer_email": "", "payment_reference": "", "currency": planned.currency,
+                      "paid_cents": 0, "ticket_text": "", "ticket_missing": True})
+    else:
+        facts.update({"customer": ticket.customer_name, "customer_email": ticket.customer_email,
+                      "payment_reference": ticket.payment_reference, "currency": ticket.currency,
+                      "paid_cents": ticket.amount_cents,
+                      "ticket_text": "\n".join([ticket.customer_email, ticket.subject, ticket.body])})
+    return facts
+
+
+def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None:
+    """(task, model input) for the items whose text the model writes; None for the others."""
+    if planned.kind == K.REFUND_REVERSAL:
+        return REVERSAL_TASK, reversal_input(item_facts=facts)
+    if planned.kind == K.CORRECTION_EMAIL:
+        return EMAIL_TASK, email_input(item_facts=facts)
+    return None
+
+
+def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
+    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
+    kind = planned.kind
+    request = _model_request(planned, facts)
+    if request is not None:
+        task, model_input = request
+        version = registered_task(task).prompt_version
+        try:
+            # Deferred: the caller saves every new answer to the shared cache in one write.
+            answer = get_client().complete(task, model_input, defer=True)
+        except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
+            message = scrub_secrets(str(exc).splitlines()[0] if str(exc) else "")
+            log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, message)
+            return ({"to": "", "subject": "", "body": "", "amount_cents": 0, "currency": facts["currency"],
+                     "payment_reference": ""}, backend_label(), version,
+                    [f"drafting failed: {type(exc).__name__}: {message}"])
+        if kind == K.REFUND_REVERSAL:
+            draft = {"to": answer["customer_email"], "subject": "", "body": answer["note"],
+                     "amount_cents": answer["amount_cents"], "currency": answer["currency"],
+                     "payment_reference": answer["payment_reference"]}
+        else:
+            draft = {"to": answer["to"], "subject": answer["subject"], "body": answer["body"], "amount_cents": 0,
+                     "currency": facts["currency"], "payment_reference": ""}
+        return draft, backend_label(), version, []
+    if kind == K.REPLACEMENT_REFUND:
+        # Held by the repair (a re-run or a new action paid it); no model text, the numbers are the repair's.
+        action = planned.effects[-1]["action_id"]
+        note = (f"Refund the repair produced for ticket {planned.ticket} (action #{action}); held until approved."
+                if planned.situation == "new_refund" else
+                f"Difference between the corrected refund and the refund already paid on ticket {planned.ticket}.")
+        return ({"to": facts["customer_email"], "subject": "", "body": note, "amount_cents": planned.amount_cents,
+                 "currency": planned.currency, "payment_reference": facts["payment_reference"]},
+                "repair re-run (no model text)", "", [])
+    # replacement_email: the re-run's notifier composed it through the model client; still untrusted.
+    details = planned.effects[0]["details"]
+    return ({"to": details.get("to", ""), "subject": details.get("subject", ""), "body": details.get("body", ""),
+             "amount_cents": 0, "currency": planned.currency, "payment_reference": ""},
+            f"{backend_label()} (compose_email, repair re-run)", registered_task("compose_email").prompt_version, [])
+
+
+DRAFT_PARTS = 4  # drafting is split by ticket into this many parts, so that idle workers can share it
+
+
+def _in_part(ticket: str | None, part: int, parts: int) -> bool:
+    return parts == 1 or zlib.crc32((ticket or "").encode()) % parts == part
+
+
+def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair finished",
+                        via: str = "worker", part: int = 0, parts: int = 1) -> int | None:
+    """Turn a finished repair's effects into review items, idempotently (a second call adds nothing).
+
+    Returns how many items of this incident compensate invalidated effects (the incident's
+    `compensations` count); replacement items are created beside them but not counted.
+
+    Effects this repair cancelled are held replacements of an earlier incident of the same run. The
+    earlier items holding them are superseded: a pending one is cancelled and its other effects (e.g.
+    the invalidated refund it netted against the cancelled replacement) are netted again here; an
+    approved or executed one already let its replacement leave, so that replacement is compensated here
+    as an invalidated effect.
+
+    With `parts` > 1 only the tickets of one part (by a hash of the ticket id) are drafted, and nothing
+    is counted (None): items never span tickets, so parts drafted apart (draft_ahead) come out as one
+    call would."""
+    effects, items = incident.effects.all(), CompensationItem.objects.filter(incident=incident)
+    part_tickets = None
+    if parts > 1:
+        part_tickets = {t for t in incident.effects.values_list("ticket", flat=True).distinct() if _in_part(t, part, parts)}
+        effects, items = effects.filter(ticket__in=part_tickets), items.filter(ticket_id__in=part_tickets)
+    effects = list(effects)
+    cancelled = {e.effect_id for e in effects if e.role == RepairEffect.Role.CANCELLED}
+    with transaction.atomic():
+        if cancelled:
+            audit.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
+        superseded, carried, carried_paths = _superseded_items(incident, cancelled)
+        planned = plan_items([_effect_dict(e) for e in effects if e.role != RepairEffect.Role.CANCELLED] + carried)
+        tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
+                                                                 ticket_id__in={p.ticket for p in planned})}
+        existing = set(items.values_list("draft_key", flat=True))
+        # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
+        # wait only for the short write part.
+        todo = []
+        for p in planned:
+            key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
+            if key not in existing:
+                todo.append((key, p, _facts(p, tickets.get(p.ticket), incident)))
+        client = get_client()
+        client.prefetch([(*r, None) for r in (_model_request(p, facts) for _, p, facts in todo) if r is not None])
+        drafted = [(key, p, facts, *write_draft(p, facts)) for key, p, facts in todo]
+        client.flush()
+        # Loaded once: building each item's path from a fresh query made drafting quadratic.
+        index = _outcome_index(incident, part_tickets) if drafted else None
+        audit.lock_chain(incident.workspace_id)
+        for old in superseded:
+            if old.status == St.PENDING:
+                _set_status(old, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+                            reason=f"its held replacement was cancelled by incident #{incident.pk}; "
+                                   f"what it compensated is drafted again there")
+        # In bulk: one INSERT for the items, one for their effect links, one for their audit events
+        # (a statement trigger keeps the queue totals), instead of ~10 round trips per item.
+        new_items = []
+        for key, p, facts, draft, drafted_by, version, drafting_problems in drafted:
+            problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
+            if facts.get("ticket_missing"):
+                problems = [f"ticket {p.ticket} no longer exists in the workspace"] + problems
+            new_items.append(CompensationItem(
+                incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
+                customer_email=facts["customer_email"], facts=facts, original=p.effects,
+                path=_paths(incident, p.effects, carried_paths, index),
+                to=draft["to"][:320], subject=draft["subject"][:300], body=draft["body"],
+                payment_reference=draft["payment_reference"][:64], amount_cents=draft["amount_cents"],
+                currency=(draft["currency"] or "")[:8], drafted_by=drafted_by, prompt_version=version,
+                valid=not problems, problems=problems,
+            ))
+        CompensationItem.objects.bulk_create(new_items, batch_size=1000)
+        link = CompensationItem.effects.through
+        link.objects.bulk_create([link(compensationitem_id=item.pk, repaireffect_id=e["repair_effect"])
+                                  for item, (_, p, *_) in zip(new_items, drafted) for e in p.effects], batch_size=5000)
+        worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)
+        audit.record_many([dict(
+            action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+            reason=reason, incident_id=incident.pk, to_status=St.PENDING,
+            data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
+                  "currency": item.currency, "valid": item.valid, "problems": item.problems,
+                  "drafted_by": item.drafted_by, "effects": [e["effect_id"] for e in p.effects],
+                  "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")}),
+                  "worker": worker})
+            for item, (_, p, *_) in zip(new_items, drafted)], workspace=incident.workspace_id)
+    if parts > 1:
+        return None
+    return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
+
+
+DRAFT_LOCK = locks.DRAFT_PART  # advisory lock namespace: (DRAFT_LOCK, incident id * DRAFT_PARTS + part) while a part is drafted
+
+
+def draft_ahead(*, incident: Incident, wait: bool) -> bool:
+    """Draft a repair's items as soon as its plan is known, while the repair is still being verified:
+    by the repairing worker and by idle ones meanwhile, each taking the parts nobody has taken. Items
+    cannot be decided before the incident is repaired (_decide). False when another worker is drafting
+    a part and `wait` is off; with `wait` it returns once every part is drafted."""
+    from repairs.runtime import advisory_lock, fault_point
+
+    done = True
+    for part in range(DRAFT_PARTS):
+        with advisory_lock(DRAFT_LOCK, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
+            if mine:
+                draft_compensations(incident=incident, actor=None, reason="repair planned", via="worker",
+                                    part=part, parts=DRAFT_PARTS)
+                fault_point(f"drafted:{part}")
+            done = done and mine
+    return done
+
+
+def _superseded_items(incident: Incident, cancelled: set[int]) -> tuple[list[CompensationItem], list[dict], dict]:
+    """Earlier items (same workspace run) holding a replacement this repair cancelled, locked; the
+    effects to net again here; and their old paths by effect id."""
+    if not cancelled:
+        return [], [], {}
+    pks = set(CompensationItem.objects.filter(
+        incident__workspace_id=incident.workspace_id, incident__run_number=incident.run_number,
+        effects__effect_id__in=cancelled, effects__role=RepairEffect.Role.REPLACEMENT,
+        status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident=incident).values_list("pk", flat=True))
+    items = list(CompensationItem.objects.select_for_update(of=("self",)).select_related("incident")
+                 .filter(pk__in=pks).order_by("pk"))
+    carried, paths = [], {}
+    for item in items:
+        for p in item.path:
+            paths.setdefault(p["effect_id"], p["steps"] + [{"node": "item", "label": f"compensation item #{item.pk}",
+                                                          "status": item.status, "edge": "HELD_BY"}])
+        for row in item.effects.all():
+            was_cancelled = row.role == RepairEffect.Role.REPLACEMENT and row.effect_id in cancelled
+            if item.status == St.PENDING and not was_cancelled:
+                carried.append({**_effect_dict(row), "carried_from": item.pk})
+            elif item.status != St.PENDING and was_cancelled:
+                # Approved: the replacement left (or is leaving) with the item; compensate it like any
+                # effect that left on a decision that no longer holds.
+                carried.append({**_effect_dict(row), "role": RepairEffect.Role.INVALIDATED, "carried_from": item.pk})
+    return items, carried, paths
