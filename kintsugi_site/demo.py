@@ -1,5 +1,7 @@
-"""`make demo`: embedded services up, canonical scenario recorded, admin on 127.0.0.1:8000 with a
-Celery worker. Ctrl-C stops everything this command started; data stays under .kintsugi/."""
+"""`make demo`: embedded services up, canonical scenario recorded, the admin, the API and MCP (at /mcp) on
+127.0.0.1:8000 through the production server (gunicorn with uvicorn workers, static files by
+whitenoise) with a Celery worker. Ctrl-C stops everything this command started; data stays under
+.kintsugi/."""
 from __future__ import annotations
 
 import os
@@ -23,6 +25,16 @@ def _running_embedded() -> set[str]:
     if (embedded.kintsugi_home() / "postgres" / "postmaster.pid").exists():
         up.add("postgres")
     return up
+
+
+def web_server_command(py: str) -> list[str]:
+    """The production server the demo runs, as a deployment would (README: "Deployment")."""
+    from django.conf import settings
+
+    return [py, "-m", "gunicorn", "kintsugi_site.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker",
+            "--workers", str(settings.KINTSUGI_WEB_WORKERS),
+            "--bind", f"{settings.KINTSUGI_WEB_HOST}:{settings.KINTSUGI_WEB_PORT}", "--graceful-timeout", "10",
+            "--no-control-socket"]
 
 
 def main() -> int:
@@ -53,12 +65,16 @@ def main() -> int:
     signal.signal(signal.SIGINT, shutdown)
     signal.signal(signal.SIGTERM, shutdown)
 
+    import django
+
+    django.setup()
     print("kintsugi demo: starting services (data under .kintsugi/)", flush=True)
     subprocess.run(manage + ["migrate", "--noinput", "-v", "0"], check=True)
     subprocess.run(manage + ["demo_setup"], check=True)
+    subprocess.run(manage + ["collectstatic", "--noinput", "-v", "0"], check=True)
     children.append(subprocess.Popen(
         [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h"]))
-    children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:8000", "--noreload", "--insecure"]))
+    children.append(subprocess.Popen(web_server_command(py)))
     print("admin: http://127.0.0.1:8000/admin/   (Ctrl-C stops everything)", flush=True)
     while True:
         for child in children:

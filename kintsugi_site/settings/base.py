@@ -37,6 +37,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and scripts) from the app server itself, compressed and cached.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -109,6 +111,10 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".kintsugi" / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # FalkorDB: the provenance graphs and the model response cache. Resolved lazily by
 # provenance.graph so that importing settings never starts a graph server.
@@ -218,6 +224,10 @@ SPECTACULAR_SETTINGS = {
 }
 # The MCP endpoint (python manage.py mcp_serve): loopback by default; Host/Origin headers are checked.
 KINTSUGI_MCP_HOST = env("KINTSUGI_MCP_HOST", default="127.0.0.1")
+# Where the web app (admin, API and MCP at /mcp, one ASGI app: kintsugi_site.asgi) listens.
+KINTSUGI_WEB_HOST = env("KINTSUGI_WEB_HOST", default="127.0.0.1")
+KINTSUGI_WEB_PORT = env.int("KINTSUGI_WEB_PORT", default=8000)
+KINTSUGI_WEB_WORKERS = env.int("KINTSUGI_WEB_WORKERS", default=2)
 KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")

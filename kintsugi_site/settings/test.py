@@ -11,3 +11,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 KINTSUGI_GRAPH_PREFIX = os.environ.get("KINTSUGI_GRAPH_PREFIX", "kstest")
 # Each run's cache keys under its own prefix: runs sharing a Redis database stay apart (tests.cache).
 CACHES["default"]["KEY_PREFIX"] = os.environ.get("KINTSUGI_CACHE_PREFIX", KINTSUGI_GRAPH_PREFIX)  # noqa: F405
+# No collectstatic before the tests: templates resolve static paths without whitenoise's manifest.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+WHITENOISE_USE_FINDERS = True  # static files straight from the apps, as the development server would

@@ -1,4 +1,6 @@
-"""The MCP endpoint, driven over HTTP by the SDK's own client against `manage.py mcp_serve`."""
+"""The MCP endpoint, driven over HTTP by the SDK's own client: mounted at /mcp in the web app that the
+production server runs (gunicorn with uvicorn workers, as `make demo` does), and standing alone
+through `manage.py mcp_serve`."""
 from __future__ import annotations
 
 import asyncio
@@ -22,14 +24,21 @@ from tests.conftest import ROOT, _free_port, worker_env
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(scope="module")
-def mcp_server(django_db_setup, tmp_path_factory):
-    """One `manage.py mcp_serve` process for the module, against the test database (each test commits
-    its own rows: the tests are transactional)."""
+def server_command(kind: str, port: int) -> list[str]:
+    if kind == "web":
+        return [sys.executable, "-m", "gunicorn", "kintsugi_site.asgi:application", "--worker-class",
+                "uvicorn_worker.UvicornWorker", "--workers", "1", "--bind", f"127.0.0.1:{port}", "--no-control-socket"]
+    return [sys.executable, "manage.py", "mcp_serve", "--port", str(port)]
+
+
+@pytest.fixture(scope="module", params=["web", "mcp_serve"])
+def mcp_server(request, django_db_setup, tmp_path_factory):
+    """One server process for the module, against the test database (each test commits its own rows:
+    the tests are transactional): the production web server, then the stand-alone MCP server."""
     port = _free_port()
     log = tmp_path_factory.mktemp("mcp") / "mcp.log"
-    proc = subprocess.Popen([sys.executable, "manage.py", "mcp_serve", "--port", str(port)], cwd=ROOT,
-                            env=worker_env(connection.settings_dict["NAME"]), stdout=open(log, "wb"),
+    env = worker_env(connection.settings_dict["NAME"], KINTSUGI_WEB_PORT=str(port))
+    proc = subprocess.Popen(server_command(request.param, port), cwd=ROOT, env=env, stdout=open(log, "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
     while True:
@@ -41,7 +50,11 @@ def mcp_server(django_db_setup, tmp_path_factory):
             time.sleep(0.1)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -130,3 +143,14 @@ def test_mcp_refuses_missing_tokens_and_foreign_host_or_origin(mcp_url, desk):
     assert httpx2.post(mcp_url, json=body, headers=headers | {"Authorization": "Bearer nope"}).status_code == 401
     assert httpx2.post(mcp_url, json=body, headers=headers | auth | {"Host": "evil.example"}).status_code == 421
     assert httpx2.post(mcp_url, json=body, headers=headers | auth | {"Origin": "http://evil.example"}).status_code == 403
+
+
+def test_the_web_app_serves_the_admin_its_static_files_and_mcp_behind_a_token(mcp_url):
+    base = mcp_url.removesuffix("/mcp")
+    if "mcp_serve" in str(mcp_url) or httpx2.get(f"{base}/admin/login/", timeout=10).status_code == 404:
+        pytest.skip("the stand-alone MCP server serves /mcp only")
+    assert httpx2.get(f"{base}/admin/login/", timeout=10).status_code == 200
+    assert httpx2.get(f"{base}/static/admin/css/base.css", timeout=10).status_code == 200
+    anonymous = httpx2.post(mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                            headers={"Accept": "application/json, text/event-stream"}, timeout=10)
+    assert anonymous.status_code == 401
