@@ -131,6 +131,54 @@ def reading(graph: Graph) -> Iterator[Topology]:
         yield _current(graph, key)
 
 
+_building: set[tuple[str, str]] = set()
+
+
+@contextmanager
+def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
+    """The cached topology (merged with appended actions) when this process has one of the graph as it
+    is; otherwise None at once, and the copy is read in a background thread for the next question. A
+    process's first question is then answered by one query in FalkorDB instead of waiting for the whole
+    topology (seconds at a million actions). With KINTSUGI_MIRROR_BACKGROUND off, the copy is read now."""
+    if not settings.KINTSUGI_MIRROR_BACKGROUND:
+        with reading(graph) as topo:
+            yield topo
+        return
+    key = (falkordb_url(), graph.name)
+    epoch = graph.stamp()[0]
+    with _lock:
+        cached = _cache.get(key)
+    if cached is not None and cached.epoch == epoch:
+        with reading(graph) as topo:
+            yield topo
+        return
+    build_in_background(graph.name)
+    yield None
+
+
+def build_in_background(name: str) -> threading.Thread | None:
+    """Read graph `name`'s topology into the cache in a daemon thread (one per graph at a time)."""
+    key = (falkordb_url(), name)
+    with _lock:
+        if key in _building:
+            return None
+        _building.add(key)
+
+    def build() -> None:
+        try:
+            with reading(Graph(name)):
+                pass
+        except Exception:  # noqa: BLE001 - the next question answers from FalkorDB and tries again
+            pass
+        finally:
+            with _lock:
+                _building.discard(key)
+
+    thread = threading.Thread(target=build, name=f"mirror:{name}", daemon=True)
+    thread.start()
+    return thread
+
+
 def _current(graph: Graph, key: tuple[str, str]) -> Topology:
     epoch, hwm, pending = graph.stamp()
     with _lock:

@@ -101,6 +101,18 @@ CALL algo.BFS(a, -1, NULL) YIELD nodes
 RETURN string.join([n IN [a] + nodes WHERE n:Action AND NOT n.status IN $dead
                     | toString(n.id) + ':' + toString(n.seq)], ',')
 """
+# The flag preview's radius inside FalkorDB, for a process whose topology mirror is not read yet: the
+# live actions (id:seq:agent:has-ticket, tickets as a list in the same order) and the live effects
+# (effect id:kind:cents) of every reached action, dead ones included, as the mirror counts them.
+RADIUS_PREVIEW = """
+MATCH (:Source {id: $source})<-[:INGESTED]-(a:Action)
+CALL algo.BFS(a, -1, NULL) YIELD nodes
+WITH [n IN [a] + nodes WHERE n:Action AND NOT n.status IN $dead] AS acts, [n IN nodes WHERE n:Effect AND n.live] AS effs
+RETURN string.join([n IN acts | toString(n.id) + ':' + toString(n.seq) + ':' + n.agent + ':' +
+                    CASE WHEN n.ticket IS NULL THEN '0' ELSE '1' END], ','),
+       [n IN acts | coalesce(n.ticket, '')],
+       string.join([e IN effs | toString(e.id) + ':' + e.kind + ':' + toString(coalesce(e.amount, 0))], ',')
+"""
 # The topology mirror (provenance.mirror): every action above an id, the FEEDS|HANDED_OFF edges into
 # them, their effects and ingests. Numbers and names only in the packed strings (agent names and effect
 # kinds match agents.NAME_PATTERN, so they hold no separator); tickets are free text and come back as a

@@ -31,20 +31,41 @@ def reachable(graph: Graph, start: list[int]) -> set[int]:
 
 def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float, str | None]], int, list[tuple[str, int]]]:
     """(live actions as (id, agent, seq, ticket) in seq order, distinct tickets among them, live effects
-    of every reached action as (kind, cents)), from the in-process topology mirror."""
-    with mirror.reading(graph) as topo:
-        reached = topo.reach(source)
-        live = topo.live_in_seq_order(reached)
-        actions = [(i, topo.agent[i], topo.seq[i], topo.ticket[i]) for i in live]
-        effects = [(kind, amount) for i in reached for kind, amount, is_live in topo.effects.get(i, ()) if is_live]
+    of every reached action as (kind, cents)), from the in-process topology mirror when it is ready,
+    else from one algo.BFS in FalkorDB (the same answer: tests hold them equal)."""
+    with mirror.reading_if_ready(graph) as topo:
+        if topo is not None:
+            reached = topo.reach(source)
+            live = topo.live_in_seq_order(reached)
+            actions = [(i, topo.agent[i], topo.seq[i], topo.ticket[i]) for i in live]
+            effects = [(kind, amount) for i in reached for kind, amount, is_live in topo.effects.get(i, ()) if is_live]
+    if topo is None:
+        actions, effects = _radius_in_graph(graph, source)
     tickets = len({a[3] for a in actions if a[3] is not None})
     return actions, tickets, effects
 
 
+def _radius_in_graph(graph: Graph, source: str) -> tuple[list[tuple[int, str, float, str | None]], list[tuple[str, int]]]:
+    found: dict[int, tuple[int, str, float, str | None]] = {}
+    effects: dict[int, tuple[str, int]] = {}
+    for packed, tickets, packed_effects in graph.ro_query(queries.RADIUS_PREVIEW, {"source": source, "dead": list(DEAD)}):
+        for item, ticket in zip(packed.split(",") if packed else [], tickets):
+            aid, seq, agent, has_ticket = item.split(":")
+            found[int(aid)] = (int(aid), agent, float(seq), ticket if has_ticket == "1" else None)
+        for item in packed_effects.split(",") if packed_effects else []:
+            eid, kind, amount = item.split(":")
+            effects[int(eid)] = (kind, int(amount))
+    actions = sorted(found.values(), key=lambda a: (a[2], a[0]))
+    return actions, [effects[e] for e in sorted(effects)]
+
+
 def radius_actions(graph: Graph, source: str) -> list[tuple[int, float]]:
-    """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order."""
-    with mirror.reading(graph) as topo:
-        return [(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
+    """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order: from the
+    mirror when it is ready, else from one algo.BFS in FalkorDB."""
+    with mirror.reading_if_ready(graph) as topo:
+        if topo is not None:
+            return [(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
+    return radius_actions_in_graph(graph, source)
 
 
 def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]]:

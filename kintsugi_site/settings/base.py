@@ -160,6 +160,9 @@ KINTSUGI_REPAIR_PARALLEL_MIN = env.int("KINTSUGI_REPAIR_PARALLEL_MIN", default=2
 # Workspace graphs whose topology each process keeps in memory for blast radius questions
 # (provenance.mirror; about 150 MB per million actions).
 KINTSUGI_MIRROR_GRAPHS = env.int("KINTSUGI_MIRROR_GRAPHS", default=4)
+# A process's first radius question is answered by FalkorDB while the mirror is read in the background
+# (off: the first question reads the mirror and waits for it).
+KINTSUGI_MIRROR_BACKGROUND = env.bool("KINTSUGI_MIRROR_BACKGROUND", default=True)
 # Extra agent modules (comma-separated import paths) registered beside the built-in support desk.
 KINTSUGI_AGENT_MODULES = [m for m in env.list("KINTSUGI_AGENT_MODULES", default=[]) if m]
 

@@ -14,3 +14,6 @@ CACHES["default"]["KEY_PREFIX"] = os.environ.get("KINTSUGI_CACHE_PREFIX", KINTSU
 # No collectstatic before the tests: templates resolve static paths without whitenoise's manifest.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps, as the development server would
+# Tests read the topology mirror on the first question (no thread outliving a test's graphs); the
+# background path has tests of its own (tests/provenance/test_mirror.py turns it on).
+KINTSUGI_MIRROR_BACKGROUND = False

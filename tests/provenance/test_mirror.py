@@ -102,3 +102,35 @@ def test_a_new_process_and_a_deleted_graph_start_from_the_graph():
     _agrees(g)
     desk_run(workspace="mir", tickets=12, seed=5)  # replaces the run: the graph is deleted and re-recorded
     _agrees(g)
+
+
+def test_a_cold_process_answers_from_falkordb_while_the_mirror_is_read_behind_it(settings):
+    """The first question of a process does not wait for the whole topology: it is answered by one
+    algo.BFS (the same answer, the preview's agents, tickets and money included), and the copy read in the
+    background answers the next one."""
+    from provenance.selectors import _radius, _radius_in_graph
+
+    desk_run(workspace="mir-cold", tickets=60, seed=5)
+    g = workspace_graph("mir-cold")
+    settings.KINTSUGI_MIRROR_BACKGROUND = False
+    def answers():  # effects in any order: the preview only counts and sums them
+        return {s: (_radius(g, s)[:2], sorted(_radius(g, s)[2]), radius_actions(g, s)) for s, _, _ in PAGES}
+
+    warm = answers()  # read from the mirror
+    mirror.forget()
+    settings.KINTSUGI_MIRROR_BACKGROUND = True
+    key = (mirror.falkordb_url(), g.name)
+    with mirror.reading_if_ready(g) as topo:
+        assert topo is None  # nothing read yet: the caller asks FalkorDB
+    cold = answers()
+    assert cold == warm
+    for source, _, _ in PAGES:  # FalkorDB's own answer, whatever the background thread has done meanwhile
+        actions, effects = _radius_in_graph(g, source)
+        assert (actions, sorted(effects)) == (warm[source][0][0], warm[source][1])
+    for thread in [t for t in __import__("threading").enumerate() if t.name == f"mirror:{g.name}"]:
+        thread.join(timeout=30)
+    with mirror._lock:
+        assert key in mirror._cache  # the background read finished: the next question is warm
+    with mirror.reading_if_ready(g) as topo:
+        assert topo is not None and topo.reach(POISONED_PAGE)
+    assert blast_radius(workspace=get_workspace("mir-cold"), source=POISONED_PAGE)["size"] == len(warm[POISONED_PAGE][2])
