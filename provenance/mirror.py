@@ -139,7 +139,8 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
     """The cached topology (merged with appended actions) when this process has one of the graph as it
     is; otherwise None at once, and the copy is read in a background thread for the next question. A
     process's first question is then answered by one query in FalkorDB instead of waiting for the whole
-    topology (seconds at a million actions). With KINTSUGI_MIRROR_BACKGROUND off, the copy is read now."""
+    topology (seconds at a million actions); the caller asks FalkorDB inside the `with` block, and the
+    background read starts when the block ends. With KINTSUGI_MIRROR_BACKGROUND off, the copy is read now."""
     if not settings.KINTSUGI_MIRROR_BACKGROUND:
         with reading(graph) as topo:
             yield topo
@@ -152,8 +153,11 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
         with reading(graph) as topo:
             yield topo
         return
-    build_in_background(graph.name)
-    yield None
+    try:
+        yield None
+    finally:
+        # Only once the caller has its answer: the read would slow the question it is meant to spare.
+        build_in_background(graph.name)
 
 
 def build_in_background(name: str) -> threading.Thread | None:

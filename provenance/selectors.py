@@ -39,8 +39,8 @@ def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float, str 
             live = topo.live_in_seq_order(reached)
             actions = [(i, topo.agent[i], topo.seq[i], topo.ticket[i]) for i in live]
             effects = [(kind, amount) for i in reached for kind, amount, is_live in topo.effects.get(i, ()) if is_live]
-    if topo is None:
-        actions, effects = _radius_in_graph(graph, source)
+        else:
+            actions, effects = _radius_in_graph(graph, source)
     tickets = len({a[3] for a in actions if a[3] is not None})
     return actions, tickets, effects
 
@@ -65,7 +65,7 @@ def radius_actions(graph: Graph, source: str) -> list[tuple[int, float]]:
     with mirror.reading_if_ready(graph) as topo:
         if topo is not None:
             return [(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
-    return radius_actions_in_graph(graph, source)
+        return radius_actions_in_graph(graph, source)
 
 
 def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]]:
