@@ -1,5 +1,6 @@
 """`make demo`: embedded services up, canonical scenario recorded, admin on 127.0.0.1:8000 with a
-Celery worker. Ctrl-C stops everything this command started; data stays under .kintsugi/."""
+Celery worker that also runs the beat schedule (its sweep resumes whatever an outage stopped). Ctrl-C
+stops everything this command started; data stays under .kintsugi/."""
 from __future__ import annotations
 
 import os
@@ -57,7 +58,8 @@ def main() -> int:
     subprocess.run(manage + ["migrate", "--noinput", "-v", "0"], check=True)
     subprocess.run(manage + ["demo_setup"], check=True)
     children.append(subprocess.Popen(
-        [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h"]))
+        [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h",
+         "-B"]))
     children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:8000", "--noreload", "--insecure"]))
     print("admin: http://127.0.0.1:8000/admin/   (Ctrl-C stops everything)", flush=True)
     while True:
