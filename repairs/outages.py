@@ -33,8 +33,9 @@ class Healed(NamedTuple):
 
 
 def blocked_by_outage() -> list[int]:
-    """Blocked incidents. Only an outage blocks one (FalkorDB or Postgres unreachable mid-repair, or the
-    broker refusing its task); anything else fails it."""
+    """Blocked incidents: an outage stopped them (FalkorDB or Postgres unreachable mid-repair, the broker
+    refusing their task) or they wait for an overlapping repair to finish. Anything else fails a repair.
+    run_repair decides again each time, so enqueueing one that must still wait records nothing."""
     return list(Incident.objects.filter(status=S.BLOCKED).order_by("pk").values_list("pk", flat=True))
 
 
