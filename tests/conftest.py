@@ -167,13 +167,15 @@ def worker_env(db_name: str, **extra: str) -> dict:
 class Worker:
     """A real Celery worker process against the test database."""
 
-    def __init__(self, env: dict, log: Path):
-        self.env, self.log, self.proc = env, log, None
+    def __init__(self, env: dict, log: Path, *, beat: bool = False):
+        self.env, self.log, self.proc, self.beat = env, log, None, beat
 
     def start(self) -> "Worker":
+        # With beat the worker also runs the schedule (the outage sweep), its state file beside the log.
+        beat = ["-B", "-s", str(self.log.with_suffix(".beat"))] if self.beat else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "1",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h", *beat],
             cwd=ROOT, env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=embedded.stop_when_parent_dies,  # gone with the session, even one killed outright
         )

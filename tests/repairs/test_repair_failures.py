@@ -1,42 +1,13 @@
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
-import redis
-from django.test import override_settings
 
-from kintsugi_site import embedded
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import GraphUnavailable
 from provenance.services import desk_run
 from repairs.models import Incident
 from repairs.services import retry_incident, run_repair
-from tests.conftest import _free_port
 from tests.repairs.helpers import flagger, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def own_falkordb():
-    data = Path(tempfile.mkdtemp(prefix="kintsugi-own-"))
-    port = _free_port()
-    server = {"proc": embedded.start_redis_server(data_dir=data, port=port, with_graph=True)}
-
-    def stop():
-        redis.Redis.from_url(embedded.server_url(port)).shutdown(save=True)
-        server["proc"].wait(timeout=10)
-
-    def start():
-        server["proc"] = embedded.start_redis_server(data_dir=data, port=port, with_graph=True)
-
-    with override_settings(FALKORDB_URL=embedded.server_url(port)):
-        yield stop, start, port
-    if server["proc"].poll() is None:
-        server["proc"].terminate()
-        server["proc"].wait(timeout=20)
-    shutil.rmtree(data, ignore_errors=True)
 
 
 def test_falkordb_down_mid_repair_blocks_the_incident_and_a_retry_completes_it(own_falkordb):
