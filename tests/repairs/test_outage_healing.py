@@ -64,3 +64,33 @@ def _own_url(port: int) -> str:
     from kintsugi_site import embedded
 
     return embedded.server_url(port)
+
+
+def test_an_overlapping_repair_waits_for_one_an_outage_left_half_applied_and_both_verify_clean(own_falkordb, tmp_path):
+    stop, start, port = own_falkordb
+    desk_run(workspace="outage2")
+    fault = tmp_path / "fault"
+    _fault(fault, "pause:applied:1")  # the first repair stops with one step of its plan in the graph
+    purge_broker()
+    env = worker_env(connection.settings_dict["NAME"], FALKORDB_URL=_own_url(port), KINTSUGI_FAULT_FILE=str(fault),
+                     **FAST_HEALING)
+    worker = Worker(env, tmp_path / "worker.log", beat=True).start()
+    try:
+        first = open_incident("outage2", POISONED_PAGE)
+        wait_for(lambda: fault.exists() and fault.read_text() == "paused:applied:1", timeout=60)
+        second = open_incident("outage2", "acme/refund-policy")
+        stop()
+        fault.unlink()
+        waiting = wait_for(lambda: Incident.objects.filter(pk=second.pk, status=Incident.Status.BLOCKED).first(),
+                           timeout=30)
+        assert waiting.error.startswith(f"waiting for incident #{first.pk} (blocked)")
+        assert waiting.plan is None and not waiting.transitions.filter(to_status="repairing").exists()
+        start()
+        wait_for(lambda: Incident.objects.filter(pk__in=[first.pk, second.pk], status=Incident.Status.REPAIRED)
+                 .count() == 2, timeout=HEALED_WITHIN)
+    finally:
+        worker.stop()
+    for incident in Incident.objects.filter(pk__in=[first.pk, second.pk]):
+        assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0], incident.source_id
+    assert Incident.objects.get(pk=second.pk).excluded == sorted([POISONED_PAGE, "acme/refund-policy"])
+    assert Incident.objects.get(pk=first.pk).excluded == [POISONED_PAGE]
