@@ -52,3 +52,21 @@ def test_flag_requires_a_reason_and_the_role_outside_the_cli():
     with pytest.raises(PermissionError, match="may not flag"):
         flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason="bad", via="api")
     assert not Incident.objects.exists()
+
+
+def test_the_sweep_leaves_blocked_repairs_alone_until_falkordb_answers(own_falkordb, settings):
+    from repairs.outages import heal_outages
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    stop, start, port = own_falkordb
+    desk_run(workspace="sweep")
+    incident = open_incident("sweep", POISONED_PAGE)
+    stop()
+    with pytest.raises(GraphUnavailable):
+        run_repair(incident_id=incident.pk)
+    healed = heal_outages()
+    assert f"127.0.0.1:{port}" in healed.graph_error and healed.unblocked == [] and healed.executed == 0
+    assert Incident.objects.get(pk=incident.pk).status == Incident.Status.BLOCKED
+    start()
+    healed = heal_outages()
+    assert healed.graph_error is None and healed.unblocked == [incident.pk]
