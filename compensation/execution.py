@@ -81,10 +81,14 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
     return item
 
 
-def execute_approved(*, via: str = "worker", actor=None) -> int:
-    """Execute every approved item still waiting (e.g. its task was lost while the broker was down)."""
+def execute_approved(*, via: str = "worker", actor=None, approved_before=None) -> int:
+    """Execute every approved item still waiting (e.g. its task was lost while the broker was down);
+    with `approved_before`, only those approved (last changed) before then."""
     done = 0
-    for pk in CompensationItem.objects.filter(status=St.APPROVED).values_list("pk", flat=True):
+    waiting = CompensationItem.objects.filter(status=St.APPROVED)
+    if approved_before is not None:
+        waiting = waiting.filter(updated_at__lt=approved_before)
+    for pk in waiting.order_by("pk").values_list("pk", flat=True):
         execute_item(item_id=pk, via=via, actor=actor)
         done += 1
     return done

@@ -1,11 +1,14 @@
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from compensation.execution import execute_approved, execute_item
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, autoretry_for=(OperationalError,),
-             retry_backoff=2, retry_backoff_max=60, max_retries=5)
+             retry_backoff=settings.KINTSUGI_RETRY_BACKOFF_SECONDS,
+             retry_backoff_max=settings.KINTSUGI_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=True,
+             max_retries=settings.KINTSUGI_RETRY_MAX)
 def execute_compensation(self, item_id: int) -> str:
     """Execute one approved compensation item. Safe to deliver twice: the idempotency key recorded at
     approval makes the second delivery send nothing."""

@@ -1,7 +1,7 @@
 """`make demo`: embedded services up, canonical scenario recorded, the admin, the API and MCP (at /mcp) on
 127.0.0.1:8000 through the production server (gunicorn with uvicorn workers, static files by
-whitenoise) with a Celery worker. Ctrl-C stops everything this command started; data stays under
-.kintsugi/."""
+whitenoise) with a Celery worker that also runs the beat schedule (its sweep resumes whatever an outage
+stopped). Ctrl-C stops everything this command started; data stays under .kintsugi/."""
 from __future__ import annotations
 
 import os
@@ -73,7 +73,8 @@ def main() -> int:
     subprocess.run(manage + ["demo_setup"], check=True)
     subprocess.run(manage + ["collectstatic", "--noinput", "-v", "0"], check=True)
     children.append(subprocess.Popen(
-        [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h"]))
+        [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h",
+         "-B"]))
     children.append(subprocess.Popen(web_server_command(py)))
     print("admin: http://127.0.0.1:8000/admin/   (Ctrl-C stops everything)", flush=True)
     while True:

@@ -51,6 +51,9 @@ class Incident(models.Model):
     # The clean baseline recorded for this repair's verification (which sources it left out), so the
     # repairing worker does not record it again when another worker already did.
     baseline_for = models.JSONField(null=True, blank=True, editable=False)
+    # The sources this repair leaves out (sorted), fixed when its walk starts: the walk and the
+    # verification baseline must leave out the same ones even when other incidents open meanwhile.
+    excluded = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

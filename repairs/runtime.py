@@ -34,9 +34,31 @@ def advisory_lock(namespace: int, key: int, *, wait: bool):
 
 
 def excluded_sources(incident: Incident) -> set[str]:
-    """Every source flagged in this run of the workspace: the clean world has none of them."""
-    return set(Incident.objects.filter(workspace=incident.workspace, run_number=incident.run_number)
-               .exclude(status=S.CLOSED).values_list("source_id", flat=True)) | {incident.source_id}
+    """The sources this incident's repair leaves out: as fixed when its walk started (Incident.excluded),
+    or, before that, what fix_excluded_sources would fix now."""
+    if incident.excluded is not None:
+        return set(incident.excluded)
+    return _excluded_now(incident)
+
+
+def _excluded_now(incident: Incident) -> set[str]:
+    # Its own source and those of the run's incidents whose repair is in the graph (finished_at is set
+    # only when a repair has been applied whole). Not the sources of overlapping incidents still open:
+    # the graph keeps their effects until their own repairs, which run after this one, so a baseline
+    # without them would show their blast radius as this repair's diff.
+    repaired = (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
+                                        finished_at__isnull=False).exclude(pk=incident.pk)
+                .values_list("source_id", flat=True))
+    return set(repaired) | {incident.source_id}
+
+
+def fix_excluded_sources(incident: Incident) -> set[str]:
+    """Fix what the repair leaves out as its walk starts (under the workspace lock, so no other repair
+    of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
+    excluded = _excluded_now(incident)
+    incident.excluded = sorted(excluded)
+    Incident.objects.filter(pk=incident.pk).update(excluded=incident.excluded)
+    return excluded
 
 
 class Progress:
@@ -59,12 +81,20 @@ class Progress:
 def fault_point(name: str) -> None:
     """Fault injection for the resumability tests: when the file named by KINTSUGI_FAULT_FILE holds
     `name`, remove it and die with SIGKILL here, as a worker killed by the OOM killer would; when it
-    holds `stall:<name>`, hang here so the test can kill the whole worker from outside."""
+    holds `stall:<name>`, hang here so the test can kill the whole worker from outside; when it holds
+    `pause:<name>`, write `paused:<name>` there and wait until the test removes the file (it stops a
+    server meanwhile)."""
     path = os.environ.get("KINTSUGI_FAULT_FILE")
     if not path or not os.path.exists(path):
         return
     with open(path) as f:
         wanted = f.read().strip()
+    if wanted == f"pause:{name}":
+        with open(path, "w") as f:
+            f.write(f"paused:{name}")
+        while os.path.exists(path):
+            time.sleep(0.05)
+        return
     if wanted in (name, f"stall:{name}"):
         os.remove(path)
         if wanted.startswith("stall:"):

@@ -19,7 +19,7 @@ from provenance.services import WORKSPACE_LOCK
 from repairs.engine import apply_step, compute_plan
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
 from repairs.parts import parallel_plan
-from repairs.runtime import Progress, advisory_lock, excluded_sources, fault_point, repair_session
+from repairs.runtime import Progress, advisory_lock, fault_point, fix_excluded_sources, repair_session
 from repairs.signals import incident_closed, repair_finished, repair_planned
 from repairs.verify import verify_incident
 
@@ -86,6 +86,7 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
         # Two flags raced past the check above; the partial unique index let exactly one through.
         raise IncidentAlreadyOpen(Incident.objects.exclude(status=S.CLOSED).get(workspace=workspace,
                                                                                  source_id=source_id)) from None
+    incident.refresh_from_db(fields=["status", "error"])  # the enqueue after commit blocks it if the broker is down
     return incident
 
 
@@ -114,6 +115,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
             raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
         _transition(incident, S.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
         transaction.on_commit(lambda: enqueue_repair(incident.pk))
+    incident.refresh_from_db(fields=["status", "error"])  # blocked again if the broker refused the task
     return incident
 
 
@@ -187,6 +189,9 @@ def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
             incident.refresh_from_db()
             if incident.status not in (S.OPEN, S.REPAIRING, S.BLOCKED):
                 return incident
+            unfinished = _half_applied_overlap(incident)
+            if unfinished is not None:
+                return _wait_for(incident, unfinished)
             try:
                 if incident.status != S.REPAIRING:
                     _transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
@@ -206,11 +211,36 @@ def run_repair(*, incident_id: int, supersede: bool = True) -> Incident | None:
                 return incident
 
 
+WAITING_FOR = "waiting for incident #"  # how a blocked incident's error starts when it waits for another
+
+
+def _half_applied_overlap(incident: Incident) -> Incident | None:
+    """Another repair of the same workspace run that has walked but not finished (blocked, failed or
+    orphaned): starting this one on top of it would walk a graph that repair is half-way through
+    changing, and verify against a baseline that matches neither."""
+    if incident.plan is not None:
+        return None
+    return (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
+                                    status__in=(S.REPAIRING, S.BLOCKED, S.FAILED), plan__isnull=False,
+                                    finished_at__isnull=True)
+            .exclude(pk=incident.pk).defer("plan").order_by("pk").first())
+
+
+def _wait_for(incident: Incident, other: Incident) -> Incident:
+    """Block the incident until the other repair finishes (the sweep, or that repair's end, enqueues it
+    again); a repeated wait for the same reason records nothing new."""
+    message = (f"{WAITING_FOR}{other.pk} ({other.status}): its repair of this workspace is half-applied; "
+               f"it resumes on its own after an outage, a failed one needs a retry or a close")
+    if incident.status == S.BLOCKED and incident.error == message:
+        return incident
+    return _transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+
+
 def _repair(incident: Incident, *, supersede: bool) -> Incident:
     ws = incident.workspace
     graph = workspace_graph(ws.name)
     if incident.plan is None:
-        excluded = excluded_sources(incident)
+        excluded = fix_excluded_sources(incident)
         Incident.objects.filter(pk=incident.pk).update(baseline_for=None, verification=None)
         if settings.KINTSUGI_REPAIR_HELPERS:
             from repairs.tasks import record_baseline_task  # tasks import this module
@@ -260,6 +290,9 @@ def _repair(incident: Incident, *, supersede: bool) -> Incident:
         ws.save(update_fields=["action_count"])
         _transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
                     finished_at=timezone.now(), phase="done", progress_done=1, progress_total=1)
+        waiting = list(Incident.objects.filter(workspace=ws, status=S.BLOCKED, error__startswith=WAITING_FOR)
+                       .values_list("pk", flat=True))
+        transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
     return incident
 
 

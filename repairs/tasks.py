@@ -1,16 +1,30 @@
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from provenance.graph import GraphUnavailable
 from repairs.services import run_repair
 
 
+# Outages last minutes, not seconds: back off exponentially up to a cap of a few minutes, jittered so that
+# the repairs one outage blocked do not all come back at the same instant. The sweep below takes over
+# once the retries are spent.
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, autoretry_for=(GraphUnavailable, OperationalError),
-             retry_backoff=2, retry_backoff_max=60, max_retries=5)
+             retry_backoff=settings.KINTSUGI_RETRY_BACKOFF_SECONDS,
+             retry_backoff_max=settings.KINTSUGI_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=True,
+             max_retries=settings.KINTSUGI_RETRY_MAX)
 def repair_incident(self, incident_id: int) -> str | None:
     """Run (or resume) the repair of an incident. Safe to deliver twice: the second delivery is a no-op."""
     incident = run_repair(incident_id=incident_id)
     return incident.status if incident else None
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def heal_outages_task() -> dict:
+    """The beat schedule's sweep (repairs.outages): resume what an outage stopped. Safe to run twice."""
+    from repairs.outages import heal_outages
+
+    return heal_outages()._asdict()
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

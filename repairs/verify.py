@@ -62,7 +62,7 @@ def verify_incident(incident, *, wait: bool) -> bool:
     with advisory_lock(BASELINE_LOCK, incident.workspace_id, wait=wait) as mine:
         if not mine:
             return False
-        incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification"])
+        incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification", "excluded"])
         excluded = sorted(excluded_sources(incident))
         if not (incident.baseline_for and incident.baseline_for.get("excluded") == excluded):
             actions = record_baseline(workspace=incident.workspace, excluded=set(excluded))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -167,13 +168,15 @@ def worker_env(db_name: str, **extra: str) -> dict:
 class Worker:
     """A real Celery worker process against the test database."""
 
-    def __init__(self, env: dict, log: Path):
-        self.env, self.log, self.proc = env, log, None
+    def __init__(self, env: dict, log: Path, *, beat: bool = False):
+        self.env, self.log, self.proc, self.beat = env, log, None, beat
 
     def start(self) -> "Worker":
+        # With beat the worker also runs the schedule (the outage sweep), its state file beside the log.
+        beat = ["-B", "-s", str(self.log.with_suffix(".beat"))] if self.beat else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "1",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h", *beat],
             cwd=ROOT, env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=embedded.stop_when_parent_dies,  # gone with the session, even one killed outright
         )
@@ -257,3 +260,31 @@ def _empty_graphs():
     for name in _db().list_graphs():
         if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name():
             Graph(name).delete()
+
+
+@pytest.fixture
+def dead_broker():
+    """Point the Celery producer at a closed port, failing fast (no publish retries), then restore it."""
+    from kintsugi_site.celery import app
+
+    names = ("broker_write_url", "task_publish_retry", "broker_connection_timeout", "broker_transport_options")
+    saved = {n: app.conf[n] for n in names}
+
+    def reset_pools():
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    @contextmanager
+    def down():
+        app.conf.update(broker_write_url=f"redis://127.0.0.1:{_free_port()}/0", task_publish_retry=False,
+                        broker_connection_timeout=0.5, broker_transport_options={"max_retries": 0})
+        reset_pools()
+        try:
+            yield
+        finally:
+            app.conf.update(saved)
+            reset_pools()
+
+    yield down
+    app.conf.update(saved)
+    reset_pools()

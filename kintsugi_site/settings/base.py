@@ -148,6 +148,24 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# Outages heal without anyone: a repair blocked by FalkorDB or Postgres retries with exponential backoff
+# (jittered, each wait at most KINTSUGI_RETRY_BACKOFF_MAX_SECONDS; the defaults cover a quarter of an
+# hour), and every KINTSUGI_SWEEP_SECONDS the beat schedule runs repairs.outages.heal_outages, which
+# re-enqueues blocked and orphaned repairs once FalkorDB answers and executes approved items whose task
+# was lost while the broker was down.
+KINTSUGI_RETRY_BACKOFF_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_SECONDS", default=5)
+KINTSUGI_RETRY_BACKOFF_MAX_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_MAX_SECONDS", default=180)
+KINTSUGI_RETRY_MAX = env.int("KINTSUGI_RETRY_MAX", default=12)
+KINTSUGI_SWEEP_SECONDS = env.float("KINTSUGI_SWEEP_SECONDS", default=30)
+CELERY_BEAT_SCHEDULE = {
+    "heal-outages": {"task": "repairs.tasks.heal_outages_task", "schedule": KINTSUGI_SWEEP_SECONDS,
+                     # A sweep that waited behind an outage is stale by the next one: never let them pile up.
+                     "options": {"expires": KINTSUGI_SWEEP_SECONDS}},
+}
+# Beat's record of when each entry last ran lives with the rest of the local state, not in the checkout.
+CELERY_BEAT_SCHEDULE_FILENAME = env("KINTSUGI_BEAT_SCHEDULE_FILE", default=str(
+    Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "celerybeat-schedule"))
+
 # A repairing worker hands what does not depend on its walk to idle workers: the verification baseline
 # (from the start) and the compensation drafts (once the plan is known). With a single worker the
 # tasks wait in the queue and find the work done.

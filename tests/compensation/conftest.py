@@ -3,7 +3,6 @@ fake Gemini server wired to the real google-genai client, and Celery running tas
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 import uuid
 from types import SimpleNamespace
 
@@ -137,32 +136,3 @@ def offline_answer(request) -> dict:
             payload = request.user_json
             return task.offline(payload["input"], payload["facts"])
     raise AssertionError(f"unknown task instruction: {request.system_instruction[:60]!r}")
-
-
-@pytest.fixture
-def dead_broker():
-    """Point the Celery producer at a closed port, failing fast (no publish retries), then restore it."""
-    from kintsugi_site.celery import app
-    from tests.conftest import _free_port
-
-    names = ("broker_write_url", "task_publish_retry", "broker_connection_timeout", "broker_transport_options")
-    saved = {n: app.conf[n] for n in names}
-
-    def reset_pools():
-        app._pool = None
-        app.amqp._producer_pool = None
-
-    @contextmanager
-    def down():
-        app.conf.update(broker_write_url=f"redis://127.0.0.1:{_free_port()}/0", task_publish_retry=False,
-                        broker_connection_timeout=0.5, broker_transport_options={"max_retries": 0})
-        reset_pools()
-        try:
-            yield
-        finally:
-            app.conf.update(saved)
-            reset_pools()
-
-    yield down
-    app.conf.update(saved)
-    reset_pools()

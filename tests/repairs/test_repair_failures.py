@@ -1,42 +1,13 @@
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
-import redis
-from django.test import override_settings
 
-from kintsugi_site import embedded
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import GraphUnavailable
 from provenance.services import desk_run
 from repairs.models import Incident
 from repairs.services import retry_incident, run_repair
-from tests.conftest import _free_port
 from tests.repairs.helpers import flagger, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def own_falkordb():
-    data = Path(tempfile.mkdtemp(prefix="kintsugi-own-"))
-    port = _free_port()
-    server = {"proc": embedded.start_redis_server(data_dir=data, port=port, with_graph=True)}
-
-    def stop():
-        redis.Redis.from_url(embedded.server_url(port)).shutdown(save=True)
-        server["proc"].wait(timeout=10)
-
-    def start():
-        server["proc"] = embedded.start_redis_server(data_dir=data, port=port, with_graph=True)
-
-    with override_settings(FALKORDB_URL=embedded.server_url(port)):
-        yield stop, start, port
-    if server["proc"].poll() is None:
-        server["proc"].terminate()
-        server["proc"].wait(timeout=20)
-    shutil.rmtree(data, ignore_errors=True)
 
 
 def test_falkordb_down_mid_repair_blocks_the_incident_and_a_retry_completes_it(own_falkordb):
@@ -81,3 +52,21 @@ def test_flag_requires_a_reason_and_the_role_outside_the_cli():
     with pytest.raises(PermissionError, match="may not flag"):
         flag_source(workspace=get_workspace("roles"), source_id=POISONED_PAGE, actor=user, reason="bad", via="api")
     assert not Incident.objects.exists()
+
+
+def test_the_sweep_leaves_blocked_repairs_alone_until_falkordb_answers(own_falkordb, settings):
+    from repairs.outages import heal_outages
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    stop, start, port = own_falkordb
+    desk_run(workspace="sweep")
+    incident = open_incident("sweep", POISONED_PAGE)
+    stop()
+    with pytest.raises(GraphUnavailable):
+        run_repair(incident_id=incident.pk)
+    healed = heal_outages()
+    assert f"127.0.0.1:{port}" in healed.graph_error and healed.unblocked == [] and healed.executed == 0
+    assert Incident.objects.get(pk=incident.pk).status == Incident.Status.BLOCKED
+    start()
+    healed = heal_outages()
+    assert healed.graph_error is None and healed.unblocked == [incident.pk]

@@ -32,11 +32,14 @@ class Command(KintsugiCommand):
             self._fail(str(exc))
         if o["wait"]:
             incident = self._wait(incident, o["timeout"])
+        # The enqueue after commit may already have blocked it (broker down): report the row, not our copy.
+        incident.refresh_from_db()
         summary = incident_summary(incident)
         if o["json"]:
             self.print_json(summary)
         else:
-            self.stdout.write(f"incident #{incident.pk}: {incident.status}")
+            self.stdout.write(f"incident #{incident.pk}: {incident.status}"
+                              + (f" ({incident.error})" if incident.status == Incident.Status.BLOCKED else ""))
             if incident.status == Incident.Status.REPAIRED:
                 c, v = summary["counts"], summary["verification"]
                 self.stdout.write(
