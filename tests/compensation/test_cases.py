@@ -160,3 +160,14 @@ def test_a_case_of_another_workspace_is_a_404(canonical, client, make_user):
     assert client.post(_decide_url(canonical.incident, "t04"), {"decision": "approve_all"}).status_code == 404
     assert client.get(reverse(CASES), {"incident": canonical.incident.pk}).status_code == 404
     assert set(canonical.incident.compensation_items.values_list("status", flat=True)) == {St.PENDING}
+
+
+def test_the_dashboard_and_the_incident_page_open_the_cases(canonical, client):
+    incident, reviewer = canonical.incident, canonical.people.reviewer
+    client.force_login(reviewer)
+    board = client.get(reverse("admin:index")).content.decode()
+    assert f'href="{reverse(CASES)}" id="review-cases-link"' in board
+    page = client.get(reverse("admin:repairs_incident_change", args=[incident.pk])).content.decode()
+    assert f'href="{reverse(CASES)}?incident={incident.pk}"' in page
+    cases_page = client.get(reverse(CASES), {"incident": incident.pk}).content.decode()
+    assert "5 cases left" in cases_page and "$400.00" in cases_page and "cents" not in cases_page
