@@ -5,11 +5,12 @@ and an attempt to decide it is on their own record."""
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import case_decisions, cases as case_selectors, services
+from compensation import case_decisions, cases as case_selectors, sequencing, services
 from kintsugi_site.admin_tenancy import refuse_unseen
 from provenance import tenancy
 from repairs.models import Incident
@@ -43,7 +44,7 @@ class CaseViews:
 
     def cases_view(self, request):
         if not self.has_view_permission(request):
-            raise Http404("no cases")
+            raise PermissionDenied
         incident, status = self._filters(request)
         found = case_selectors.cases(user=request.user, incident=incident,
                                      status=None if status == "all" else status)
@@ -72,6 +73,8 @@ class CaseViews:
         return found
 
     def case_view(self, request, incident_id: int, ticket: str):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         case = self._case(request, incident_id, ticket)
         within = self._within(request)
         queue = case_selectors.cases(user=request.user, incident=within, status="pending")
@@ -118,6 +121,10 @@ class CaseViews:
                 done = case_decisions.decide_case_item(case=case, item_id=int(item_id), actor=request.user,
                                                        decision=decision, reason=reason, via=VIA)
                 messages.success(request, f"Item #{done.pk}: {decision} recorded.")
+                held = sequencing.waits_for(done) if done.status == done.Status.APPROVED else None
+                if held is not None:
+                    messages.info(request, f"Item #{done.pk} waits for the {held.get_kind_display()} #{held.pk}: "
+                                           f"it is sent once that is approved.")
             else:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision.removesuffix("_all"),
                                                     reason=reason, via=VIA)
