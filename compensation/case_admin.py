@@ -10,7 +10,7 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import case_decisions, cases as case_selectors, sequencing, services
+from compensation import case_decisions, cases as case_selectors, selectors, sequencing, services
 from kintsugi_site.admin_tenancy import refuse_unseen
 from provenance import tenancy
 from repairs.models import Incident
@@ -55,6 +55,9 @@ class CaseViews:
             "title": "Cases to review" + (f": incident #{incident.pk}" if incident else ""),
             "cases": found,
             "totals": case_selectors.totals(found),
+            # The item counts every page prints (one incident's by kind and status, else the queue's).
+            "item_counts": selectors.item_counts(incident=incident) if incident else None,
+            "queue": selectors.compensation_summary(incident=None, user=request.user) if not incident else None,
             "incident": incident,
             "status": status,
             "status_choices": [(value, label, reverse("admin:compensation_compensationitem_cases")

@@ -62,6 +62,8 @@ def test_untrusted_text_is_escaped_in_every_admin_view_and_export(client, poison
                    "&lt;script&gt;alert(&#x27;model&#x27;)"):
         assert needle in review
     _assert_escaped(_page(client, people.reviewer, reverse(CHANGELIST)))
+    _assert_escaped(_page(client, people.reviewer, reverse("admin:compensation_compensationitem_case",
+                                                           args=[poisoned.pk, "t05"])))
     _assert_escaped(_page(client, people.reviewer, reverse(CHANGELIST), q="<script>alert('q')</script>") + "&lt;script&gt;alert(")
     _assert_escaped(_page(client, people.auditor, reverse("admin:compensation_auditevent_changelist")))
     _assert_escaped(_page(client, people.auditor, reverse("admin:compensation_auditevent_changelist"),

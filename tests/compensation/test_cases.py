@@ -76,6 +76,8 @@ def test_an_email_approved_before_its_reversal_waits_and_leaves_once_after_it(
     client.force_login(reviewer)
     page = client.get(_case_url(incident, "t04")).content.decode()
     assert "waits for the reversal" in page
+    item_page = client.get(reverse("admin:compensation_compensationitem_change", args=[email.pk])).content.decode()
+    assert f'waits for the refund reversal request <a href="/admin/compensation/compensationitem/{reversal.pk}/change/">' in item_page
     with django_capture_on_commit_callbacks(execute=True):
         approve_item(item=reversal, actor=reviewer, reason="ok", via="admin")
     email.refresh_from_db()
@@ -171,3 +173,4 @@ def test_the_dashboard_and_the_incident_page_open_the_cases(canonical, client):
     assert f'href="{reverse(CASES)}?incident={incident.pk}"' in page
     cases_page = client.get(reverse(CASES), {"incident": incident.pk}).content.decode()
     assert "5 cases left" in cases_page and "$400.00" in cases_page and "cents" not in cases_page
+    assert "10 compensation drafts + 4 held replacements = 14 items, 14 pending" in cases_page
