@@ -174,3 +174,16 @@ def test_the_dashboard_and_the_incident_page_open_the_cases(canonical, client):
     cases_page = client.get(reverse(CASES), {"incident": incident.pk}).content.decode()
     assert "5 cases left" in cases_page and "$400.00" in cases_page and "cents" not in cases_page
     assert "10 compensation drafts + 4 held replacements = 14 items, 14 pending" in cases_page
+
+
+def test_an_email_edited_after_its_reversal_was_rejected_stands_alone_and_leaves(
+        canonical, eager_celery, outbox_backend, django_capture_on_commit_callbacks):
+    incident, reviewer = canonical.incident, canonical.people.reviewer
+    reject_item(item=_item(incident, K.REFUND_REVERSAL, "t06"), actor=reviewer, reason="kept", via="admin")
+    email = _item(incident, K.CORRECTION_EMAIL, "t06")
+    body = "Hello, please disregard our earlier message about ticket t06. You keep your refund."
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_item(item=email, actor=reviewer, reason="rewritten", via="admin",
+                     edits={"to": email.to, "subject": email.subject, "body": body})
+    email.refresh_from_db()
+    assert email.status == St.EXECUTED and _mail_of(email) == 1
