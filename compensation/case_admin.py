@@ -26,8 +26,10 @@ class CaseViews:
         wrap = self.admin_site.admin_view
         return [
             path("cases/", wrap(self.cases_view), name="compensation_compensationitem_cases"),
-            path("cases/<int:incident_id>/<str:ticket>/", wrap(self.case_view), name="compensation_compensationitem_case"),
-            path("cases/<int:incident_id>/<str:ticket>/decide/", wrap(self.case_decide_view),
+            # <path:>: a ticket id may hold a slash; the decisions live under their own prefix so that no
+            # ticket id can read as "…/decide".
+            path("cases/<int:incident_id>/<path:ticket>/", wrap(self.case_view), name="compensation_compensationitem_case"),
+            path("case-decisions/<int:incident_id>/<path:ticket>/", wrap(self.case_decide_view),
                  name="compensation_compensationitem_case_decide"),
         ]
 
