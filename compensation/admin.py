@@ -14,7 +14,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from compensation import selectors, services
+from compensation import selectors, sequencing, services
+from compensation.case_admin import CaseViews
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
@@ -60,7 +61,7 @@ class IncidentFilter(admin.SimpleListFilter):
 
 
 @admin.register(CompensationItem)
-class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
+class CompensationItemAdmin(CaseViews, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "incident__workspace"
     list_display = ("item_link", "incident", "kind", "ticket_id", "customer_email", "amount", "status", "valid",
                     "draft_summary", "drafted_by")
@@ -138,7 +139,7 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
     # --- the review page -------------------------------------------------------------------------------
     def get_urls(self):
         wrap = self.admin_site.admin_view
-        return [
+        return self.case_urls() + [
             path("<int:item_id>/decide/", wrap(self.decide_view), name="compensation_compensationitem_decide"),
         ] + super().get_urls()
 
@@ -168,6 +169,9 @@ class CompensationItemAdmin(WorkspaceScoped, admin.ModelAdmin):
             "paths": [{"effect_id": p["effect_id"], "role": p["role"], "text": selectors.path_text(p["steps"]),
                        "steps": p["steps"]} for p in item.path],
             "history": selectors.item_history(item=item),
+            "waits_for": sequencing.waits_for(item) if item.status in (CompensationItem.Status.PENDING,
+                                                                        CompensationItem.Status.APPROVED) else None,
+            "case_url": reverse("admin:compensation_compensationitem_case", args=[item.incident_id, item.ticket_id]),
             "can_review": self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING,
             "editable": services.EDITABLE_FIELDS[item.kind],
             "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),

@@ -2,7 +2,8 @@
 
 The idempotency key (`compensation:<item id>`) is recorded with the approval, before anything is sent.
 Execution then runs in three steps:
-1. lock the item; an executed item is a no-op, anything but an approved item is refused; count the attempt;
+1. lock the item; an executed item is a no-op, anything but an approved item is refused, an email still
+   waiting for the money item it explains (compensation.sequencing) is left for later; count the attempt;
 2. deliver, carrying the key: a ledger row (reversal request or payment) is created with
    get_or_create on its unique idempotency key, and an email goes through Django's email framework with
    the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once;
@@ -17,7 +18,7 @@ from django.core.mail import EmailMessage
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit
+from compensation import audit, sequencing
 from compensation.models import CompensationItem
 from provenance.models import LedgerEntry, OutboxEmail
 
@@ -63,6 +64,9 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
             return item
         if item.status != St.APPROVED:
             raise NotApproved(f"item #{item.pk} is {item.status}; only approved items are executed")
+        if sequencing.waits_for(item) is not None:
+            # An email that explains a money item still undecided: approving that item enqueues it again.
+            return item
         item.execution_attempts += 1
         item.save(update_fields=["execution_attempts", "updated_at"])
     outcome = deliver(item)
@@ -83,12 +87,12 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
 
 def execute_approved(*, via: str = "worker", actor=None, approved_before=None) -> int:
     """Execute every approved item still waiting (e.g. its task was lost while the broker was down);
-    with `approved_before`, only those approved (last changed) before then."""
+    with `approved_before`, only those approved (last changed) before then. Returns how many were
+    executed (emails held for their money item stay approved)."""
     done = 0
     waiting = CompensationItem.objects.filter(status=St.APPROVED)
     if approved_before is not None:
         waiting = waiting.filter(updated_at__lt=approved_before)
     for pk in waiting.order_by("pk").values_list("pk", flat=True):
-        execute_item(item_id=pk, via=via, actor=actor)
-        done += 1
+        done += execute_item(item_id=pk, via=via, actor=actor).status == St.EXECUTED
     return done

@@ -61,6 +61,12 @@ def review_queue_url(*, incident: Incident | None = None, pending: bool = False)
     return url + ("?" + "&".join(params) if params else "")
 
 
+def cases_url(*, incident: Incident | None = None) -> str:
+    """The review desk's landing: the cases that need a decision (of one incident)."""
+    url = reverse("admin:compensation_compensationitem_cases")
+    return url + (f"?incident={incident.pk}" if incident is not None else "")
+
+
 def compensation_summary(*, incident: Incident | None, user=None) -> dict:
     """Pending review items and their total amount per currency (all incidents, or one), exact, from the
     totals the item table's triggers maintain (QueueTotal): a handful of rows instead of an aggregate
@@ -71,7 +77,8 @@ def compensation_summary(*, incident: Incident | None, user=None) -> dict:
             "amounts": [{"currency": r["currency"], "cents": r["cents"], "text": format_money(r["cents"], r["currency"])}
                         for r in per_currency],
             "url": review_queue_url(incident=incident, pending=True),
-            "all_url": review_queue_url(incident=incident)}
+            "all_url": review_queue_url(incident=incident),
+            "cases_url": cases_url(incident=incident)}
 
 
 # --- one set of counts: an incident's items by kind and status ------------------------------------------------

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit
+from compensation import audit, sequencing
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem
@@ -127,21 +127,35 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                 # Drafted while the repair was still being verified: decided only once it is repaired.
                 raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "
                                       f"be decided once its repair is verified")
+            drafted = _draft_fields(item)
             if edits:
                 _apply_edits(item, edits, actor=actor, via=via, reason=reason)
             if decision == "approve":
+                refused_money = sequencing.refused_money(item)
+                if refused_money is not None and _draft_fields(item) == drafted:
+                    raise DecisionRefused(sequencing.rejection_problem(refused_money))
                 problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
-                if problems or (not item.valid and not edits):
+                if problems or (not item.valid and not edits and refused_money is None):
                     raise DecisionRefused(f"item #{item.pk} failed validation and cannot be approved: "
                                           + "; ".join(problems or item.problems))
+                decided_at = timezone.now()
+                item.decided_at = decided_at  # waits_for compares it with the money item's decision
+                held = sequencing.waits_for(item)
                 _set_status(item, St.APPROVED, actor=actor, via=via, action="item.approved", reason=reason,
-                            data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited},
-                            decided_by=actor, decided_at=timezone.now(), decision_reason=reason,
+                            data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited,
+                                  "waits_for": held.pk if held else None},
+                            decided_by=actor, decided_at=decided_at, decision_reason=reason,
                             execution_key=f"compensation:{item.pk}", valid=True, problems=[])
+                # A held email is enqueued too: execution skips it until its money item is approved, so a
+                # race with that approval still ends with it sent once.
                 transaction.on_commit(lambda pk=item.pk: enqueue_execution(pk))
+                if item.kind in sequencing.EXPLAINED_KINDS:
+                    # Read after commit: an email approved meanwhile is released too (executed once by key).
+                    transaction.on_commit(lambda money=item: [enqueue_execution(pk) for pk in sequencing.released_by(money)])
             else:
                 _set_status(item, St.REJECTED, actor=actor, via=via, action="item.rejected", reason=reason,
                             decided_by=actor, decided_at=timezone.now(), decision_reason=reason)
+                _mark_explaining_emails(item, actor=actor, via=via)
             if relaxed:
                 audit.record(action="four_eyes.relaxed", subject_type="compensation_item", subject_id=item.pk,
                              via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
@@ -150,6 +164,17 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
     except DecisionRefused as exc:
         _refuse(current, actor, via, attempted, exc)
     return item
+
+
+def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None:
+    """After a money item is rejected: its pending emails say something that will not happen now."""
+    problem = sequencing.rejection_problem(money)
+    for email in sequencing.explaining_emails(money).select_for_update().filter(status=St.PENDING):
+        email.valid, email.problems = False, [*email.problems, problem]
+        email.save(update_fields=["valid", "problems", "updated_at"])
+        audit.record(action="item.needs_redraft", subject_type="compensation_item", subject_id=email.pk, via=via,
+                     actor=actor, reason=problem, incident_id=email.incident_id, from_status=email.status,
+                     to_status=email.status, workspace=money.incident.workspace_id, data={"rejected": money.pk})
 
 
 def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason: str) -> None:

@@ -91,7 +91,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from compensation.selectors import item_counts, review_queue_url  # compensation depends on repairs
+        from compensation.selectors import cases_url, item_counts, review_queue_url  # compensation depends on repairs
 
         incident = self._incident(request, object_id, for_page=True)
         page = views.page_number(request, "tickets")
@@ -123,6 +123,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             "item_counts": item_counts(incident=incident),
             "review_url": review_queue_url(incident=incident, pending=True),
             "review_all_url": review_queue_url(incident=incident),
+            "cases_url": cases_url(incident=incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {

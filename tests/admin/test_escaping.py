@@ -72,6 +72,9 @@ def test_every_admin_page_escapes_page_ticket_and_model_text(lead_client, evil_i
         "review queue": reverse("admin:compensation_compensationitem_changelist") + f"?incident__id__exact={incident.pk}",
     }
     pages.update({f"item {i.pk}": reverse("admin:compensation_compensationitem_change", args=[i.pk]) for i in items})
+    pages["cases"] = reverse("admin:compensation_compensationitem_cases") + f"?incident={incident.pk}&status=all"
+    pages.update({f"case {t}": reverse("admin:compensation_compensationitem_case", args=[incident.pk, t])
+                  for t in set(items.values_list("ticket_id", flat=True))})
     shown = {}
     for name, url in pages.items():
         response = lead_client.get(url)
@@ -83,6 +86,8 @@ def test_every_admin_page_escapes_page_ticket_and_model_text(lead_client, evil_i
     assert "&lt;script&gt;alert(&#x27;reason&#x27;)&lt;/script&gt;" in shown["incident"]
     assert "alert(&#x27;page&#x27;)" in shown["explain action"]  # the fact value the model copied from the page
     assert "&lt;b&gt;t99&lt;/b&gt;" in shown["picture"]
+    assert "&lt;b&gt;t99&lt;/b&gt;" in shown["cases"]  # the ticket id, slash and all, opens its case
+    assert any("&lt;script&gt;alert(&#x27;name&#x27;)" in body for name, body in shown.items() if name.startswith("case "))
     # in the emails the model wrote, and the corrections it drafted
     assert any("&lt;script&gt;alert(&#x27;name&#x27;)" in body for name, body in shown.items() if name.startswith("item"))
     # The flag preview of a second evil source (nothing flagged yet) escapes the page title too.

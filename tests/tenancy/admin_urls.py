@@ -107,6 +107,20 @@ def requests_for(name: str, b) -> list[Request] | None:
         "compensation_compensationitem_decide": [
             Request("POST", reverse("admin:compensation_compensationitem_decide", args=[item]), {"decision": d, "reason": "x"})
             for d in ("approve", "reject", "redraft", "edit_approve")],
+        # Cases: B's case by its incident and ticket, its decisions, and the list filtered to B's incident.
+        "compensation_compensationitem_cases": [
+            Request("GET", reverse("admin:compensation_compensationitem_cases"), kind="list"),
+            Request("GET", reverse("admin:compensation_compensationitem_cases") + "?status=all", kind="list"),
+            Request("GET", reverse("admin:compensation_compensationitem_cases") + f"?incident={incident}&status=all")],
+        "compensation_compensationitem_case": [
+            Request("GET", reverse("admin:compensation_compensationitem_case", args=[incident, b.item.ticket_id])),
+            Request("GET", reverse("admin:compensation_compensationitem_case", args=[incident, b.item.ticket_id])
+                    + f"?incident={incident}")],
+        "compensation_compensationitem_case_decide": [
+            Request("POST", reverse("admin:compensation_compensationitem_case_decide", args=[incident, b.item.ticket_id]),
+                    data) for data in ({"decision": "approve_all"}, {"decision": "reject_all", "reason": "x"},
+                                       {"decision": "approve", "item": item}, {"decision": "reject", "item": item,
+                                                                                 "reason": "x"})],
         "compensation_auditevent_export": [
             Request("GET", reverse("admin:compensation_auditevent_export") + q, kind="export")
             for q in ("?format=json", f"?format=json&incident={incident}", "?format=csv")],
@@ -146,6 +160,7 @@ def unknown_admin_urls(known=requests_for, b=None) -> list:
     b = b or SimpleNamespace(**{k: SimpleNamespace(pk=1, name="x") for k in (
         "workspace", "source", "ticket", "ledger", "outbox", "incident", "transition", "item", "event", "user",
         "group", "token_user")}, action_id=1)
+    b.item.ticket_id = getattr(b.item, "ticket_id", "t01")
     return sorted({str(n) for n in admin_url_names() if known(n, b) is None})
 
 

@@ -1,0 +1,150 @@
+"""The review desk by case, under the compensation item admin: the list of cases (the queue's landing),
+one case's page, and its decisions. Thin: compensation.cases reads, compensation.case_decisions decides
+(through compensation.services). A case outside the person's workspaces is a 404 like a missing one,
+and an attempt to decide it is on their own record."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from compensation import case_decisions, cases as case_selectors, selectors, sequencing, services
+from kintsugi_site.admin_tenancy import refuse_unseen
+from provenance import tenancy
+from repairs.models import Incident
+
+VIA = "admin"
+STATUS_CHOICES = (("pending", "needs a decision"), ("decided", "decided"), ("all", "all"))
+
+
+class CaseViews:
+    """Mixed into CompensationItemAdmin; `case_urls()` goes before the admin's own URLs."""
+
+    def case_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("cases/", wrap(self.cases_view), name="compensation_compensationitem_cases"),
+            # <path:>: a ticket id may hold a slash; the decisions live under their own prefix so that no
+            # ticket id can read as "…/decide".
+            path("cases/<int:incident_id>/<path:ticket>/", wrap(self.case_view), name="compensation_compensationitem_case"),
+            path("case-decisions/<int:incident_id>/<path:ticket>/", wrap(self.case_decide_view),
+                 name="compensation_compensationitem_case_decide"),
+        ]
+
+    def _filters(self, request) -> tuple[Incident | None, str]:
+        raw = request.GET.get("incident", "")
+        incident = None
+        if raw:
+            incident = (tenancy.scoped(Incident.objects.all(), user=request.user).defer("plan", "verification")
+                        .filter(pk=raw).first() if raw.isdigit() else None)
+            if incident is None:
+                raise Http404(f"no incident {raw}")
+        status = request.GET.get("status", "pending")
+        return incident, status if status in dict(STATUS_CHOICES) else "pending"
+
+    def cases_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        incident, status = self._filters(request)
+        found = case_selectors.cases(user=request.user, incident=incident,
+                                     status=None if status == "all" else status)
+        query = f"?incident={incident.pk}" if incident else ""
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Cases to review" + (f": incident #{incident.pk}" if incident else ""),
+            "cases": found,
+            "totals": case_selectors.totals(found),
+            # The item counts every page prints (one incident's by kind and status, else the queue's).
+            "item_counts": selectors.item_counts(incident=incident) if incident else None,
+            "queue": selectors.compensation_summary(incident=None, user=request.user) if not incident else None,
+            "incident": incident,
+            "status": status,
+            "status_choices": [(value, label, reverse("admin:compensation_compensationitem_cases")
+                                + (f"{query}&" if query else "?") + f"status={value}") for value, label in STATUS_CHOICES],
+            "first_url": found[0].url + query if found else "",
+            "items_url": reverse("admin:compensation_compensationitem_changelist")
+            + (f"?incident__id__exact={incident.pk}" if incident else ""),
+        }
+        return TemplateResponse(request, "admin/compensation/compensationitem/cases.html", context)
+
+    def _case(self, request, incident_id: int, ticket: str):
+        found = case_selectors.case(user=request.user, incident_id=incident_id, ticket=ticket)
+        if found is None:
+            refuse_unseen(request, attempted="decide case", subject_type="incident", subject_ids=[incident_id])
+            raise Http404(f"no case {incident_id}/{ticket}")
+        return found
+
+    def case_view(self, request, incident_id: int, ticket: str):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        case = self._case(request, incident_id, ticket)
+        within = self._within(request)
+        queue = case_selectors.cases(user=request.user, incident=within, status="pending")
+        keys = [c.key for c in queue]
+        here = keys.index(case.key) if case.key in keys else -1
+        suffix = f"?incident={within.pk}" if within else ""
+        prev_url = queue[here - 1].url + suffix if here > 0 else ""
+        next_case = queue[here + 1] if 0 <= here < len(queue) - 1 else next((c for c in queue if c.key != case.key), None)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Case {case.ticket} of incident #{case.incident_id}",
+            "case": case,
+            "left": len(queue),
+            "can_review": self.has_review_permission(request) and bool(case.pending),
+            "decide_url": reverse("admin:compensation_compensationitem_case_decide", args=[case.incident_id, case.ticket])
+            + suffix,
+            "prev_url": prev_url,
+            "next_url": next_case.url + suffix if next_case else "",
+            "cases_url": reverse("admin:compensation_compensationitem_cases") + suffix,
+        }
+        return TemplateResponse(request, "admin/compensation/compensationitem/case.html", context)
+
+    def _within(self, request) -> Incident | None:
+        """The incident the reviewer is working through (?incident=), if it is theirs to see."""
+        raw = request.GET.get("incident", "")
+        if not raw.isdigit():
+            return None
+        return tenancy.scoped(Incident.objects.all(), user=request.user).defer("plan", "verification").filter(pk=raw).first()
+
+    def case_decide_view(self, request, incident_id: int, ticket: str):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        case = self._case(request, incident_id, ticket)
+        decision, reason = request.POST.get("decision", ""), request.POST.get("reason", "")
+        item_id = request.POST.get("item", "")
+        within = self._within(request)
+        suffix = f"?incident={within.pk}" if within else ""
+        here = case.url + suffix
+        try:
+            if item_id:
+                if not item_id.isdigit():
+                    raise services.DecisionRefused("no such item")
+                done = case_decisions.decide_case_item(case=case, item_id=int(item_id), actor=request.user,
+                                                       decision=decision, reason=reason, via=VIA)
+                messages.success(request, f"Item #{done.pk}: {decision} recorded.")
+                held = sequencing.waits_for(done) if done.status == done.Status.APPROVED else None
+                if held is not None:
+                    messages.info(request, f"Item #{done.pk} waits for the {held.get_kind_display()} #{held.pk}: "
+                                           f"it is sent once that is approved.")
+            else:
+                result = case_decisions.decide_case(case=case, actor=request.user, decision=decision.removesuffix("_all"),
+                                                    reason=reason, via=VIA)
+                if result.decided:
+                    messages.success(request, f"Case {case.ticket}: {len(result.decided)} item(s) {decision.removesuffix('_all')}d.")
+                for item, why in result.refused:
+                    messages.error(request, f"Item #{item.pk} refused: {why}")
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(here)
+        still = case_selectors.case(user=request.user, incident_id=incident_id, ticket=ticket)
+        if still is not None and still.pending:
+            return HttpResponseRedirect(here)
+        following = case_selectors.next_case(user=request.user, after=case.key, incident=within)
+        if following is None:
+            messages.info(request, "No cases left.")
+            return HttpResponseRedirect(reverse("admin:compensation_compensationitem_cases") + suffix)
+        return HttpResponseRedirect(following.url + suffix)

@@ -1,0 +1,55 @@
+"""Deciding a case as a whole: every pending item through compensation.services, in the order they leave.
+
+Each item is decided by approve_item / reject_item in its own transaction (four-eyes, the Reviewer role,
+validation and the audit record stay theirs), so one refusal does not undo the others. Money items are
+decided before the emails that explain them: approving the reversal first lets its email go straight
+out instead of waiting; rejecting it first marks the email before the reviewer's reason rejects it too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compensation import services
+from compensation.cases import Case
+from compensation.models import CompensationItem
+
+St = CompensationItem.Status
+
+
+@dataclass
+class CaseDecision:
+    decided: list[CompensationItem] = field(default_factory=list)
+    refused: list[tuple[CompensationItem, str]] = field(default_factory=list)
+
+
+def decide_case(*, case: Case, actor, decision: str, reason: str, via: str) -> CaseDecision:
+    """Approve (decision "approve") or reject ("reject", a reason required) every pending item of
+    `case`. An email whose money item was rejected is not approved with the rest: it is left pending
+    for the reviewer to reject or edit, and reported as refused."""
+    if decision not in ("approve", "reject"):
+        raise services.DecisionRefused(f"unknown decision {decision!r}")
+    if decision == "reject" and not (reason or "").strip():
+        raise services.DecisionRefused("a reason is required to reject a case")
+    result = CaseDecision()
+    for entry in case.pending:  # already in leaving order (compensation.cases.KIND_ORDER)
+        try:
+            if decision == "approve":
+                done = services.approve_item(item=entry.item, actor=actor, reason=reason, via=via)
+            else:
+                done = services.reject_item(item=entry.item, actor=actor, reason=reason, via=via)
+            result.decided.append(done)
+        except (PermissionError, ValueError) as exc:
+            result.refused.append((entry.item, str(exc)))
+    return result
+
+
+def decide_case_item(*, case: Case, item_id: int, actor, decision: str, reason: str, via: str) -> CompensationItem:
+    """Approve or reject one item of `case` (an item of another case is refused as not in it)."""
+    entry = next((c for c in case.items if c.item.pk == item_id), None)
+    if entry is None:
+        raise services.DecisionRefused(f"item #{item_id} is not part of this case")
+    if decision == "approve":
+        return services.approve_item(item=entry.item, actor=actor, reason=reason, via=via)
+    if decision == "reject":
+        return services.reject_item(item=entry.item, actor=actor, reason=reason, via=via)
+    raise services.DecisionRefused(f"unknown decision {decision!r}")
