@@ -146,10 +146,10 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
             yield topo
         return
     key = (falkordb_url(), graph.name)
-    epoch = graph.stamp()[0]
     with _lock:
         cached = _cache.get(key)
-    if cached is not None and cached.epoch == epoch:
+    # No copy at all: no need to read the stamp before answering from FalkorDB.
+    if cached is not None and cached.epoch == graph.stamp()[0]:
         with reading(graph) as topo:
             yield topo
         return
