@@ -110,7 +110,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / ".kintsugi" / "static"
+# Filled by `manage.py collectstatic` (make demo runs it; a deployment runs it on release).
+STATIC_ROOT = env("KINTSUGI_STATIC_ROOT", default=str(BASE_DIR / ".kintsugi" / "static"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

@@ -52,6 +52,17 @@ def _production_env(**overrides) -> dict:
     return env
 
 
+@pytest.fixture(scope="module", autouse=True)
+def collected_static(tmp_path_factory, django_db_setup):
+    """Production serves what `collectstatic` wrote (whitenoise's manifest): run it once, as a release
+    would, into a directory of the module's own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KINTSUGI_STATIC_ROOT", str(tmp_path_factory.mktemp("static")))
+        done = _run(_production_env(), "manage.py", "collectstatic", "--noinput", "-v", "0")
+        assert done.returncode == 0, done.stderr[-2000:]
+        yield
+
+
 def _run(env, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
