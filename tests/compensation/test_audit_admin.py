@@ -55,3 +55,26 @@ def test_a_superuser_sees_every_chain_the_system_chain_included(client, django_u
     page = client.get(reverse("admin:compensation_auditevent_changelist")).content.decode()
     assert all(s in page for s in ("mine-event", "theirs-event", "system-event", 'data-chain="system"'))
     assert "system-event-0" in _export(client)
+
+
+def test_the_audit_list_reads_for_a_person_hashes_and_filters_by_actor_within_the_workspace(client, make_user, trails):
+    from django.contrib.auth import get_user_model
+
+    mine, theirs = trails
+    auditor = make_user("auditor2", AUDITOR)
+    mine.members.add(auditor)
+    alice = get_user_model().objects.create_user("alice-actor")
+    mallory = get_user_model().objects.create_user("mallory-actor")
+    audit.record(action="test.event", subject_type="test", subject_id=9, via="cli", actor=alice, reason="by alice",
+                 workspace=mine)
+    audit.record(action="test.event", subject_type="test", subject_id=9, via="cli", actor=mallory,
+                 reason="by mallory", workspace=theirs)
+    client.force_login(auditor)
+    url = reverse("admin:compensation_auditevent_changelist")
+    page = client.get(url).content.decode()
+    newest = audit.chain_events(mine).order_by("-seq").first()
+    assert f'<code title="{newest.hash}">{newest.hash[:12]}</code>' in page
+    assert "alice-actor" in page and "mallory-actor" not in page  # the actor filter offers this workspace's only
+    filtered = client.get(url, {"actor_name": "alice-actor"}).content.decode()
+    assert "by alice" in filtered and "mine-event" not in filtered
+    assert "by mallory" not in client.get(url, {"actor_name": "mallory-actor"}).content.decode()
