@@ -234,20 +234,15 @@ def path_text(steps: list[dict]) -> str:
 def visible_audit_events(*, user) -> QuerySet[AuditEvent]:
     """The audit rows `user` may read: their workspaces' chains; superusers every chain, the system
     chain (users, memberships) and those of deleted workspaces included."""
-    from provenance.tenancy import visible_workspaces
-
-    if user is not None and user.is_active and user.is_superuser:
-        return AuditEvent.objects.all()
-    return AuditEvent.objects.filter(workspace__in=visible_workspaces(user=user))
+    return tenancy.scoped(AuditEvent.objects.all(), user=user)
 
 
 def visible_chains(*, user) -> list[int | None]:
     """The chains (workspace ids, None: the system chain) whose status `user` may see, of those in use."""
     from compensation.chains import chains_in_use
-    from provenance.tenancy import visible_workspaces
 
     in_use = chains_in_use()
-    if user is not None and user.is_active and user.is_superuser:
+    if tenancy.sees_every_workspace(user):
         return in_use
-    mine = set(visible_workspaces(user=user).values_list("pk", flat=True))
+    mine = set(tenancy.visible_workspaces(user=user).values_list("pk", flat=True))
     return [ws for ws in in_use if ws is not None and ws in mine]
