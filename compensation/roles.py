@@ -7,7 +7,9 @@ Support lead: flags sources and reads incidents, items and their history.
 Reviewer: reads, and approves / rejects / edits compensation items.
 Auditor: reads everything (incidents, items, the audit trail, tickets, ledger, outbox) and exports the
 audit trail; no change permission at all.
-Workspace admin: adds and removes members of the workspaces they belong to (provenance.membership).
+Workspace admin: adds and removes members of the workspaces they belong to (provenance.membership),
+creates workspaces (becoming a member of each one created), and sets up what their agents need there:
+sources, tickets, agent registrations and recording tokens (provenance.onboarding).
 """
 SUPPORT_LEAD, REVIEWER, AUDITOR, WORKSPACE_ADMIN = "Support lead", "Reviewer", "Auditor", "Workspace admin"
 
@@ -27,7 +29,9 @@ ROLES = {
         "provenance.view_outboxemail",
     ],
     WORKSPACE_ADMIN: [
-        "provenance.view_workspace", "provenance.manage_members",
+        "provenance.view_workspace", "provenance.manage_members", "provenance.add_workspace",
+        "provenance.manage_agents", "provenance.view_source", "provenance.add_source", "provenance.change_source",
+        "provenance.view_ticket", "provenance.add_ticket", "provenance.change_ticket",
     ],
 }
 

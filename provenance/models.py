@@ -14,7 +14,8 @@ class Workspace(models.Model):
 
     class Meta:
         ordering = ["name"]
-        permissions = [("manage_members", "Can add and remove members of the workspaces one belongs to")]
+        permissions = [("manage_members", "Can add and remove members of the workspaces one belongs to"),
+                       ("manage_agents", "Can register agents and issue agent tokens in the workspaces one belongs to")]
 
     def __str__(self) -> str:
         return self.name
@@ -107,3 +108,76 @@ class OutboxEmail(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class AgentRegistration(models.Model):
+    """An agent that runs in its own process: how kintsugi re-runs one of its actions during a repair
+    (an HTTP replay endpoint, POSTed the action's payload with a repair-scoped token)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agent_registrations")
+    name = models.CharField(max_length=64)
+    replay_url = models.URLField(max_length=500)
+    timeout_seconds = models.PositiveIntegerField(default=30)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workspace", "name"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="agent_unique_per_workspace")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentToken(models.Model):
+    """A recording token: lets a process record actions in one workspace (and, if `agents` names any,
+    only as those agents). Only the key's SHA-256 is stored; the key is shown once, when issued."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agent_tokens")
+    label = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="The key's first characters, to tell tokens apart.")
+    agents = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workspace", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.prefix}…)"
+
+    def allows(self, agent: str) -> bool:
+        return not self.agents or agent in self.agents
+
+
+class Recording(models.Model):
+    """A root action recorded over HTTP and everything it hands off, staged here until its last action
+    finishes; only then is it written to the graph, in one flush (provenance.remote)."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        COMMITTED = "committed"
+        ABANDONED = "abandoned"
+        EXPIRED = "expired"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="recordings")
+    token = models.ForeignKey(AgentToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    state = models.JSONField(default=dict)
+    version = models.PositiveIntegerField(default=0)
+    first_action = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    touched_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        # One recording in flight per workspace: the in-process recorder holds the workspace for a whole
+        # root action too, which is what makes seq order the order reads were resolved in.
+        constraints = [models.UniqueConstraint(fields=["workspace"], condition=models.Q(status="open"),
+                                               name="one_open_recording_per_workspace")]

@@ -149,7 +149,7 @@ class Recorder:
         })
 
     def handoff(self, agent: str, payload: dict) -> None:
-        get_agent(agent)  # fail in the caller, not later in the walk
+        self._session.agent(agent)  # fail in the caller, not later in the walk
         validation.payload(payload, field=f"handoff to {agent}")
         self._record.handoffs.append((agent, dict(payload)))
 
@@ -203,6 +203,7 @@ class RecordingSession:
         self.recorded: list[int] = []
         self.ops = 0
         self._loaded_ids = (0, 0, 0)  # the highest action, fact and effect ids before this session
+        self._remote: dict | None = None  # the workspace's agents in other processes, read once
         if load:
             self._load()
 
@@ -232,9 +233,20 @@ class RecordingSession:
         return aid, seq
 
     # --- execution ---
+    def agent(self, name: str):
+        """The agent called `name` here: one the workspace registered as running in another process (it
+        is re-run through its replay endpoint, provenance.replay), else an in-process @agent function.
+        The registrations are read once per session, in the thread that first asks, so the replay's
+        callback thread never needs a database connection."""
+        if self._remote is None:
+            from provenance.replay import remote_agents
+
+            self._remote = remote_agents(self.workspace)
+        return self._remote.get(name) or get_agent(name)
+
     def execute(self, agent: str, payload: dict, *, id: int, seq: float, parent: int | None) -> ActionRecord:
         """Run one agent function; nothing reaches the graph until commit()."""
-        fn = get_agent(agent)
+        fn = self.agent(agent)
         validation.payload(payload, field=f"{agent} payload")
         record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
                               ticket=payload.get("ticket"))

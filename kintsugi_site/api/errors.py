@@ -17,6 +17,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from compensation.services import DecisionRefused, ReviewRefused
 from kintsugi_site.api.audit import record_refusal
 from provenance.graph import GraphUnavailable
+from provenance.protocol import CallConflict
+from provenance.remote import RecordingInProgress
+from provenance.replay import ReplayUnavailable
 from provenance.recorder import UnknownSource
 from provenance.scrub import scrub_secrets
 from provenance.services import UnknownWorkspace
@@ -59,6 +62,12 @@ def map_domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
         return 409, "refused_transition", first_line(exc), None
     if isinstance(exc, PermissionError):
         return 403, "permission_denied", first_line(exc), None
+    if isinstance(exc, RecordingInProgress):
+        return 409, "recording_in_progress", first_line(exc), {"retry_after": exc.retry_after}
+    if isinstance(exc, CallConflict):
+        return 409, "conflict", first_line(exc), None
+    if isinstance(exc, ReplayUnavailable):
+        return 503, "agent_unavailable", first_line(exc), None
     if isinstance(exc, GraphUnavailable):
         return 503, "graph_unavailable", "the provenance graph store is unavailable; try again shortly", None
     if isinstance(exc, LookupError):

@@ -2,12 +2,12 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import views
+from kintsugi_site.api import agents, views
 
 app_name = "api"
 
 router = DefaultRouter()
-router.register("workspaces", views.WorkspaceViewSet, basename="workspace")
+router.register("workspaces", agents.WorkspaceViewSet, basename="workspace")
 router.register("sources", views.SourceViewSet, basename="source")
 router.register("incidents", views.IncidentViewSet, basename="incident")
 router.register("review-items", views.ReviewItemViewSet, basename="review-item")
@@ -17,6 +17,11 @@ urlpatterns = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[]), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]), name="redoc"),
     path("actions/<int:action_id>/explain/", views.ExplainView.as_view(), name="action-explain"),
+    path("recording/actions/", agents.OpenActionView.as_view(), name="recording-open"),
+    path("recording/actions/<int:action_id>/", agents.ActionView.as_view(), name="recording-action"),
+    path("recording/actions/<int:action_id>/abandon/", agents.AbandonView.as_view(), name="recording-abandon"),
+    *[path(f"recording/actions/<int:action_id>/{op}/", view.as_view(), name=f"recording-{op}")
+      for op, view in agents.CALL_VIEWS.items()],
     *router.urls,
     re_path(r"^[\s\S]*$", views.NotFoundView.as_view(), name="not-found"),  # any character, newlines too
 ]

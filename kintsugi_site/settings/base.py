@@ -244,6 +244,10 @@ SPECTACULAR_SETTINGS = {
         "kintsugi_site.api.schema.add_error_responses",
     ],
 }
+# Agents in other processes (provenance.remote, provenance.replay): an HTTP recording idle this long
+# expires with nothing written; a repair serves a replay's calls on a loopback server bound here.
+KINTSUGI_RECORDING_TIMEOUT_SECONDS = env.int("KINTSUGI_RECORDING_TIMEOUT_SECONDS", default=300)
+KINTSUGI_REPLAY_CALLBACK_HOST = env("KINTSUGI_REPLAY_CALLBACK_HOST", default="127.0.0.1")
 # The MCP endpoint (python manage.py mcp_serve): loopback by default; Host/Origin headers are checked.
 KINTSUGI_MCP_HOST = env("KINTSUGI_MCP_HOST", default="127.0.0.1")
 # Where the web app (admin, API and MCP at /mcp, one ASGI app: kintsugi_site.asgi) listens.

@@ -1,0 +1,218 @@
+"""A small client for kintsugi's HTTP API: set up a workspace, record agents in your own process and
+serve kintsugi's replays of them. The Python standard library only; copy it anywhere.
+
+    client = Client("http://127.0.0.1:8000", person_token)         # onboarding, as a Workspace admin
+    ws = client.ensure_workspace("desk", reason="our support desk")
+    key = client.issue_agent_token(ws["id"], label="desk agents", reason="recording")
+
+    desk = Desk(Client("http://127.0.0.1:8000", key))               # recording, with the recording token
+    @desk.agent("triage")
+    def triage(rec, payload): ...                                  # rec.get / set / ingest / handoff / effect
+    desk.run_root("triage", {"ticket": "t01", ...})                # the root and, depth first, its handoffs
+    desk.serve_replays("127.0.0.1", 9100)                          # kintsugi re-runs actions here in repairs
+
+An agent function is written exactly as an in-process `@agent` function of kintsugi: it gets a
+recorder and the payload and returns a structured decision (a dict without floats).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+__all__ = ["Client", "Desk", "KintsugiError", "RemoteRecorder"]
+
+
+class KintsugiError(Exception):
+    """An error answer of the API: `{"error": {"code", "message", "details"}}` and its status."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+
+class Client:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0):
+        self.base_url, self.token, self.timeout = base_url.rstrip("/"), token, timeout
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+            "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                error = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                error = {"code": "http_error", "message": raw[:200].decode("utf-8", "replace"), "details": None}
+            raise KintsugiError(exc.code, error.get("code", ""), error.get("message", ""), error.get("details")) from None
+        return json.loads(raw) if raw else None
+
+    # --- onboarding (a person's API token; the Workspace admin role) ---
+    def workspaces(self) -> list[dict]:
+        out, path = [], "/api/v1/workspaces/"
+        while path:
+            page = self.request("GET", path)
+            out += page["results"]
+            path = page["next"][len(self.base_url):] if page.get("next") else None
+        return out
+
+    def ensure_workspace(self, name: str, *, reason: str) -> dict:
+        found = [w for w in self.workspaces() if w["name"] == name]
+        return found[0] if found else self.request("POST", "/api/v1/workspaces/", {"name": name, "reason": reason})
+
+    def put_source(self, workspace: int, source_id: str, content: str, *, reason: str, title: str = "") -> dict:
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/sources/",
+                            {"source_id": source_id, "content": content, "title": title, "reason": reason})
+
+    def put_ticket(self, workspace: int, ticket_id: str, *, reason: str, **fields: Any) -> dict:
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/tickets/",
+                            {"ticket_id": ticket_id, "reason": reason, **fields})
+
+    def register_agent(self, workspace: int, name: str, replay_url: str, *, reason: str,
+                       timeout_seconds: int = 30) -> dict:
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/agents/", {
+            "name": name, "replay_url": replay_url, "timeout_seconds": timeout_seconds, "reason": reason})
+
+    def issue_agent_token(self, workspace: int, *, label: str, reason: str, agents: list[str] | None = None) -> str:
+        body = {"label": label, "reason": reason, **({"agents": agents} if agents else {})}
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/agent-tokens/", body)["key"]
+
+    # --- recording (a recording token) ---
+    def open_action(self, agent: str, payload: dict | None = None, *, parent: int | None = None) -> dict:
+        body: dict = {"agent": agent}
+        if payload is not None:
+            body["payload"] = payload
+        if parent is not None:
+            body["parent"] = parent
+        return self.request("POST", "/api/v1/recording/actions/", body)
+
+    def call(self, action: int, op: str, body: dict) -> dict:
+        return self.request("POST", f"/api/v1/recording/actions/{action}/{op}/", body)
+
+
+class RemoteRecorder:
+    """The in-process Recorder's methods, each one call of the recording protocol."""
+
+    def __init__(self, client: Client, action: int, payload: dict):
+        self._client, self.action_id, self.ticket = client, action, payload.get("ticket")
+        self._effects = 0
+        self.effects: list[dict] = []  # the answers, in order: each says whether to perform it
+
+    def ingest(self, source_id: str) -> str | None:
+        return self._client.call(self.action_id, "ingest", {"source": source_id})["content"]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._client.call(self.action_id, "get", {"key": key, "default": default})["value"]
+
+    def set(self, key: str, value: Any, *, valid_from: str | None = None, valid_until: str | None = None,
+            observed_at: str | None = None) -> None:
+        body = {"key": key, "value": value}
+        for name, clock in (("valid_from", valid_from), ("valid_until", valid_until), ("observed_at", observed_at)):
+            if clock is not None:
+                body[name] = clock
+        self._client.call(self.action_id, "set", body)
+
+    def handoff(self, agent: str, payload: dict) -> None:
+        self._client.call(self.action_id, "handoff", {"agent": agent, "payload": payload})
+
+    def effect(self, kind: str, *, amount: int = 0, ticket: str | None = None, currency: str = "USD",
+               idempotency_key: str | None = None, **details: Any) -> dict:
+        """Record the effect before it leaves. Perform it only if the answer's `perform` is true (false
+        while kintsugi replays this action in a repair: the effect is held for a person)."""
+        self._effects += 1
+        body = {"kind": kind, "amount": amount, "currency": currency, "details": details,
+                "idempotency_key": idempotency_key or f"action-{self.action_id}-effect-{self._effects}"}
+        if ticket is not None:
+            body["ticket"] = ticket
+        answer = self._client.call(self.action_id, "effect", body)
+        self.effects.append(answer)
+        return answer
+
+    def finish(self, decision: dict) -> dict:
+        return self._client.call(self.action_id, "finish", {"decision": decision})
+
+
+AgentFn = Callable[[RemoteRecorder, dict], dict]
+
+
+class Desk:
+    """Agent functions by name; records root actions depth first and serves kintsugi's replays."""
+
+    def __init__(self, client: Client, *, perform: Callable[[str, dict, dict], None] | None = None):
+        self.client, self.agents = client, {}
+        self.perform = perform or (lambda agent, payload, effect: None)  # your real side effects
+        self._server: ThreadingHTTPServer | None = None
+
+    def agent(self, name: str) -> Callable[[AgentFn], AgentFn]:
+        def register(fn: AgentFn) -> AgentFn:
+            self.agents[name] = fn
+            return fn
+        return register
+
+    def _run(self, client: Client, agent: str, action: int, payload: dict) -> dict:
+        rec = RemoteRecorder(client, action, payload)
+        decision = self.agents[agent](rec, payload)
+        answer = rec.finish(decision)
+        for effect in rec.effects:
+            if effect["perform"]:
+                self.perform(agent, payload, effect)
+        return answer
+
+    def run_root(self, agent: str, payload: dict) -> list[int]:
+        """Record a root action and everything it hands off, in the order kintsugi's recorder runs them."""
+        opened = self.client.open_action(agent, payload)
+        ids = [opened["action"]]
+        answer = self._run(self.client, agent, opened["action"], payload)
+        while not answer.get("committed"):
+            nxt = answer["next"]
+            opened = self.client.open_action(nxt["agent"], parent=nxt["parent"])
+            ids.append(opened["action"])
+            answer = self._run(self.client, nxt["agent"], opened["action"], opened["payload"])
+        return ids
+
+    def replay(self, request: dict) -> dict:
+        """Re-run one action for kintsugi: calls go to the repair's callback URL with its token."""
+        client = Client(request["base_url"], request["token"], timeout=self.client.timeout)
+        return self._run(client, request["agent"], request["action"], request["payload"])
+
+    def serve_replays(self, host: str, port: int, *, block: bool = True) -> ThreadingHTTPServer:
+        desk = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                try:
+                    request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                    if request.get("agent") not in desk.agents:
+                        return self._send(404, {"error": f"no agent {request.get('agent')!r} here"})
+                    self._send(200, desk.replay(request))
+                except KintsugiError as exc:
+                    self._send(502, {"error": str(exc)})
+                except Exception as exc:  # an agent bug answers 500; kintsugi blocks the repair with it
+                    self._send(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        if block:
+            self._server.serve_forever()
+        else:
+            threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self._server

@@ -1,0 +1,323 @@
+"""The API for agents in other processes: onboarding a workspace (people's tokens, the Workspace admin
+role) and the recording protocol (a recording token of one workspace). Thin views: the services are
+provenance.onboarding and provenance.remote; their errors are mapped in kintsugi_site.api.errors."""
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.decorators import action
+from rest_framework.generics import get_object_or_404
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from kintsugi_site.api import views
+from kintsugi_site.api.serializers import WorkspaceSerializer
+from provenance import onboarding, remote
+from provenance.models import AgentRegistration, AgentToken
+
+VIA = views.VIA
+
+
+# --- recording tokens -----------------------------------------------------------------------------------
+class AgentPrincipal:
+    """Who a recording token speaks for: an agent process of one workspace, not a person."""
+
+    is_authenticated = True
+    is_active = True
+    is_superuser = False
+    is_staff = False
+
+    def __init__(self, token: AgentToken):
+        self.token = token
+        self.username = f"agent-token:{token.prefix}"
+
+    def get_username(self) -> str:
+        return self.username
+
+    def has_perm(self, perm, obj=None) -> bool:
+        return False
+
+
+class AgentTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer kag_…`: a recording token issued for one workspace."""
+
+    def authenticate(self, request):
+        parts = get_authorization_header(request).split()
+        if len(parts) != 2 or parts[0].lower() != b"bearer":
+            return None
+        token = onboarding.token_for_key(parts[1].decode("latin-1"))
+        if token is None:
+            raise exceptions.AuthenticationFailed("unknown or revoked recording token")
+        return AgentPrincipal(token), token
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="recording"'
+
+
+class AgentTokenScheme(OpenApiAuthenticationExtension):
+    target_class = AgentTokenAuthentication
+    name = "recordingToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "A recording token (`kag_…`) issued by a Workspace admin for one workspace."}
+
+
+class HasRecordingToken(BasePermission):
+    message = "a recording token is required"
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.auth, AgentToken)
+
+
+# --- shapes ---------------------------------------------------------------------------------------------
+class OpenActionSerializer(serializers.Serializer):
+    agent = serializers.CharField(max_length=64, help_text="A registered agent of the token's workspace.")
+    payload = serializers.JSONField(required=False, help_text="The root action's input; a handoff's is its own.")
+    parent = serializers.IntegerField(required=False, help_text="Open the next handoff of this finished action.")
+
+
+class ActionOpenedSerializer(serializers.Serializer):
+    action = serializers.IntegerField()
+    seq = serializers.FloatField()
+    recording = serializers.IntegerField()
+    agent = serializers.CharField()
+    payload = serializers.JSONField()
+    parent = serializers.IntegerField(allow_null=True)
+    replay = serializers.BooleanField()
+
+
+class IngestSerializer(serializers.Serializer):
+    source = serializers.CharField(max_length=200)
+
+
+class GetSerializer(serializers.Serializer):
+    key = serializers.CharField(max_length=200)
+    default = serializers.JSONField(required=False)
+
+
+class SetSerializer(serializers.Serializer):
+    key = serializers.CharField(max_length=200)
+    value = serializers.JSONField()
+    valid_from = serializers.CharField(required=False, help_text="Valid time: when it became true in the world.")
+    valid_until = serializers.CharField(required=False)
+    observed_at = serializers.CharField(required=False, help_text="Known time, for back-filled material.")
+
+
+class HandoffSerializer(serializers.Serializer):
+    agent = serializers.CharField(max_length=64)
+    payload = serializers.JSONField()
+
+
+class EffectSerializer(serializers.Serializer):
+    kind = serializers.CharField(max_length=64)
+    amount = serializers.IntegerField(required=False, help_text="Integer cents.")
+    ticket = serializers.CharField(required=False, max_length=32)
+    currency = serializers.CharField(required=False, max_length=3)
+    details = serializers.JSONField(required=False)
+    idempotency_key = serializers.CharField(max_length=128, help_text="The same key twice is one effect.")
+
+
+class EffectAnswerSerializer(serializers.Serializer):
+    effect = serializers.IntegerField()
+    idempotency_key = serializers.CharField()
+    kind = serializers.CharField()
+    ticket = serializers.CharField(allow_null=True)
+    amount = serializers.IntegerField()
+    currency = serializers.CharField()
+    perform = serializers.BooleanField(help_text="True: perform it now; false: it is held, never perform it.")
+    held = serializers.BooleanField()
+
+
+class FinishSerializer(serializers.Serializer):
+    decision = serializers.JSONField(help_text="The structured decision (no floats); its hash is recorded.")
+
+
+ANSWERS = {"ingest": OpenApiTypes.OBJECT, "get": OpenApiTypes.OBJECT, "set": OpenApiTypes.OBJECT,
+           "handoff": OpenApiTypes.OBJECT, "effect": EffectAnswerSerializer, "finish": OpenApiTypes.OBJECT}
+REQUESTS = {"ingest": IngestSerializer, "get": GetSerializer, "set": SetSerializer, "handoff": HandoffSerializer,
+            "effect": EffectSerializer, "finish": FinishSerializer}
+SUMMARIES = {
+    "ingest": "Read a source (records INGESTED); content is null when the source is masked",
+    "get": "Read a fact: the latest active version written before this action (READ and FEEDS)",
+    "set": "Write a new version of a fact, with its valid and known clocks",
+    "handoff": "Hand work to another agent; it is opened after this action finishes",
+    "effect": "Record an external effect before it leaves; the answer says whether to perform it",
+    "finish": "Finish the action with its decision; the recording's last action commits it",
+}
+
+
+class RecordingView(APIView):
+    authentication_classes = [AgentTokenAuthentication]
+    permission_classes = [HasRecordingToken]
+
+
+class OpenActionView(RecordingView):
+    @extend_schema(summary="Open an action: a root, or the next handoff of a finished action",
+                   request=OpenActionSerializer, responses={201: ActionOpenedSerializer}, tags=["recording"])
+    def post(self, request):
+        data = request.data if isinstance(request.data, dict) else {}
+        unknown = sorted(set(data) - {"agent", "payload", "parent"})
+        if unknown or not isinstance(request.data, dict):
+            raise exceptions.ValidationError({name: ["unknown field"] for name in unknown} or "a JSON object is needed")
+        opened = remote.open_action(token=request.auth, agent=data.get("agent"), payload=data.get("payload"),
+                                    parent=data.get("parent"))
+        return Response(opened, status=201)
+
+
+class ActionView(RecordingView):
+    @extend_schema(summary="An open recording's action", responses=OpenApiTypes.OBJECT, tags=["recording"])
+    def get(self, request, action_id: int):
+        return Response(remote.describe(token=request.auth, action_id=action_id))
+
+
+class AbandonView(RecordingView):
+    @extend_schema(summary="Abandon the open recording holding this action: nothing of it is recorded",
+                   request=views.ReasonSerializer, responses=OpenApiTypes.OBJECT, tags=["recording"])
+    def post(self, request, action_id: int):
+        reason = views._valid(views.ReasonSerializer, request.data)["reason"]
+        return Response(remote.abandon(token=request.auth, action_id=action_id, reason=reason))
+
+
+def _call_view(op: str):
+    def post(self, request, action_id: int):
+        if op == "finish":
+            return Response(remote.finish_action(token=request.auth, action_id=action_id, body=request.data))
+        return Response(remote.call(token=request.auth, action_id=action_id, op=op, body=request.data))
+
+    post = extend_schema(summary=SUMMARIES[op], request=REQUESTS[op], responses=ANSWERS[op], tags=["recording"],
+                         operation_id=f"recording_{op}")(post)
+    return type(f"{op.title()}View", (RecordingView,), {"post": post})
+
+
+CALL_VIEWS = {op: _call_view(op) for op in ("ingest", "get", "set", "handoff", "effect", "finish")}
+
+
+# --- onboarding (people) --------------------------------------------------------------------------------
+class CreateWorkspaceSerializer(views.ReasonSerializer):
+    name = serializers.SlugField(max_length=64)
+
+
+class SourcePutSerializer(views.ReasonSerializer):
+    source_id = serializers.CharField(max_length=200)
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    content = serializers.CharField(max_length=256 * 1024, trim_whitespace=False)
+
+
+class TicketPutSerializer(views.ReasonSerializer):
+    ticket_id = serializers.CharField(max_length=32)
+    customer_name = serializers.CharField(max_length=200, required=False)
+    customer_email = serializers.EmailField(required=False)
+    subject = serializers.CharField(max_length=300, required=False)
+    body = serializers.CharField(max_length=32 * 1024, required=False, trim_whitespace=False)
+    amount_cents = serializers.IntegerField(min_value=0, required=False)
+    currency = serializers.CharField(max_length=3, required=False)
+    tier = serializers.CharField(max_length=16, required=False)
+    payment_reference = serializers.CharField(max_length=64, required=False, allow_blank=True)
+
+
+class AgentRegistrationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AgentRegistration
+        fields = ["name", "replay_url", "timeout_seconds", "created_at", "updated_at"]
+
+
+class AgentRegisterSerializer(views.ReasonSerializer):
+    name = serializers.CharField(max_length=64)
+    replay_url = serializers.CharField(max_length=500)
+    timeout_seconds = serializers.IntegerField(required=False, default=30)
+
+
+class AgentTokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AgentToken
+        fields = ["id", "label", "prefix", "agents", "created_at", "revoked_at"]
+
+
+class IssuedTokenSerializer(AgentTokenSerializer):
+    key = serializers.CharField(help_text="Shown once: only its hash is kept.")
+
+    class Meta(AgentTokenSerializer.Meta):
+        fields = AgentTokenSerializer.Meta.fields + ["key"]
+
+
+class TokenIssueSerializer(views.ReasonSerializer):
+    label = serializers.CharField(max_length=100)
+    agents = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+
+
+class WorkspaceViewSet(views.WorkspaceViewSet):
+    """The read endpoints, and what a Workspace admin sets up: the workspace, its sources, tickets,
+    agent registrations and recording tokens (the services check the role and membership)."""
+
+    @extend_schema(summary="Create a workspace; its creator becomes a member (Workspace admin role)",
+                   request=CreateWorkspaceSerializer, responses={201: WorkspaceSerializer})
+    def create(self, request):
+        data = views._valid(CreateWorkspaceSerializer, request.data)
+        ws = onboarding.create_workspace(name=data["name"], actor=request.user, reason=data["reason"], via=VIA)
+        return Response(WorkspaceSerializer(ws, context={"request": request}).data, status=201)
+
+    @extend_schema(summary="Create a source or replace its content", request=SourcePutSerializer,
+                   responses={200: views.SourceSerializer})
+    @action(detail=True, methods=["post"], url_path="sources")
+    def put_source(self, request, pk=None):
+        data = views._valid(SourcePutSerializer, request.data)
+        source, _ = onboarding.put_source(workspace=self.get_object(), source_id=data["source_id"],
+                                          content=data["content"], title=data.get("title", ""),
+                                          actor=request.user, reason=data["reason"], via=VIA)
+        return Response(views.SourceSerializer(source, context={"request": request}).data)
+
+    @extend_schema(summary="Create a ticket or change its fields", request=TicketPutSerializer,
+                   responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post"], url_path="tickets")
+    def put_ticket(self, request, pk=None):
+        data = views._valid(TicketPutSerializer, request.data)
+        reason, ticket_id = data.pop("reason"), data.pop("ticket_id")
+        ticket, created = onboarding.put_ticket(workspace=self.get_object(), ticket_id=ticket_id, fields=data,
+                                                actor=request.user, reason=reason, via=VIA)
+        return Response(ticket.as_payload() | {"created": created})
+
+    @extend_schema(methods=["get"], summary="The workspace's agents in other processes",
+                   responses=AgentRegistrationSerializer(many=True))
+    @extend_schema(methods=["post"], summary="Register an agent with its replay endpoint (or re-point it)",
+                   request=AgentRegisterSerializer, responses={200: AgentRegistrationSerializer})
+    @action(detail=True, methods=["get", "post"], url_path="agents", pagination_class=None)
+    def agents(self, request, pk=None):
+        ws = self.get_object()
+        if request.method == "GET":
+            return Response(AgentRegistrationSerializer(ws.agent_registrations.all(), many=True).data)
+        data = views._valid(AgentRegisterSerializer, request.data)
+        registration, _ = onboarding.register_agent(workspace=ws, name=data["name"], replay=data["replay_url"],
+                                                    timeout_seconds=data["timeout_seconds"], actor=request.user,
+                                                    reason=data["reason"], via=VIA)
+        return Response(AgentRegistrationSerializer(registration).data)
+
+    @extend_schema(methods=["get"], summary="The workspace's recording tokens (never their keys)",
+                   responses=AgentTokenSerializer(many=True))
+    @extend_schema(methods=["post"], summary="Issue a recording token (the key is shown once)",
+                   request=TokenIssueSerializer, responses={201: IssuedTokenSerializer})
+    @action(detail=True, methods=["get", "post"], url_path="agent-tokens", pagination_class=None)
+    def agent_tokens(self, request, pk=None):
+        ws = self.get_object()
+        if request.method == "GET":
+            if not onboarding.may_manage_agents(request.user, ws):
+                raise exceptions.PermissionDenied("the Workspace admin role is needed to list recording tokens")
+            return Response(AgentTokenSerializer(ws.agent_tokens.all(), many=True).data)
+        data = views._valid(TokenIssueSerializer, request.data)
+        token, key = onboarding.issue_agent_token(workspace=ws, label=data["label"], agents=data.get("agents"),
+                                                  actor=request.user, reason=data["reason"], via=VIA)
+        return Response(AgentTokenSerializer(token).data | {"key": key}, status=201)
+
+    @extend_schema(summary="Revoke a recording token", request=views.ReasonSerializer,
+                   responses={200: AgentTokenSerializer})
+    @action(detail=True, methods=["post"], url_path=r"agent-tokens/(?P<token_id>\d+)/revoke")
+    def revoke_token(self, request, pk=None, token_id=None):
+        ws = self.get_object()
+        reason = views._valid(views.ReasonSerializer, request.data)["reason"]
+        token = get_object_or_404(ws.agent_tokens.all(), pk=int(token_id))
+        token = onboarding.revoke_agent_token(token=token, actor=request.user, reason=reason, via=VIA)
+        return Response(AgentTokenSerializer(token).data)

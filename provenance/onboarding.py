@@ -1,0 +1,215 @@
+"""Services that set up a workspace for its agents without a superuser: the workspace itself, its
+sources, tickets, agent registrations and recording tokens.
+
+Who may: superusers anywhere; a Workspace admin (compensation.roles) in the workspaces they belong to.
+Creating a workspace needs provenance.add_workspace and makes the creator a member of it, so the
+creator administers what they created. Each change writes its audit row in the same transaction.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.utils import timezone
+
+from provenance import tenancy, validation
+from provenance.agents import NAME_PATTERN
+from provenance.membership import attributed
+from provenance.models import AgentRegistration, AgentToken, Source, Ticket, Workspace
+
+ADD_WORKSPACE = "provenance.add_workspace"
+MANAGE_AGENTS = "provenance.manage_agents"
+TOKEN_PREFIX = "kag_"  # tells a recording token from a person's API token at a glance
+MAX_REPLAY_TIMEOUT = 600
+
+
+class OnboardingRefused(PermissionError):
+    pass
+
+
+def _audit(*, workspace, action: str, subject_type: str, subject_id, actor, reason: str, via: str,
+           data: dict | None = None) -> None:
+    from compensation import audit
+
+    audit.record(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
+                 reason=reason, data=data, workspace=workspace)
+
+
+def _require(actor, workspace: Workspace, perm: str, *, via: str, what: str) -> None:
+    """Seeing the workspace comes first (another workspace is a 404), then the role."""
+    tenancy.require_visible(actor, workspace, via=via, what=f"workspace {workspace.name!r}")
+    if via == tenancy.OPERATOR_VIA and actor is None:
+        return
+    if actor is None or not actor.is_active or not (actor.is_superuser or actor.has_perm(perm)):
+        raise OnboardingRefused(f"user {getattr(actor, 'username', None)!r} may not {what} in workspace "
+                                f"{workspace.name!r} (superuser or its Workspace admin needed)")
+
+
+def may_manage_agents(actor, workspace: Workspace) -> bool:
+    if actor is None or not getattr(actor, "is_active", False) or not tenancy.may_see(actor, workspace):
+        return False
+    return actor.is_superuser or actor.has_perm(MANAGE_AGENTS)
+
+
+def create_workspace(*, name: str, actor, reason: str, via: str) -> Workspace:
+    """A new, empty workspace whose first member is its creator."""
+    name = validation.workspace_name(name)
+    reason = validation.reason(reason)
+    if actor is None or not actor.is_active or not (actor.is_superuser or actor.has_perm(ADD_WORKSPACE)):
+        raise OnboardingRefused(f"user {getattr(actor, 'username', None)!r} may not create workspaces "
+                                f"(superuser or the Workspace admin role needed)")
+    with transaction.atomic():
+        if Workspace.objects.filter(name=name).exists():
+            raise WorkspaceExists(f"workspace {name!r} already exists")
+        workspace = Workspace.objects.create(name=name)
+        with attributed(actor=actor, reason=reason, via=via):
+            workspace.members.add(actor)
+        _audit(workspace=workspace, action="workspace.created", subject_type="workspace", subject_id=workspace.pk,
+               actor=actor, reason=reason, via=via, data={"name": name})
+    return workspace
+
+
+class WorkspaceExists(ValueError):
+    pass
+
+
+def put_source(*, workspace: Workspace, source_id: str, content: str, title: str = "", actor, reason: str,
+               via: str) -> tuple[Source, bool]:
+    """Create a source or replace its content. Returns (source, created)."""
+    _require(actor, workspace, "provenance.change_source", via=via, what="change sources")
+    source_id = validation.source_id(source_id)
+    content = validation.text(content, field="content", max_length=validation.MAX_FACT_VALUE_BYTES)
+    title = validation.text(title, field="title", max_length=200) if title else ""
+    reason = validation.reason(reason)
+    with transaction.atomic():
+        source, created = Source.objects.select_for_update().get_or_create(
+            workspace=workspace, source_id=source_id, defaults={"content": content, "title": title})
+        if not created:
+            source.content, source.title = content, title or source.title
+            source.save(update_fields=["content", "title"])
+        _audit(workspace=workspace, action="source.created" if created else "source.changed", subject_type="source",
+               subject_id=source.source_id, actor=actor, reason=reason, via=via,
+               data={"sha256": hashlib.sha256(content.encode()).hexdigest(), "bytes": len(content.encode())})
+    return source, created
+
+
+TICKET_FIELDS = ("customer_name", "customer_email", "subject", "body", "amount_cents", "currency", "tier",
+                 "payment_reference")
+
+
+def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, reason: str, via: str) -> tuple[Ticket, bool]:
+    """Create a ticket or change its fields. Returns (ticket, created)."""
+    _require(actor, workspace, "provenance.change_ticket", via=via, what="change tickets")
+    ticket_id = validation.ticket_id(ticket_id)
+    unknown = sorted(set(fields) - set(TICKET_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown ticket fields: {', '.join(unknown)}")
+    clean = {}
+    for name, value in fields.items():
+        if name == "amount_cents":
+            clean[name] = validation.amount_cents(value)
+        elif name == "currency":
+            clean[name] = validation.currency(value)
+        elif name == "customer_email":
+            clean[name] = validation.email(value, field=name)
+        elif name == "body":
+            clean[name] = validation.text(value, field=name, max_length=validation.MAX_PAYLOAD_BYTES // 2)
+        else:
+            clean[name] = validation.text(value, field=name, max_length=Ticket._meta.get_field(name).max_length)
+    reason = validation.reason(reason)
+    with transaction.atomic():
+        ticket = Ticket.objects.select_for_update().filter(workspace=workspace, ticket_id=ticket_id).first()
+        created = ticket is None
+        if created:
+            missing = [f for f in ("customer_name", "customer_email", "subject", "body", "amount_cents")
+                       if f not in clean]
+            if missing:
+                raise ValueError(f"a new ticket needs {', '.join(missing)}")
+            ticket = Ticket.objects.create(workspace=workspace, ticket_id=ticket_id, **clean)
+        else:
+            for name, value in clean.items():
+                setattr(ticket, name, value)
+            ticket.save()
+        _audit(workspace=workspace, action="ticket.created" if created else "ticket.changed", subject_type="ticket",
+               subject_id=ticket.ticket_id, actor=actor, reason=reason, via=via, data={"fields": sorted(clean)})
+    return ticket, created
+
+
+def replay_url(value) -> str:
+    url = validation.identifier(value, field="replay_url", max_length=500)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise validation.InvalidInput("replay_url must be an http:// or https:// URL with a host")
+    if parts.username or parts.password:
+        raise validation.InvalidInput("replay_url must not carry credentials; the replay brings its own token")
+    return url
+
+
+def register_agent(*, workspace: Workspace, name: str, replay: str, timeout_seconds: int = 30, actor, reason: str,
+                   via: str) -> tuple[AgentRegistration, bool]:
+    """Register (or re-point) an agent that runs in another process. Returns (registration, created)."""
+    _require(actor, workspace, MANAGE_AGENTS, via=via, what="register agents")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise validation.InvalidInput(f"agent name must match {NAME_PATTERN.pattern}")
+    replay = replay_url(replay)
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int) or \
+            not 1 <= timeout_seconds <= MAX_REPLAY_TIMEOUT:
+        raise validation.InvalidInput(f"timeout_seconds must be a whole number from 1 to {MAX_REPLAY_TIMEOUT}")
+    reason = validation.reason(reason)
+    with transaction.atomic():
+        registration, created = AgentRegistration.objects.select_for_update().get_or_create(
+            workspace=workspace, name=name,
+            defaults={"replay_url": replay, "timeout_seconds": timeout_seconds, "created_by": actor})
+        if not created:
+            registration.replay_url, registration.timeout_seconds = replay, timeout_seconds
+            registration.save(update_fields=["replay_url", "timeout_seconds", "updated_at"])
+        _audit(workspace=workspace, action="agent.registered" if created else "agent.changed", subject_type="agent",
+               subject_id=name, actor=actor, reason=reason, via=via,
+               data={"replay_url": replay, "timeout_seconds": timeout_seconds})
+    return registration, created
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def issue_agent_token(*, workspace: Workspace, label: str, agents: list[str] | None = None, actor, reason: str,
+                      via: str) -> tuple[AgentToken, str]:
+    """A new recording token for `workspace` (only for `agents`, if given). Returns (token, key): the key
+    is shown once and never stored."""
+    _require(actor, workspace, MANAGE_AGENTS, via=via, what="issue agent tokens")
+    label = validation.text(label, field="label", max_length=100)
+    agents = list(agents or [])
+    for name in agents:
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise validation.InvalidInput(f"agent names must match {NAME_PATTERN.pattern}")
+    reason = validation.reason(reason)
+    key = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with transaction.atomic():
+        token = AgentToken.objects.create(workspace=workspace, label=label, key_hash=hash_key(key),
+                                          prefix=key[:10], agents=sorted(set(agents)), created_by=actor)
+        _audit(workspace=workspace, action="agent_token.issued", subject_type="agent_token", subject_id=token.pk,
+               actor=actor, reason=reason, via=via, data={"label": label, "agents": token.agents, "prefix": token.prefix})
+    return token, key
+
+
+def revoke_agent_token(*, token: AgentToken, actor, reason: str, via: str) -> AgentToken:
+    _require(actor, token.workspace, MANAGE_AGENTS, via=via, what="revoke agent tokens")
+    reason = validation.reason(reason)
+    with transaction.atomic():
+        if token.revoked_at is None:
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            _audit(workspace=token.workspace, action="agent_token.revoked", subject_type="agent_token",
+                   subject_id=token.pk, actor=actor, reason=reason, via=via, data={"prefix": token.prefix})
+    return token
+
+
+def token_for_key(key: str) -> AgentToken | None:
+    """The live token whose key this is (None for an unknown or revoked key)."""
+    if not isinstance(key, str) or not key.startswith(TOKEN_PREFIX) or len(key) > 100:
+        return None
+    return (AgentToken.objects.select_related("workspace")
+            .filter(key_hash=hash_key(key), revoked_at__isnull=True).first())

@@ -1,0 +1,80 @@
+"""Fixtures for agents in other processes: a person with an API token, and the example desk
+(examples/remote_agent.py) started as a real separate process against the live server."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from tests.conftest import _free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "remote_agent.py"
+
+
+@pytest.fixture
+def admin_token(django_user_model) -> str:
+    user = django_user_model.objects.create_superuser("desk-admin", "admin@example.com", "pass-1234-kintsugi")
+    return Token.objects.create(user=user).key
+
+
+class RemoteDesk:
+    """The example desk in its own process group; `start` waits for its JSON line."""
+
+    def __init__(self, base_url: str, token: str, workspace: str, effects_log: Path):
+        self.base_url, self.token, self.workspace, self.effects_log = base_url, token, workspace, effects_log
+        self.port = _free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, *, serve_only: bool = False, timeout: float = 180) -> dict | None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
+        args = [sys.executable, str(EXAMPLE), "--base-url", self.base_url, "--token", self.token,
+                "--workspace", self.workspace, "--replay-port", str(self.port), "--effects-log", str(self.effects_log)]
+        self.proc = subprocess.Popen(args + (["--serve-only"] if serve_only else []), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready:
+                line = self.proc.stdout.readline()
+                if line:
+                    return json.loads(line)
+            if self.proc.poll() is not None:
+                raise AssertionError(f"remote desk exited: {self.proc.stderr.read().decode()[-2000:]}")
+        raise AssertionError("remote desk printed nothing in time")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+    def performed(self) -> list[dict]:
+        if not self.effects_log.exists():
+            return []
+        return [json.loads(line) for line in self.effects_log.read_text().splitlines() if line]
+
+
+@pytest.fixture
+def remote_desk(live_server, admin_token, tmp_path):
+    desks: list[RemoteDesk] = []
+
+    def make(workspace: str) -> RemoteDesk:
+        desk = RemoteDesk(live_server.url, admin_token, workspace, tmp_path / f"{workspace}-effects.jsonl")
+        desks.append(desk)
+        return desk
+
+    yield make
+    for desk in desks:
+        desk.stop()
