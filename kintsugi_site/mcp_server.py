@@ -41,7 +41,9 @@ INSTRUCTIONS = (
     "kintsugi repairs AI-agent work after a poisoned source. Use blast_radius to see what a source touched "
     "(actions in re-execution order, tickets, live effects, money at stake), explain_path to see why one "
     "action depends on a source, flag_source to open an incident (needs the Support lead role and a "
-    "reason; the repair runs in the background) and incident_status to follow it.")
+    "reason; the repair runs in the background) and incident_status to follow it. Agents record their work "
+    "with a recording token: open_action, memory_get, memory_set, ingest_source, handoff, record_effect and "
+    "finish_action; fact_history answers what a fact was, with as_of.")
 
 
 # --- authentication -----------------------------------------------------------------------------------------
@@ -60,6 +62,14 @@ class DjangoTokenVerifier:
     """The SDK's TokenVerifier protocol over DRF's token table: the same token works for the REST API."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        from kintsugi_site.mcp_memory import AGENT_SUBJECT, agent_token_for
+
+        if token.startswith("kag_"):  # a recording token, for the memory tools (kintsugi_site.mcp_memory)
+            found = await sync_to_async(agent_token_for, thread_sensitive=False)(token)
+            if found is None:
+                return None
+            return AccessToken(token=token, client_id=f"{AGENT_SUBJECT}{found.prefix}", scopes=[],
+                               subject=f"{AGENT_SUBJECT}{found.pk}")
         user = await sync_to_async(_user_for_token, thread_sensitive=False)(token)
         if user is None:
             return None
@@ -102,7 +112,7 @@ def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
 
 def _user(access: AccessToken | None):
     user = None
-    if access is not None and access.subject:
+    if access is not None and access.subject and str(access.subject).isdigit():  # not a recording token
         user = get_user_model().objects.filter(pk=int(access.subject), is_active=True).first()
     if user is None:
         raise PermissionError("not authenticated")
@@ -191,6 +201,9 @@ def build_server() -> MCPServer:
         (poisoned, rerun_changed, rerun_same, skipped, superseded, new) and the verification diff."""
         return await _call(incident_status, incident=incident)
 
+    from kintsugi_site.mcp_memory import register_memory_tools
+
+    register_memory_tools(server)
     return server
 
 

@@ -121,6 +121,16 @@ def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None
                        "effects_count": len(announced)})
 
 
+def _skip_closed_ids(ws: Workspace, session: RecordingSession) -> None:
+    """Never hand out again an action id an abandoned or expired recording had: a late call from its
+    agent must find that recording closed, not land in a stranger's."""
+    last = (Recording.objects.filter(workspace=ws, status__in=(S.ABANDONED, S.EXPIRED)).order_by("-first_action")
+            .values_list("state", flat=True).first())
+    if last and last["next_action"] > session.next_action:
+        session.next_action = last["next_action"]
+        session.next_seq = max(session.next_seq, float(session.next_action))
+
+
 def _resolve_agent(session: RecordingSession, token: AgentToken, agent) -> str:
     if not isinstance(agent, str):
         raise protocol.InvalidCall("agent must be a string")
@@ -139,6 +149,7 @@ def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
             _expire_idle(ws)
             session = _new_session(ws)
             agent = _resolve_agent(session, token, agent)
+            _skip_closed_ids(ws, session)
             aid, seq = session.allocate_action()
             state = {"base": list(session._loaded_ids), "records": [], "keys": {}, "open": aid, "stack": [],
                      "next_action": session.next_action, "next_seq": session.next_seq}

@@ -135,6 +135,10 @@ def _record_refusal(request, view, response: Response) -> None:
     if subject_type == "incident" and str(subject_id).isdigit() and response.status_code != 404:
         incident_id = int(subject_id)
     error = response.data["error"]
-    record_refusal(actor=getattr(request, "user", None), via="api", attempted=f"{request.method} {request.path}",
-                   subject_type=subject_type, subject_id=subject_id, status=response.status_code,
-                   code=error["code"], message=error["message"], incident_id=incident_id)
+    actor, workspace, attempted = getattr(request, "user", None), None, f"{request.method} {request.path}"
+    token = getattr(actor, "token", None)
+    if token is not None:  # a recording token: not a person, its workspace's chain records the refusal
+        actor, workspace, attempted = None, token.workspace, f"{attempted} (recording token {token.prefix})"
+    record_refusal(actor=actor, via="api", attempted=attempted, subject_type=subject_type, subject_id=subject_id,
+                   status=response.status_code, code=error["code"], message=error["message"],
+                   incident_id=incident_id, workspace=workspace)

@@ -84,7 +84,8 @@ def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url,
     ws, source, lead = desk
     token = lead.auth_token.key
     tools = {t.name for t in call(mcp_url, token).tools}
-    assert tools == {"blast_radius", "explain_path", "flag_source", "incident_status"}
+    assert tools == {"blast_radius", "explain_path", "flag_source", "incident_status", "open_action", "memory_get",
+                     "memory_set", "ingest_source", "handoff", "record_effect", "finish_action", "fact_history"}
 
     radius = call(mcp_url, token, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
     assert not radius.is_error, radius.content

@@ -1,0 +1,86 @@
+"""The MCP memory tools, driven by the SDK's own client against the production web server: an action
+with reads and an effect recorded over MCP appears in the source's blast radius."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import pytest
+from django.db import connection
+
+from provenance.models import Source, Workspace
+from provenance.onboarding import issue_agent_token, register_agent
+from provenance.selectors import blast_radius
+from tests.api.test_mcp import call, server_command
+from tests.conftest import ROOT, _free_port, worker_env
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def web_mcp(django_db_setup, tmp_path_factory):
+    port = _free_port()
+    log = tmp_path_factory.mktemp("mcp-memory") / "web.log"
+    env = worker_env(connection.settings_dict["NAME"], KINTSUGI_WEB_PORT=str(port))
+    proc = subprocess.Popen(server_command("web", port), cwd=ROOT, env=env, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+@pytest.fixture
+def workspace(transactional_db, django_user_model):
+    admin = django_user_model.objects.create_superuser("mcp-root", "r@example.com", "pass-1234-kintsugi")
+    ws = Workspace.objects.create(name="mcp-desk")
+    Source.objects.create(workspace=ws, source_id="kb/returns", content="Returns within 30 days: full refund.")
+    for agent in ("researcher", "refunder"):
+        register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin, reason="t", via="cli")
+    _, key = issue_agent_token(workspace=ws, label="mcp", actor=admin, reason="t", via="cli")
+    return ws, key
+
+
+def ok(result):
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_an_action_recorded_over_mcp_with_reads_and_an_effect_is_in_the_blast_radius(web_mcp, workspace):
+    ws, key = workspace
+    tools = {t.name for t in call(web_mcp, key).tools}
+    assert {"open_action", "memory_get", "memory_set", "ingest_source", "handoff", "record_effect",
+            "finish_action", "fact_history"} <= tools
+
+    a = ok(call(web_mcp, key, "open_action", {"agent": "researcher", "payload": {"source": "kb/returns"}}))["action"]
+    content = ok(call(web_mcp, key, "ingest_source", {"action": a, "source": "kb/returns"}))["content"]
+    ok(call(web_mcp, key, "memory_set", {"action": a, "key": "refund_policy", "value": content,
+                                         "valid_from": "2026-01-01T00:00:00+00:00"}))
+    assert ok(call(web_mcp, key, "finish_action", {"action": a, "decision": {"keys": ["refund_policy"]}}))["committed"]
+
+    b = ok(call(web_mcp, key, "open_action", {"agent": "refunder", "payload": {"ticket": "t1"}}))["action"]
+    read = ok(call(web_mcp, key, "memory_get", {"action": b, "key": "refund_policy"}))
+    assert read["found"] and read["value"] == content
+    effect = ok(call(web_mcp, key, "record_effect", {"action": b, "kind": "refund", "amount": 4500, "ticket": "t1",
+                                                     "idempotency_key": "refund-t1"}))
+    assert effect["perform"] is True
+    bad = call(web_mcp, key, "finish_action", {"action": b, "decision": {"amount": 45.0}})
+    assert bad.is_error and "float" in bad.content[0].text
+    assert ok(call(web_mcp, key, "finish_action", {"action": b, "decision": {"refund": 4500}}))["committed"]
+
+    radius = blast_radius(workspace=ws, source="kb/returns", limit=50, offset=0)
+    assert [x["id"] for x in radius["actions"]] == [a, b]
+    assert radius["amount_at_stake"] == 45
+
+    history = ok(call(web_mcp, key, "fact_history", {"workspace": ws.name, "key": "refund_policy",
+                                                     "as_of": "2026-06-01T00:00:00+00:00", "clock": "valid"}))
+    assert history["value_as_of"]["value"] == content and len(history["versions"]) == 1
+    assert call(web_mcp, key, "fact_history", {"workspace": "elsewhere", "key": "refund_policy"}).is_error

@@ -1,0 +1,147 @@
+"""The recording protocol over the API: the in-process recorder's graph, call for call; and bad calls
+answered in the API's error shape with nothing left behind, in Postgres or the graph."""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from compensation.models import AuditEvent
+from provenance import queries
+from provenance.graph import workspace_graph
+from provenance.models import Recording, Workspace
+from provenance.onboarding import issue_agent_token, register_agent
+from provenance.services import record_root
+from tests.repairs.helpers import graph_dump
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def setup(django_user_model):
+    import tests.agents_example  # noqa: F401  (registers faq_writer / faq_reader in-process)
+
+    admin = django_user_model.objects.create_superuser("root", "root@example.com", "pass-1234-kintsugi")
+
+    def make(name: str, agents=None):
+        ws = Workspace.objects.create(name=name)
+        for agent in ("faq_writer", "faq_reader"):
+            register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin,
+                           reason="test", via="cli")
+        _, key = issue_agent_token(workspace=ws, label="t", agents=agents, actor=admin, reason="test", via="cli")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        return ws, client
+    return make
+
+
+def post(client, path, body, status=200):
+    response = client.post(f"/api/v1/recording/actions/{path}", body, format="json")
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def faq_over_http(client, topic="returns", answer="30 days"):
+    """What the faq_writer and faq_reader functions do, as protocol calls."""
+    opened = post(client, "", {"agent": "faq_writer", "payload": {"topic": topic, "answer": answer,
+                                                                 "valid_from": "2026-01-01"}}, 201)
+    a = opened["action"]
+    post(client, f"{a}/set/", {"key": f"faq/{topic}", "value": answer, "valid_from": "2026-01-01"})
+    post(client, f"{a}/handoff/", {"agent": "faq_reader", "payload": {"topic": topic}})
+    done = post(client, f"{a}/finish/", {"decision": {"topic": topic}})
+    assert done["committed"] is False and done["next"]["agent"] == "faq_reader"
+    child = post(client, "", {"agent": "faq_reader", "parent": a}, 201)["action"]
+    got = post(client, f"{child}/get/", {"key": f"faq/{topic}"})
+    assert got == {"key": f"faq/{topic}", "value": answer, "found": True}
+    done = post(client, f"{child}/finish/", {"decision": {"has_answer": True}})
+    assert done["committed"] is True and done["actions"] == [a, child]
+
+
+def _shape(workspace):
+    dump = graph_dump(workspace)
+    facts = workspace_graph(workspace).ro_query(
+        "MATCH (f:Fact) RETURN f.key, f.value, f.version, f.seq, f.valid_from, f.writer ORDER BY f.id")
+    return dump, facts
+
+
+def test_http_recording_writes_the_graph_the_in_process_recorder_writes(setup):
+    _, client = setup("over-http")
+    faq_over_http(client)
+    local = Workspace.objects.create(name="in-process")
+    record_root(workspace=local.name, agent="faq_writer",
+                payload={"topic": "returns", "answer": "30 days", "valid_from": "2026-01-01"})
+    assert _shape("over-http") == _shape("in-process")  # nodes, READ / FEEDS / HANDED_OFF, clocks, hashes
+    assert Workspace.objects.get(name="over-http").action_count == 2
+
+
+def _nothing_recorded(ws):
+    assert workspace_graph(ws.name).ro_query(queries.ACTION_COUNT)[0][0] == 0
+
+
+def test_bad_calls_answer_the_error_shape_and_leave_nothing_behind(setup):
+    ws, client = setup("bad-calls")
+    for body, status in [({"agent": "nobody", "payload": {}}, 404), ({"agent": "faq_writer", "payload": []}, 400),
+                         ({"agent": "faq_writer", "payload": {"x": "a" * 70000}}, 400), ({"agent": "faq_writer",
+                          "payload": {}, "extra": 1}, 400), ({"agent": "faq_reader", "parent": 1}, 404)]:
+        error = post(client, "", body, status)["error"]
+        assert set(error) == {"code", "message", "details"}
+    assert not Recording.objects.exists()
+
+    a = post(client, "", {"agent": "faq_writer", "payload": {"topic": "t"}}, 201)["action"]
+    for call, body, status in [("set", {"key": "bad\x00key", "value": 1}, 400), ("set", {"key": "k"}, 400),
+                               ("get", {"key": ""}, 400), ("effect", {"kind": "refund", "amount": 5}, 400),
+                               ("effect", {"kind": "refund", "amount": -5, "idempotency_key": "k"}, 400),
+                               ("handoff", {"agent": "nobody", "payload": {}}, 404),
+                               ("finish", {"decision": {"score": 0.5}}, 400), ("finish", {"decision": "ok"}, 400),
+                               ("teleport", {}, 404)]:
+        assert post(client, f"{a}/{call}/", body, status)["error"]["code"]
+    state = Recording.objects.get().state["records"][0]
+    assert state["writes"] == state["effects"] == state["handoffs"] == [] and state["dhash"] is None
+
+    # An idempotency key is one effect; the same key for another effect is a conflict.
+    first = post(client, f"{a}/effect/", {"kind": "refund", "amount": 500, "ticket": "t1", "idempotency_key": "r1"})
+    again = post(client, f"{a}/effect/", {"kind": "refund", "amount": 500, "ticket": "t1", "idempotency_key": "r1"})
+    assert first == again and first["perform"] is True and first["held"] is False
+    post(client, f"{a}/effect/", {"kind": "refund", "amount": 900, "ticket": "t1", "idempotency_key": "r1"}, 409)
+    assert len(Recording.objects.get().state["records"][0]["effects"]) == 1
+
+    # Another root waits for the open one; abandoning it records nothing, and the audit says what it announced.
+    assert post(client, "", {"agent": "faq_reader", "payload": {"topic": "t"}}, 409)["error"]["code"] == \
+        "recording_in_progress"
+    post(client, f"{a}/abandon/", {"reason": "agent crashed"})
+    assert Recording.objects.get().status == "abandoned"
+    event = AuditEvent.objects.get(action="recording.abandoned")
+    assert event.data["effects_count"] == 1
+    post(client, f"{a}/set/", {"key": "k", "value": 1}, 409)
+    _nothing_recorded(ws)
+
+
+def test_an_idle_recording_expires_with_nothing_in_the_graph(setup, settings):
+    ws, client = setup("idle")
+    a = post(client, "", {"agent": "faq_writer", "payload": {"topic": "t", "answer": "a"}}, 201)["action"]
+    post(client, f"{a}/set/", {"key": "faq/t", "value": "a"})
+    post(client, f"{a}/handoff/", {"agent": "faq_reader", "payload": {"topic": "t"}})
+    post(client, f"{a}/finish/", {"decision": {"topic": "t"}})  # the parent finished, its handoff never opened
+    Recording.objects.update(touched_at=timezone.now() - timedelta(seconds=settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS + 1))
+    assert post(client, "", {"agent": "faq_reader", "parent": a}, 409)["error"]["code"] == "conflict"
+    _nothing_recorded(ws)
+    faq_over_http(client, topic="u")  # the next root expires the idle one and records on its own
+    assert Recording.objects.get(first_action=a).status == "expired"
+    post(client, f"{a}/set/", {"key": "faq/t", "value": "late"}, 409)  # its id is never handed out again
+    assert AuditEvent.objects.filter(action="recording.expired").count() == 1
+    assert workspace_graph(ws.name).ro_query(queries.ACTION_COUNT)[0][0] == 2
+
+
+def test_tokens_are_scoped_to_their_workspace_and_agents(setup):
+    ws, client = setup("scoped", agents=["faq_reader"])
+    other_ws, other = setup("other")
+    assert post(client, "", {"agent": "faq_writer", "payload": {"topic": "t"}}, 403)["error"]["code"] == \
+        "permission_denied"
+    a = post(other, "", {"agent": "faq_writer", "payload": {"topic": "t"}}, 201)["action"]
+    assert post(client, f"{a}/get/", {"key": "k"}, 404)["error"]["code"] == "not_found"  # another workspace's
+    anonymous = APIClient()
+    assert anonymous.post(f"/api/v1/recording/actions/{a}/get/", {"key": "k"}, format="json").status_code == 401
+    anonymous.credentials(HTTP_AUTHORIZATION="Bearer kag_not-a-token")
+    assert anonymous.post("/api/v1/recording/actions/", {}, format="json").json()["error"]["code"] == \
+        "authentication_failed"
+    _nothing_recorded(ws)
