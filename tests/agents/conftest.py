@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
+from tests.api.conftest import make_user  # noqa: F401  (the API tests' users in roles, with tokens)
 from tests.conftest import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,96 @@
+import json
+from pathlib import Path
+
+from provenance import onboarding
+from provenance.management.commands._common import KintsugiCommand
+from provenance.services import get_workspace
+from repairs.services import get_user
+
+VIA = "cli"
+
+
+class Command(KintsugiCommand):
+    help = ("Set up a workspace for its agents without the admin: create it, put its sources and tickets, "
+            "register agents that run in other processes (with their replay endpoint) and issue or revoke "
+            "recording tokens. Each change is made as --user (a superuser or a Workspace admin) with a --reason "
+            "and lands in the audit record.")
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="what", required=True)
+
+        def change(name, help):
+            p = sub.add_parser(name, help=help)
+            p.add_argument("--user", required=True, help="who makes the change")
+            p.add_argument("--reason", required=True)
+            p.add_argument("--json", action="store_true")
+            return p
+
+        p = change("workspace", "create a workspace (its creator becomes a member)")
+        p.add_argument("--name", required=True)
+        p = change("source", "create a source or replace its content")
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--source", required=True)
+        p.add_argument("--title", default="")
+        group = p.add_mutually_exclusive_group(required=True)
+        group.add_argument("--content")
+        group.add_argument("--content-file", type=Path)
+        p = change("ticket", "create a ticket or change its fields")
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--ticket", required=True)
+        p.add_argument("--fields", required=True, help='JSON: {"customer_name": ..., "amount_cents": ...}')
+        p = change("agent", "register an agent in another process with its replay endpoint")
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--name", required=True)
+        p.add_argument("--replay-url", required=True)
+        p.add_argument("--timeout", type=int, default=30)
+        p = change("token", "issue a recording token (the key is printed once)")
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--label", required=True)
+        p.add_argument("--agent", action="append", default=[], help="only as this agent (repeatable)")
+        p = change("revoke-token", "revoke a recording token")
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--token-id", type=int, required=True)
+
+    def handle(self, *args, **o):
+        actor = get_user(o["user"])
+        what = o["what"]
+        if what == "workspace":
+            ws = onboarding.create_workspace(name=o["name"], actor=actor, reason=o["reason"], via=VIA)
+            return self._out(o, {"workspace": ws.name, "id": ws.pk}, f"created workspace {ws.name} (id {ws.pk})")
+        ws = get_workspace(o["workspace"])
+        common = dict(actor=actor, reason=o["reason"], via=VIA)
+        if what == "source":
+            content = o["content"] if o["content"] is not None else o["content_file"].read_text()
+            source, created = onboarding.put_source(workspace=ws, source_id=o["source"], content=content,
+                                                    title=o["title"], **common)
+            return self._out(o, {"source": source.source_id, "created": created},
+                             f"{'created' if created else 'changed'} source {source.source_id}")
+        if what == "ticket":
+            try:
+                fields = json.loads(o["fields"])
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--fields is not JSON: {exc.msg}") from None
+            if not isinstance(fields, dict):
+                raise ValueError("--fields must be a JSON object")
+            ticket, created = onboarding.put_ticket(workspace=ws, ticket_id=o["ticket"], fields=fields, **common)
+            return self._out(o, ticket.as_payload() | {"created": created},
+                             f"{'created' if created else 'changed'} ticket {ticket.ticket_id}")
+        if what == "agent":
+            reg, created = onboarding.register_agent(workspace=ws, name=o["name"], replay=o["replay_url"],
+                                                     timeout_seconds=o["timeout"], **common)
+            return self._out(o, {"agent": reg.name, "replay_url": reg.replay_url, "created": created},
+                             f"{'registered' if created else 'changed'} agent {reg.name} -> {reg.replay_url}")
+        if what == "token":
+            token, key = onboarding.issue_agent_token(workspace=ws, label=o["label"], agents=o["agent"], **common)
+            return self._out(o, {"id": token.pk, "key": key, "agents": token.agents}, key)
+        token = ws.agent_tokens.filter(pk=o["token_id"]).first()
+        if token is None:
+            raise LookupError(f"no recording token {o['token_id']} in workspace {ws.name!r}")
+        onboarding.revoke_agent_token(token=token, **common)
+        return self._out(o, {"id": token.pk, "revoked_at": token.revoked_at}, f"revoked token {token.pk}")
+
+    def _out(self, o, data, line) -> None:
+        if o["json"]:
+            self.print_json(data)
+        else:
+            self.stdout.write(line)
