@@ -1,0 +1,139 @@
+"""Benchmark: recording over HTTP (the recording protocol, through the production web server) against
+recording in-process, the same agents and the same calls, in the same run on the same machine.
+
+Each root action is a writer (2 sets, 1 handoff) handing off to a reader (2 gets, 1 effect): 8 recorder
+ops as RecordingSession.ops counts them, 10 HTTP requests (open, calls, finish, for each action).
+- `in-process, one session`: RecordingSession.run_root for every root, one flush at the end (a desk run);
+- `in-process, record_root`: provenance.services.record_root per root (a transaction, the workspace
+  lock and a flush each: what the `record` command does per call);
+- `HTTP protocol`: kintsugi_client against gunicorn with uvicorn workers on loopback, one client, each
+  root staged until its reader finishes and then committed (also one transaction and flush per root).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from bench import common
+
+ROOTS = {"full": 200, "quick": 30}
+OPS_PER_ROOT = 8
+
+
+def _writer(rec, p):
+    rec.set(f"faq/{p['n']}", f"answer {p['n']}")
+    rec.set("shared", p["n"])
+    rec.handoff("bench_http_reader", {"n": p["n"], "ticket": f"t{p['n']}"})
+    return {"n": p["n"]}
+
+
+def _reader(rec, p):
+    rec.get(f"faq/{p['n']}")
+    rec.get("shared")
+    rec.effect("note", amount=0, ticket=p["ticket"])
+    return {"read": True}
+
+
+def _agents() -> None:
+    """The same two functions, registered in-process and run over HTTP by kintsugi_client."""
+    from provenance.agents import agent
+
+    agent("bench_http_writer")(_writer)
+    agent("bench_http_reader")(_reader)
+
+
+def _http_desk(client):
+    from kintsugi_client import Desk
+
+    desk = Desk(client)
+    desk.agent("bench_http_writer")(_writer)
+    desk.agent("bench_http_reader")(_reader)
+    return desk
+
+
+def _server(port: int) -> subprocess.Popen:
+    env = dict(os.environ, KINTSUGI_WEB_PORT=str(port))
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kintsugi_site.asgi:application", "--worker-class",
+                             "uvicorn_worker.UvicornWorker", "--workers", "2", "--bind", f"127.0.0.1:{port}",
+                             "--no-control-socket"], cwd=common.ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the web server did not start")
+
+
+def run(quick: bool) -> dict:
+    from django.contrib.auth import get_user_model
+
+    from kintsugi_client import Client
+    from provenance.graph import workspace_graph
+    from provenance.models import Workspace
+    from provenance.onboarding import issue_agent_token, register_agent
+    from provenance.recorder import RecordingSession
+    from provenance.services import record_root
+
+    _agents()
+    roots = ROOTS["quick" if quick else "full"]
+    admin, _ = get_user_model().objects.get_or_create(username="bench-agents", defaults={"is_superuser": True})
+    names = {"session": "bench-inproc-session", "record_root": "bench-inproc-root", "http": "bench-http"}
+    for name in names.values():
+        Workspace.objects.filter(name=name).delete()
+        workspace_graph(name).delete()
+        Workspace.objects.create(name=name)
+    http_ws = Workspace.objects.get(name=names["http"])
+    for agent in ("bench_http_writer", "bench_http_reader"):
+        register_agent(workspace=http_ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin,
+                       reason="bench", via="cli")
+    _, key = issue_agent_token(workspace=http_ws, label="bench", actor=admin, reason="bench", via="cli")
+
+    rows, out = [], {"roots": roots, "ops": roots * OPS_PER_ROOT}
+    t0 = time.perf_counter()
+    session = RecordingSession(graph=workspace_graph(names["session"]), workspace=names["session"], sources={},
+                               effects="sandbox", load=False)
+    for n in range(roots):
+        session.run_root("bench_http_writer", {"n": n})
+    session.flush()
+    out["session_s"] = time.perf_counter() - t0
+    assert session.ops == roots * OPS_PER_ROOT, session.ops
+
+    t0 = time.perf_counter()
+    for n in range(roots):
+        record_root(workspace=names["record_root"], agent="bench_http_writer", payload={"n": n})
+    out["record_root_s"] = time.perf_counter() - t0
+
+    port = common._free_port()
+    server = _server(port)
+    try:
+        desk = _http_desk(Client(f"http://127.0.0.1:{port}", key))
+        desk.run_root("bench_http_writer", {"n": -1})  # warm the workers (imports, connections)
+        t0 = time.perf_counter()
+        for n in range(roots):
+            desk.run_root("bench_http_writer", {"n": n})
+        out["http_s"] = time.perf_counter() - t0
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    actions = workspace_graph(names["http"]).ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
+    assert actions == 2 * (roots + 1), actions
+
+    base = out["ops"] / out["record_root_s"]
+    for label, key_s in (("in-process, one session", "session_s"), ("in-process, record_root", "record_root_s"),
+                         ("HTTP protocol", "http_s")):
+        ops_s = out["ops"] / out[key_s]
+        out[key_s.replace("_s", "_ops_per_s")] = ops_s
+        rows.append([label, roots, out["ops"], out[key_s], ops_s, ops_s / base])
+    out["http_requests_per_s"] = roots * 10 / out["http_s"]
+    common.table("recording over HTTP vs in-process (same agents, same run)",
+                 ["path", "roots", "ops", "seconds", "ops/s", "x record_root"], rows,
+                 [f"HTTP: {out['http_requests_per_s']:.0f} requests/s (10 per root), one client, gunicorn with 2 "
+                  f"uvicorn workers on loopback", f"load average {common.load_avg()}"])
+    return out
