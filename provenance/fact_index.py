@@ -61,3 +61,31 @@ class FactIndex:
             if live:
                 out[key] = live[-1]
         return out
+
+
+class KeyedFactIndex(FactIndex):
+    """A FactIndex that reads a key's versions from the graph the first time a read or a write needs
+    them (`load_key(key) -> [FactVersion]`), for a session that touches a few keys of a large memory."""
+
+    def __init__(self, load_key) -> None:
+        super().__init__()
+        self._load_key = load_key
+        self._loaded: set[str] = set()
+
+    def _ensure(self, key: str) -> None:
+        if key not in self._loaded:
+            self._loaded.add(key)
+            for fv in self._load_key(key):
+                super().add(fv)
+
+    def add(self, fv: FactVersion) -> None:
+        self._ensure(fv.key)
+        super().add(fv)
+
+    def resolve(self, key: str, seq: float, reader: int) -> FactVersion | None:
+        self._ensure(key)
+        return super().resolve(key, seq, reader)
+
+    def next_version(self, key: str) -> int:
+        self._ensure(key)
+        return super().next_version(key)

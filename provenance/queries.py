@@ -65,6 +65,13 @@ MATCH (w:Action)-[:WROTE]->(f:Fact)
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
        f.system_at, f.invalidated_at, f.invalidated_by
 """
+# The versions of one fact key (the same columns as LOAD_FACTS): a recording over HTTP resolves its reads
+# against just the keys it touches instead of the whole workspace's memory.
+LOAD_FACTS_OF_KEY = """
+MATCH (w:Action)-[:WROTE]->(f:Fact {key: $key})
+RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
+       f.system_at, f.invalidated_at, f.invalidated_by
+"""
 MAX_IDS = """
 OPTIONAL MATCH (a:Action) WITH max(a.id) AS a
 OPTIONAL MATCH (f:Fact) WITH a, max(f.id) AS f

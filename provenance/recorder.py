@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from provenance import queries, validation
 from provenance.agents import NAME_PATTERN, get_agent
-from provenance.fact_index import FactIndex, FactVersion  # noqa: F401 - FactVersion: part of the recorder's API
+from provenance.fact_index import FactIndex, FactVersion, KeyedFactIndex  # noqa: F401 - FactIndex, FactVersion: part of the recorder's API
 from provenance.graph import Graph, GraphUnavailable
 from provenance.llm import get_client
 
@@ -176,6 +176,11 @@ class Recorder:
         return get_client().complete(task, input, dict(self._facts_read), defer=True)
 
 
+def _fact(row) -> FactVersion:
+    (fid, key, value, version, seq, active, writer, vf, vu, known, system, inv_at, inv_by) = row
+    return FactVersion(fid, key, json.loads(value), version, seq, active, writer, vf, vu, known, system, inv_at, inv_by)
+
+
 class RecordingSession:
     """Executes agents in one workspace graph and batches what they did into FalkorDB.
 
@@ -186,7 +191,7 @@ class RecordingSession:
 
     def __init__(self, *, graph: Graph, workspace: str, sources: dict[str, str], effects: str = "live",
                  run_number: int = 0, excluded_sources: Iterable[str] = (), incident: int | None = None,
-                 load: bool = True):
+                 load: bool | str = True):
         assert effects in ("live", "held", "sandbox")
         self.graph = graph
         self.workspace = workspace
@@ -204,15 +209,18 @@ class RecordingSession:
         self.ops = 0
         self._loaded_ids = (0, 0, 0)  # the highest action, fact and effect ids before this session
         self._remote: dict | None = None  # the workspace's agents in other processes, read once
+        self._by_key = load == "by_key"  # read each fact key's versions when first touched, not all at once
         if load:
             self._load()
 
     # --- state ---
     def _load(self) -> None:
-        for row in self.graph.ro_query(queries.LOAD_FACTS):
-            (fid, key, value, version, seq, active, writer, vf, vu, known, system, inv_at, inv_by) = row
-            self.facts.add(FactVersion(fid, key, json.loads(value), version, seq, active, writer, vf, vu, known,
-                                       system, inv_at, inv_by))
+        if self._by_key:
+            self.facts = KeyedFactIndex(lambda key: [_fact(r) for r in self.graph.ro_query(queries.LOAD_FACTS_OF_KEY,
+                                                                                         {"key": key})])
+        else:
+            for row in self.graph.ro_query(queries.LOAD_FACTS):
+                self.facts.add(_fact(row))
         a, f, e = self.graph.ro_query(queries.MAX_IDS)[0]
         self.next_action, self.next_fact, self.next_effect = (a or 0) + 1, (f or 0) + 1, (e or 0) + 1
         self.next_seq = float(self.next_action)

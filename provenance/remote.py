@@ -63,10 +63,24 @@ _cache_lock = threading.Lock()
 CACHE_SIZE = 32
 
 
-def _new_session(ws: Workspace, *, load: bool = True) -> RecordingSession:
+class _Sources(dict):
+    """A workspace's sources, each read from Postgres when an action first ingests it."""
+
+    def __init__(self, ws: Workspace):
+        super().__init__()
+        self._ws = ws
+
+    def __missing__(self, source_id: str) -> str:
+        content = self._ws.sources.filter(source_id=source_id).values_list("content", flat=True).first()
+        if content is None:
+            raise KeyError(source_id)
+        self[source_id] = content
+        return content
+
+
+def _new_session(ws: Workspace) -> RecordingSession:
     return RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
-                            run_number=ws.run_number, sources=dict(ws.sources.values_list("source_id", "content")),
-                            load=load)
+                            run_number=ws.run_number, sources=_Sources(ws), load="by_key")
 
 
 def _session(row: Recording) -> RecordingSession:
