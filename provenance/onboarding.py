@@ -55,11 +55,11 @@ def may_manage_agents(actor, workspace: Workspace) -> bool:
 
 def create_workspace(*, name: str, actor, reason: str, via: str) -> Workspace:
     """A new, empty workspace whose first member is its creator."""
-    name = validation.workspace_name(name)
-    reason = validation.reason(reason)
     if actor is None or not actor.is_active or not (actor.is_superuser or actor.has_perm(ADD_WORKSPACE)):
         raise OnboardingRefused(f"user {getattr(actor, 'username', None)!r} may not create workspaces "
                                 f"(superuser or the Workspace admin role needed)")
+    name = validation.workspace_name(name)
+    reason = validation.reason(reason)
     with transaction.atomic():
         if Workspace.objects.filter(name=name).exists():
             raise WorkspaceExists(f"workspace {name!r} already exists")

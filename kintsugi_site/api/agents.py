@@ -10,7 +10,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -250,9 +250,23 @@ class TokenIssueSerializer(views.ReasonSerializer):
     agents = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
 
 
+class MayCreateWorkspaces(IsAuthenticated):
+    """Refused before the body is read, as the service would refuse it (provenance.onboarding)."""
+
+    message = "creating workspaces needs the Workspace admin role (provenance.add_workspace)"
+
+    def has_permission(self, request, view) -> bool:
+        return super().has_permission(request, view) and request.user.has_perm(onboarding.ADD_WORKSPACE)
+
+
 class WorkspaceViewSet(views.WorkspaceViewSet):
     """The read endpoints, and what a Workspace admin sets up: the workspace, its sources, tickets,
     agent registrations and recording tokens (the services check the role and membership)."""
+
+    def get_permissions(self):
+        if self.action == "create":
+            return [MayCreateWorkspaces()]
+        return super().get_permissions()
 
     @extend_schema(summary="Create a workspace; its creator becomes a member (Workspace admin role)",
                    request=CreateWorkspaceSerializer, responses={201: WorkspaceSerializer})

@@ -4,6 +4,7 @@ that the OpenAPI schema states exactly what the endpoint returns."""
 from __future__ import annotations
 
 from django.db.models import Count, Q
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -37,6 +38,17 @@ class StrictSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
         return super().to_internal_value(data)
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """A StrictSerializer's schema says what it does: fields it does not declare are refused."""
+
+    target_class = StrictSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        return schema | {"additionalProperties": False}
 
 
 class ApproveEditsSerializer(StrictSerializer):
