@@ -3,6 +3,7 @@
 that the OpenAPI schema states exactly what the endpoint returns."""
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from django.db.models import Count, Q
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
@@ -18,8 +19,18 @@ MAX_BLAST_RADIUS_PAGE = 500
 
 
 # --- requests ---------------------------------------------------------------------------------------
+# Free text as the services take it (provenance.validation.text): line breaks and tabs, no other control
+# character. In the schema as a pattern, so that what it calls valid is what the services accept.
+_TEXT_CHAR = r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+FREE_TEXT = RegexValidator(rf"^{_TEXT_CHAR}*$", "control characters (other than line breaks and tabs) are not allowed")
+# ...and a reason has something in it besides spaces (it is stripped, then required).
+REASON_TEXT = RegexValidator(rf"^{_TEXT_CHAR}*[^\s\x00-\x1f\x7f-\x9f]{_TEXT_CHAR}*$",
+                             "a reason is required, without control characters (other than line breaks and tabs)")
+
+
 class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, help_text="Why: recorded with the change, and required.")
+    reason = serializers.CharField(max_length=2000, validators=[REASON_TEXT],
+                                   help_text="Why: recorded with the change, and required.")
 
     def validate_reason(self, value: str) -> str:
         if not value.strip():
@@ -62,7 +73,7 @@ class ApproveEditsSerializer(StrictSerializer):
 
 
 class ApproveSerializer(StrictSerializer):
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True,
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, validators=[FREE_TEXT],
                                    help_text="Why (optional for an approval; recorded with it).")
     edits = ApproveEditsSerializer(required=False, help_text="Edit the draft, then approve the edited text "
                                    "(recorded as an edit); refused when the edited draft fails validation.")
