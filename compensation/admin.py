@@ -181,8 +181,7 @@ class CompensationItemAdmin(CaseViews, WorkspaceScoped, admin.ModelAdmin):
             "can_review": self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING,
             "editable": services.EDITABLE_FIELDS[item.kind],
             "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),
-            "item_history_url": reverse("admin:compensation_auditevent_changelist")
-            + f"?subject_type=compensation_item&subject_id={item.pk}",
+            "item_history_url": reverse("admin:compensation_auditevent_changelist") + f"?item={item.pk}",
             "incident_history_url": reverse("admin:compensation_auditevent_changelist") + f"?incident__id__exact={item.incident_id}",
             "can_export": request.user.has_perm("compensation.export_auditevent"),
             "export_url": reverse("admin:compensation_auditevent_export"),
