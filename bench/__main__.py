@@ -1,6 +1,7 @@
 """kintsugi benchmarks: `python -m bench` runs all four and prints a table per benchmark;
 `python -m bench recorder|radius|repair|workers [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
-runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes). Results also go to
+runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench desk
+[--quick]` the review desk's pages beside their baselines (not part of "all" either). Results also go to
 bench/results/latest.json (gitignored).
 
 Sizes: recorder and radius take desk sizes in actions; repair and workers take desk sizes in tickets (a ticket is
@@ -25,7 +26,7 @@ DEFAULTS = {
     "workers": {"full": [15_000], "quick": [300]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin",)  # run only when named
+EXTRA = ("admin", "desk")  # run only when named
 
 
 def _git_commit() -> str:
@@ -63,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{results['load_avg_start']}; hiredis {'yes' if results['hiredis'] else 'no'}", flush=True)
     for name in which:
         t0 = time.perf_counter()
-        if name == "admin":
-            from bench import admin
+        if name in EXTRA:
+            from importlib import import_module
 
             print(f"\n# {name} ({mode})", flush=True)
-            out = admin.run(args.quick)
+            out = import_module(f"bench.{name}").run(args.quick)
             out["seconds"] = time.perf_counter() - t0
             results["benchmarks"][name] = out
             common.write_results(results, _path(args.output))

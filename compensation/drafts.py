@@ -13,7 +13,8 @@ import zlib
 from django.db import transaction
 from django.db.models import Q
 
-from compensation import audit
+from compensation import audit, effect_kinds
+from compensation.customers import ticket_facts
 from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
@@ -90,14 +91,7 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
         "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
     }
-    if ticket is None:
-        facts.update({"customer": "", "customer_email": "", "payment_reference": "", "currency": planned.currency,
-                      "paid_cents": 0, "ticket_text": "", "ticket_missing": True})
-    else:
-        facts.update({"customer": ticket.customer_name, "customer_email": ticket.customer_email,
-                      "payment_reference": ticket.payment_reference, "currency": ticket.currency,
-                      "paid_cents": ticket.amount_cents,
-                      "ticket_text": "\n".join([ticket.customer_email, ticket.subject, ticket.body])})
+    facts.update(ticket_facts(ticket, currency=planned.currency))
     return facts
 
 
@@ -113,6 +107,10 @@ def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None
 def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
     kind = planned.kind
+    if kind == K.MANUAL_COMPENSATION:
+        # No model text: the note says what a person has to do about the effect it carries.
+        return ({"to": facts["customer_email"], "subject": "", "body": effect_kinds.manual_note(planned.effects[0]),
+                 "amount_cents": 0, "currency": planned.currency, "payment_reference": ""}, "kintsugi (manual)", "", [])
     request = _model_request(planned, facts)
     if request is not None:
         task, model_input = request
@@ -211,9 +209,8 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         # (a statement trigger keeps the queue totals), instead of ~10 round trips per item.
         new_items = []
         for key, p, facts, draft, drafted_by, version, drafting_problems in drafted:
+            # validate_draft says too when the item waits for its ticket (compensation.customers).
             problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
-            if facts.get("ticket_missing"):
-                problems = [f"ticket {p.ticket} no longer exists in the workspace"] + problems
             new_items.append(CompensationItem(
                 incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
                 customer_email=facts["customer_email"], facts=facts, original=p.effects,

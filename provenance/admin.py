@@ -244,6 +244,15 @@ class TicketAdmin(MoneyColumn, WorkspaceScoped, admin.ModelAdmin):
     list_display = ("ticket_id", "workspace", "customer_name", "subject", "amount", "tier")
     list_filter = ("workspace", "tier")
     search_fields = ("ticket_id", "customer_name", "customer_email")
+    change_form_template = "admin/provenance/ticket/change_form.html"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Under the ticket's fields: what the desk did about it (compensation.ticket_record reads it).
+        from compensation.ticket_record import ticket_record  # compensation depends on provenance
+
+        ticket = self.get_queryset(request).filter(pk=object_id).first() if str(object_id).isdigit() else None
+        record = ticket_record(ticket=ticket, user=request.user) if ticket is not None else None
+        return super().change_view(request, object_id, form_url, {"ticket_record": record, **(extra_context or {})})
 
 
 @admin.register(LedgerEntry)

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
-from repairs import explain, radius_picture, selectors, services, views
+from repairs import explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -114,6 +114,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             "status_keys": selectors.STATUSES,
             "verification": selectors.verification_view(incident.verification),
             "ticket_rows": tickets["rows"],
+            "ticket_stories": ticket_story.stories(incident=incident, changes=tickets["rows"]),
             "tickets": tickets,
             "tickets_next": f"{base}?tickets={page + 1}#tickets" if tickets["has_next"] else None,
             "tickets_previous": f"{base}?tickets={page - 1}#tickets" if tickets["has_previous"] else None,

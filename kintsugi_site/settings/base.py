@@ -86,8 +86,9 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "provenance.context_processors.model_backend",
             ],
-            # kintsugi_site is not an app (no templatetags discovery), so its one library is named here.
-            "libraries": {"money": "kintsugi_site.templatetags.money"},
+            # kintsugi_site is not an app (no templatetags discovery), so its libraries are named here.
+            "libraries": {"money": "kintsugi_site.templatetags.money",
+                          "stories": "kintsugi_site.templatetags.stories"},
         },
     },
 ]
