@@ -6,7 +6,7 @@ Data:
    3,000 tickets with --quick), never flagged, for the dashboard, the Source change list and the flag
    preview (the blast radius of partner-blog/policy-update over the whole desk);
 2. a repaired desk: a smaller desk (400 tickets; 150 with --quick) flagged with
-   repairs.services.flag_source(via="cli") and repaired with repairs.services.run_repair (CELERY_TASK_ALWAYS_EAGER
+   repairs.services.flag_source(via="cli") and repaired with repairs.job.run_repair (CELERY_TASK_ALWAYS_EAGER
    is False, so the repair runs here), compensation drafting on: a real incident with real drafted items
    and audit events. A 38k-ticket repair takes ~13 minutes (bench/README.md), so the incident pages use
    this smaller incident;

@@ -45,6 +45,7 @@ def run(quick: bool) -> dict:
     from django.test import Client
     from django.urls import reverse
 
+    import repairs.job as job
     import repairs.services as services
     from bench.admin import _superuser, measure
     from bench.repair import QueryLog, drafting
@@ -67,7 +68,7 @@ def run(quick: bool) -> dict:
     incident = services.flag_source(workspace=ws, source_id=POISONED_PAGE, actor=user, reason="bench",
                                     via=Incident.Via.CLI)
     with drafting(True):
-        incident = services.run_repair(incident_id=incident.pk)
+        incident = job.run_repair(incident_id=incident.pk)
     setup_s = time.perf_counter() - t0
     items = CompensationItem.objects.filter(incident=incident)
     found = case_selectors.cases(user=user, incident=incident)

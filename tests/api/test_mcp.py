@@ -160,7 +160,8 @@ def test_the_web_app_serves_the_admin_its_static_files_and_mcp_behind_a_token(mc
 @pytest.fixture
 def repaired_desk(desk, make_user, settings):
     """The canonical desk flagged by the lead and repaired in-process (committed: the server reads it)."""
-    from repairs.services import flag_source, run_repair
+    from repairs.services import flag_source
+    from repairs.job import run_repair
 
     ws, source, lead = desk
     settings.CELERY_TASK_ALWAYS_EAGER = False

@@ -18,7 +18,8 @@ from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspac
 from provenance.services import record_root
 from provenance.validation import InvalidInput
 from repairs.models import Incident
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 from tests.credit_agents import PROMO_PAGE
 
 pytestmark = pytest.mark.django_db
