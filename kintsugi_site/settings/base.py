@@ -226,6 +226,7 @@ REST_FRAMEWORK = {
         "explain": env("KINTSUGI_API_RATE_EXPLAIN", default="120/min"),
         "report": env("KINTSUGI_API_RATE_REPORT", default="30/min"),
         "flag": env("KINTSUGI_API_RATE_FLAG", default="30/min"),
+        "what_if": env("KINTSUGI_API_RATE_WHAT_IF", default="30/min"),
     },
 }
 # Incident report downloads from the admin (JSON, CSV, PDF), per user: PDFs cost seconds of CPU each.

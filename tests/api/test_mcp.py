@@ -84,7 +84,7 @@ def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url,
     ws, source, lead = desk
     token = lead.auth_token.key
     tools = {t.name for t in call(mcp_url, token).tools}
-    assert tools == {"blast_radius", "explain_path", "flag_source", "incident_status"}
+    assert tools == {"blast_radius", "explain_path", "flag_source", "incident_status", "what_if", "suspicious_sources"}
 
     radius = call(mcp_url, token, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
     assert not radius.is_error, radius.content
@@ -154,3 +154,22 @@ def test_the_web_app_serves_the_admin_its_static_files_and_mcp_behind_a_token(mc
     anonymous = httpx2.post(mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
                             headers={"Accept": "application/json, text/event-stream"}, timeout=10)
     assert anonymous.status_code == 401
+
+
+def test_mcp_what_if_tells_the_exact_outcome_and_changes_nothing(mcp_url, desk, make_user):
+    ws, source, lead = desk
+    answer = call(mcp_url, lead.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert not answer.is_error, answer.content
+    wi = answer.structured_content
+    assert (wi["blast_radius"], wi["compensations"], wi["amount_reversed"]) == (25, 10, {"USD": 40000})
+    assert len(wi["tickets_changed"]) == 5 and wi["fingerprint"]
+    assert AuditEvent.objects.filter(action="what_if.viewed", via="mcp", actor=lead).count() == 1
+    ranked = call(mcp_url, lead.auth_token.key, "suspicious_sources", {"workspace": ws.name})
+    assert ranked.structured_content["sources"][0]["source"] == POISONED_PAGE
+    auditor = make_user("mcp-wi-auditor", roles=["Auditor"], workspaces=[ws])
+    refused = call(mcp_url, auditor.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert refused.is_error and "Support lead" in refused.content[0].text
+    outsider = make_user("mcp-wi-outsider", roles=["Support lead"])
+    hidden = call(mcp_url, outsider.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert hidden.is_error and "unknown workspace" in hidden.content[0].text
+    assert not Incident.objects.exists()
