@@ -150,6 +150,7 @@ def run(quick: bool) -> dict:
     from django.test import Client
     from django.urls import reverse
 
+    import repairs.job as job
     import repairs.services as services
     from bench.repair import QueryLog, drafting
     from compensation.models import AuditEvent, CompensationItem
@@ -176,8 +177,8 @@ def run(quick: bool) -> dict:
     small = Workspace.objects.get(name=INCIDENT_WORKSPACE)
     incident = services.flag_source(workspace=small, source_id=POISONED_PAGE, actor=user, reason="bench",
                                     via=Incident.Via.CLI)
-    with drafting(True):
-        incident = services.run_repair(incident_id=incident.pk)
+    with drafting(True, lambda seconds: None):
+        incident = job.run_repair(incident_id=incident.pk)
     incident.refresh_from_db()
     res["setup_s"]["incident_desk_and_repair"] = time.perf_counter() - t0
     res["incident"] = {"id": incident.pk, "actions": small_summary["actions"], "status": incident.status, "blast_radius": incident.blast_radius,

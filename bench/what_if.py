@@ -4,8 +4,8 @@
    (bench.repair.full_replay) puts the clean model answers into the FalkorDB cache, so the what-if and the
    repair both run with cached model calls (the model client's in-process memo is reset before each);
 2. what-if: repairs.what_if.compute_what_if, timed whole and by part (the walk; the drafting preview);
-3. the real repair: flag_source + run_repair in this process, its walk timed by wrapping compute_plan in
-   repairs.services (the baseline of the table; drafting off above bench.repair.DRAFTING_MAX_TICKETS, as in
+3. the real repair: flag_source + repairs.job.run_repair in this process, its walk timed by wrapping
+   compute_plan in repairs.job (the baseline of the table; drafting off above bench.repair.DRAFTING_MAX_TICKETS, as in
    bench repair), and its counts held against the what-if's.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ def run(tickets: int, quick: bool) -> dict:
     from django.conf import settings
 
     import compensation.drafts as drafts
+    import repairs.job as job
     import repairs.services as services
     import repairs.what_if as what_if
     from provenance import llm
@@ -38,9 +39,9 @@ def run(tickets: int, quick: bool) -> dict:
     ws = Workspace.objects.get(name=WORKSPACE)
     common.log("what_if: full replay (warms the clean model answers)")
     llm.reset_client()
-    full_replay(ws, excluded={POISONED_PAGE}, graph_suffix="replay")
+    full_replay(ws, excluded={POISONED_PAGE})
 
-    orig_walk, orig_draft, orig_plan = what_if.compute_plan, drafts.draft_planned, services.compute_plan
+    orig_walk, orig_draft, orig_plan = what_if.compute_plan, drafts.draft_planned, job.compute_plan
 
     def timed(name, fn):
         def inner(*a, **kw):
@@ -59,16 +60,16 @@ def run(tickets: int, quick: bool) -> dict:
         what_if.compute_plan, drafts.draft_planned = orig_walk, orig_draft
     fingerprint_after = what_if.desk_fingerprint(ws)
 
-    services.compute_plan = timed("repair: walk (compute_plan)", orig_plan)
+    job.compute_plan = timed("repair: walk (compute_plan)", orig_plan)
     try:
         common.log("what_if: the real repair (flag_source + run_repair)")
         incident = services.flag_source(workspace=ws, source_id=POISONED_PAGE, actor=_actor(), reason="bench",
                                         via=Incident.Via.CLI)
         llm.reset_client()
-        with drafting(tickets <= DRAFTING_MAX_TICKETS), sw("repair: run_repair total"):
-            incident = services.run_repair(incident_id=incident.pk)
+        with drafting(tickets <= DRAFTING_MAX_TICKETS, lambda seconds: None), sw("repair: run_repair total"):
+            incident = job.run_repair(incident_id=incident.pk)
     finally:
-        services.compute_plan = orig_plan
+        job.compute_plan = orig_plan
     incident.refresh_from_db()
     same = (wi.blast_radius, wi.counts, wi.effects_invalidated) == (
         incident.blast_radius, {k: (incident.counts or {}).get(k, 0) for k in wi.counts}, incident.effects_invalidated)

@@ -21,9 +21,12 @@ from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import validate_draft
 from kintsugi_site import locks
+from kintsugi_site.locks import advisory_lock
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
 from provenance.scrub import scrub_secrets
+from provenance.vocabulary import ActionStatus
+from repairs.faults import fault_point
 from repairs.models import Incident, RepairEffect
 
 log = logging.getLogger(__name__)
@@ -41,9 +44,9 @@ def _outcome_index(incident: Incident, tickets: set[str] | None = None) -> tuple
     path's handoff chain stays within its ticket; the poisoned actions have none)."""
     rows = incident.outcomes.all()
     if tickets is not None:
-        rows = rows.filter(Q(ticket__in=tickets) | Q(ticket="") | Q(ticket__isnull=True) | Q(status="poisoned"))
+        rows = rows.filter(Q(ticket__in=tickets) | Q(ticket="") | Q(ticket__isnull=True) | Q(status=ActionStatus.POISONED))
     outcomes = {o.action_id: o for o in rows}
-    return outcomes, sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
+    return outcomes, sorted((o for o in outcomes.values() if o.status == ActionStatus.POISONED), key=lambda o: o.seq)
 
 
 def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
@@ -64,11 +67,11 @@ def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
             aid = outcomes[aid].parent_id
         chain.reverse()
         steps = [{"node": "source", "label": incident.source_id, "edge": ""}]
-        if poisoned and (not chain or chain[0].status != "poisoned"):
+        if poisoned and (not chain or chain[0].status != ActionStatus.POISONED):
             p = poisoned[0]
             steps.append({"node": "action", "label": f"{p.agent} #{p.action_id}", "status": p.status, "edge": "INGESTED"})
         for i, o in enumerate(chain):
-            edge = "INGESTED" if o.status == "poisoned" else ("FEEDS" if i == 0 else "HANDED_OFF")
+            edge = "INGESTED" if o.status == ActionStatus.POISONED else ("FEEDS" if i == 0 else "HANDED_OFF")
             steps.append({"node": "action", "label": f"{o.agent} #{o.action_id}" + (f" ({o.ticket})" if o.ticket else ""),
                           "status": o.status, "edge": edge})
         steps.append({"node": "effect", "label": f"{e['kind']} #{e['effect_id']}", "status": e["role"], "edge": "CAUSED"})
@@ -215,7 +218,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     as an invalidated effect.
 
     With `parts` > 1 only the tickets of one part (by a hash of the ticket id) are drafted, and nothing
-    is counted (None): items never span tickets, so parts drafted apart (draft_ahead) come out as one
+    is counted (None): items never span tickets, so parts drafted apart (draft_repair) come out as one
     call would."""
     effects, items = incident.effects.all(), CompensationItem.objects.filter(incident=incident)
     part_tickets = None
@@ -270,22 +273,24 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
             for item, d in zip(new_items, drafted)], workspace=incident.workspace_id)
     if parts > 1:
         return None
+    return compensation_count(incident=incident)
+
+
+def compensation_count(*, incident: Incident) -> int:
+    """How many of the incident's items compensate invalidated effects (its `compensations` count);
+    replacement items are drafted beside them but not counted."""
     return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
 
 
-DRAFT_LOCK = locks.DRAFT_PART  # advisory lock namespace: (DRAFT_LOCK, incident id * DRAFT_PARTS + part) while a part is drafted
-
-
-def draft_ahead(*, incident: Incident, wait: bool) -> bool:
-    """Draft a repair's items as soon as its plan is known, while the repair is still being verified:
-    by the repairing worker and by idle ones meanwhile, each taking the parts nobody has taken. Items
-    cannot be decided before the incident is repaired (_decide). False when another worker is drafting
-    a part and `wait` is off; with `wait` it returns once every part is drafted."""
-    from repairs.runtime import advisory_lock, fault_point
-
+def draft_repair(*, incident: Incident, wait: bool) -> bool:
+    """Draft a repair's items as soon as its plan is checkpointed, while the repair is still being
+    applied and verified: by the repairing worker and by idle ones meanwhile, each taking the parts
+    nobody has taken. Items cannot be decided before the incident is repaired (_decide). False when
+    another worker is drafting a part and `wait` is off; with `wait` it returns once every part is
+    drafted."""
     done = True
     for part in range(DRAFT_PARTS):
-        with advisory_lock(DRAFT_LOCK, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
+        with advisory_lock(locks.DRAFT_PART, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
             if mine:
                 draft_compensations(incident=incident, actor=None, reason="repair planned", via="worker",
                                     part=part, parts=DRAFT_PARTS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.urls import reverse
 
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
@@ -210,12 +210,6 @@ def money_totals(items) -> dict[str, int]:
 
 def item_history(*, item: CompensationItem) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(subject_type="compensation_item", subject_id=str(item.pk)).order_by("seq")
-
-
-def incident_history(*, incident: Incident) -> QuerySet[AuditEvent]:
-    """The incident's own transitions and every event of its items."""
-    return AuditEvent.objects.filter(Q(incident_id=incident.pk) | Q(subject_type="incident", subject_id=str(incident.pk))
-                                     ).order_by("seq")
 
 
 def flagged_source(*, item: CompensationItem) -> Source | None:

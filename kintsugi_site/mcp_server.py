@@ -32,7 +32,7 @@ from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from provenance import selectors as provenance_selectors, tenancy, validation
 from provenance.models import Workspace
-from repairs import selectors as repair_selectors, services as repair_services
+from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident
 
 log = logging.getLogger("kintsugi.mcp")
@@ -134,7 +134,7 @@ def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) 
 def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[str, Any]:
     ws = _workspace(user, workspace)
     validation.source_id(source)
-    steps = repair_selectors.explain_action(workspace=ws, source=source, action_id=action_id)
+    steps = repair_explain.explain_action(workspace=ws, source=source, action_id=action_id)
     if not steps:
         raise LookupError(f"action {action_id} does not depend on source {source!r}")
     return {"workspace": ws.name, "source": source, "action": action_id, "steps": steps}

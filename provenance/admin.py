@@ -4,7 +4,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -116,11 +115,9 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def get_queryset(self, request):
         # The open incident of each source, in the changelist's own query (no query per row).
-        from repairs.models import Incident
+        from repairs.models import open_incident_id
 
-        open_incident = (Incident.objects.filter(workspace=OuterRef("workspace"), source_id=OuterRef("source_id"))
-                         .exclude(status=Incident.Status.CLOSED).values("pk")[:1])
-        return super().get_queryset(request).annotate(open_incident_id=Subquery(open_incident))
+        return super().get_queryset(request).annotate(open_incident_id=open_incident_id())
 
     @admin.display(description="open incident")
     def open_incident(self, obj: Source) -> str:
@@ -177,9 +174,8 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
             refuse_unseen(request, attempted="flag source", subject_type="source",
                           subject_ids=sorted(set(ids) - {s.pk for s in sources}))
             raise Http404("no such source")
-        open_incidents = {(i.workspace_id, i.source_id): i for i in Incident.objects.filter(
-            source_id__in=[s.source_id for s in sources], workspace__in={s.workspace_id for s in sources}
-        ).exclude(status=Incident.Status.CLOSED)}
+        open_incidents = {(i.workspace_id, i.source_id): i for i in Incident.objects.open().filter(
+            source_id__in=[s.source_id for s in sources], workspace__in={s.workspace_id for s in sources})}
         if len(sources) == 1 and (sources[0].workspace_id, sources[0].source_id) in open_incidents:
             incident = open_incidents[(sources[0].workspace_id, sources[0].source_id)]
             self.message_user(request, f"{sources[0].source_id} already has an open incident: #{incident.pk} "

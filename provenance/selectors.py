@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from provenance import mirror, paths, queries
 from provenance.graph import Graph, workspace_graph
 from provenance.mirror import DEAD
+from provenance.rows import RadiusAction
 from provenance.models import Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
 
@@ -59,16 +60,16 @@ def _radius_in_graph(graph: Graph, source: str) -> tuple[list[tuple[int, str, fl
     return actions, [effects[e] for e in sorted(effects)]
 
 
-def radius_actions(graph: Graph, source: str) -> list[tuple[int, float]]:
+def radius_actions(graph: Graph, source: str) -> list[RadiusAction]:
     """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order: from the
     mirror when it is ready, else from one algo.BFS in FalkorDB."""
     with mirror.reading_if_ready(graph) as topo:
         if topo is not None:
-            return [(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
+            return [RadiusAction(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
         return radius_actions_in_graph(graph, source)
 
 
-def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]]:
+def radius_actions_in_graph(graph: Graph, source: str) -> list[RadiusAction]:
     """The same answer from one algo.BFS inside FalkorDB, without the mirror: the oracle the mirror is
     tested against, and the bench's comparison."""
     found: dict[int, float] = {}
@@ -76,7 +77,7 @@ def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]
         for item in packed.split(",") if packed else []:
             aid, seq = item.split(":")
             found[int(aid)] = float(seq)
-    return sorted(found.items(), key=lambda a: (a[1], a[0]))
+    return [RadiusAction(*a) for a in sorted(found.items(), key=lambda a: (a[1], a[0]))]
 
 
 def _check_source(workspace: Workspace, source: str) -> None:
@@ -124,7 +125,7 @@ def explain_path(*, workspace: str, source: str, action_id: int) -> list[dict]:
     """The shortest FEEDS|HANDED_OFF chain in the live graph from an action that INGESTED `source` to
     `action_id`, one dict per step (the action, how it was reached, the facts it read, its handoffs).
     [] when the action does not depend on the source in the graph as it is now; a repair removes that
-    dependence, so the API and MCP ask repairs.selectors.explain_action, which knows repaired actions."""
+    dependence, so the API and MCP ask repairs.explain.explain_action, which knows repaired actions."""
     ws = Workspace.objects.filter(name=workspace).first()
     if ws is None:
         raise LookupError(f"unknown workspace {workspace!r}")

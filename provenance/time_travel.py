@@ -34,7 +34,7 @@ def ran_at(*, workspace: Workspace, action_id: int) -> datetime:
     rows = workspace_graph(workspace.name).ro_query(queries.ACTION_RAN_AT, {"id": action_id})
     if not rows:
         raise UnknownAction(f"unknown action {action_id} in workspace {workspace.name!r}")
-    at = parse_clock(rows[0][0])
+    at = parse_clock(rows[0].ran_at)
     if at is None:
         raise UnknownAction(f"action {action_id} in workspace {workspace.name!r} has no recorded time")
     return at
@@ -85,13 +85,13 @@ def action_page(*, workspace: Workspace, action_id: int) -> dict:
     rows = graph.ro_query(queries.ACTION_RECORD, {"id": action_id})
     if not rows:
         raise UnknownAction(f"unknown action {action_id} in workspace {workspace.name!r}")
-    aid, agent, seq, ticket, status, recorded_at, incident, decision, prev_decision, read_keys, parent, ingested = rows[0]
-    at = parse_clock(recorded_at)
+    a = rows[0]
+    aid, seq, at = a.id, a.seq, parse_clock(a.ran_at)
     reads_now = dict(graph.ro_query(queries.ACTION_READ_VERSIONS, {"id": action_id}))
     sources, trust = _lineage(workspace)
     now = datetime.now(timezone.utc)
     facts = []
-    for key in sorted(set(read_keys or []) | set(reads_now)):
+    for key in sorted(set(a.read_keys or []) | set(reads_now)):
         versions = _versions(workspace, key, sources, trust)
         by_version = {v["version"]: v for v in versions}
         facts.append({
@@ -103,9 +103,9 @@ def action_page(*, workspace: Workspace, action_id: int) -> dict:
             "versions": versions,
         })
     return {
-        "workspace": workspace.name, "action": aid, "agent": agent, "seq": whole_seq(seq), "ticket": ticket,
-        "status": status, "ran_at": recorded_at, "incident": incident, "parent": parent,
-        "decision": json.loads(decision) if decision else None,
-        "decision_before_repair": json.loads(prev_decision) if prev_decision else None,
-        "ingested": sorted(ingested or []), "facts": facts,
+        "workspace": workspace.name, "action": aid, "agent": a.agent, "seq": whole_seq(seq), "ticket": a.ticket,
+        "status": a.status, "ran_at": a.ran_at, "incident": a.incident, "parent": a.parent,
+        "decision": json.loads(a.decision) if a.decision else None,
+        "decision_before_repair": json.loads(a.prev_decision) if a.prev_decision else None,
+        "ingested": sorted(a.ingested or []), "facts": facts,
     }

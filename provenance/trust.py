@@ -23,7 +23,7 @@ RANK = {T.UNTRUSTED: 0, T.UNKNOWN: 1, T.TRUSTED: 2}
 
 
 class FactRow(NamedTuple):
-    """One row of queries.FACT_LINEAGE."""
+    """A fact version of queries.FACT_LINEAGE with its value decoded and its lists sorted."""
 
     id: int
     key: str
@@ -39,8 +39,8 @@ class FactRow(NamedTuple):
 
 def fact_rows(graph: Graph) -> list[FactRow]:
     """Every fact version with its writer's sources and reads, in (seq, version) order."""
-    rows = [FactRow(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], sorted(r[8] or []),
-                    sorted(x for x in (r[9] or []) if x is not None))
+    rows = [FactRow(r.id, r.key, json.loads(r.value), r.version, r.seq, r.active, r.writer, r.writer_status,
+                    sorted(r.sources or []), sorted(x for x in (r.read or []) if x is not None))
             for r in graph.ro_query(queries.FACT_LINEAGE)]
     return sorted(rows, key=lambda f: (f.seq, f.version, f.id))
 

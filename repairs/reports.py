@@ -21,7 +21,7 @@ from django.template.loader import render_to_string
 from compensation.audit import csv_cell
 from provenance.progress import ProgressFn, noop
 from provenance.selectors import whole_seq
-from repairs import report_record, selectors
+from repairs import radius_picture, report_record, selectors
 from repairs.models import ActionOutcome, Incident
 
 FORMATS = ("json", "csv", "pdf")
@@ -207,10 +207,10 @@ def _picture(incident: Incident) -> str:
 
     if incident.blast_radius is None:
         return ""
-    if incident.blast_radius > selectors.DETAIL_LIMIT:
-        picture = graph_svg.layout_overview(selectors.graph_overview(incident=incident))
+    if incident.blast_radius > radius_picture.DETAIL_LIMIT:
+        picture = graph_svg.layout_overview(radius_picture.graph_overview(incident=incident))
     else:
-        picture = graph_svg.layout_page(selectors.graph_page(incident=incident, per_page=50))
+        picture = graph_svg.layout_page(radius_picture.graph_page(incident=incident, per_page=50))
     svg = graph_svg.render_svg(picture, title=f"Blast radius of {incident.source_id}")
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 

@@ -21,10 +21,10 @@ from django.conf import settings
 from kintsugi_site.money import format_totals
 from provenance import queries
 from provenance.graph import workspace_graph
-from provenance.mirror import DEAD
 from provenance.models import Source, Workspace
 from provenance.selectors import blast_radius
 from provenance.trust import T, fact_rows
+from provenance.vocabulary import DEAD
 from repairs.models import Incident
 from repairs.what_if import compute_what_if
 
@@ -85,10 +85,10 @@ def suspicious_sources(*, workspace: Workspace, what_ifs: int | None = None) -> 
     flagged = set(Incident.objects.filter(workspace=workspace).exclude(status=Incident.Status.CLOSED)
                   .values_list("source_id", flat=True))
     sources = [s for s in Source.objects.filter(workspace=workspace).order_by("source_id") if s.source_id not in flagged]
-    first_seen = {r[0]: (r[1], r[2], r[3], r[4]) for r in graph.ro_query(queries.SOURCE_FIRST_SEEN, {"dead": list(DEAD)})}
+    first_seen = {r.source: r for r in graph.ro_query(queries.SOURCE_FIRST_SEEN, {"dead": list(DEAD)})}
     contradictions = _contradictions(graph)
-    total_actions = graph.ro_query(queries.ACTION_COUNT)[0][0] or 1
-    order = sorted(first_seen, key=lambda s: first_seen[s][1])
+    total_actions = graph.ro_query(queries.ACTION_COUNT)[0].n or 1
+    order = sorted(first_seen, key=lambda s: first_seen[s].seq)
     suggestions = []
     for source in sources:
         s = Suggestion(source.source_id)
@@ -106,7 +106,7 @@ def suspicious_sources(*, workspace: Workspace, what_ifs: int | None = None) -> 
             s.score += WEIGHTS["trusted"]
             s.reasons.append("a lead marked it trusted")
         if source.source_id in first_seen and len(order) > 1:
-            action, _, at, _ = first_seen[source.source_id]
+            action, at = first_seen[source.source_id].action, first_seen[source.source_id].ran_at
             rank = order.index(source.source_id)
             s.score += WEIGHTS["novelty"] * rank / (len(order) - 1)
             when = "the newest" if rank == len(order) - 1 else f"number {rank + 1} of {len(order)}"

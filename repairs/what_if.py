@@ -24,10 +24,11 @@ from provenance.graph import workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
-from provenance.recorder import RecordingSession, UnknownSource
-from repairs.engine import COUNT_KEYS, compute_plan
-from repairs.models import Incident
-from repairs.runtime import excluded_sources
+from provenance.recorder import UnknownSource
+from provenance.vocabulary import COUNT_KEYS, ActionStatus
+from repairs.engine import compute_plan
+from repairs.job import excluded_sources, repair_session
+from repairs.models import Incident, RepairEffect
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
                 "tickets_changed")
@@ -62,7 +63,7 @@ def desk_fingerprint(workspace: Workspace) -> str:
     """A short name for the desk as it stands: changes with any recording, repair or desk run."""
     graph = workspace_graph(workspace.name)
     epoch, hwm, _ = graph.stamp()
-    count = graph.ro_query(queries.ACTION_COUNT)[0][0]
+    count = graph.ro_query(queries.ACTION_COUNT)[0].n
     a, f, e = graph.ro_query(queries.MAX_IDS)[0]
     repaired = Incident.objects.filter(workspace=workspace, run_number=workspace.run_number,
                                        finished_at__isnull=False).count()
@@ -72,12 +73,10 @@ def desk_fingerprint(workspace: Workspace) -> str:
 
 def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) -> dict:
     """The repair walk of an incident not yet opened (an unsaved Incident), as a plan never applied.
-    The what-if's only call into the walk: whatever the repair job calls, this must call the same."""
+    The what-if's only call into the walk: the repair job's own session (repairs.job.repair_session,
+    with the sources the job would leave out) and the same compute_plan, so the two cannot drift."""
     graph = workspace_graph(incident.workspace.name)
-    ws = incident.workspace
-    session = RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
-                               sources=dict(ws.sources.values_list("source_id", "content")),
-                               excluded_sources=excluded_sources(incident), incident=None)
+    session = repair_session(incident, graph, excluded_sources(incident))
     plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=None, progress=progress)
     return plan.to_json()
 
@@ -87,7 +86,7 @@ def _tickets_changed(outcomes: list[dict]) -> list[dict]:
     seen: dict[str, dict] = {}
     for o in sorted(outcomes, key=lambda o: o["seq"]):
         before, after = o.get("before") or {}, o.get("after") or {}
-        if o["ticket"] and o["status"] == "rerun_changed" and "choice" in before and o["ticket"] not in seen:
+        if o["ticket"] and o["status"] == ActionStatus.RERUN_CHANGED and "choice" in before and o["ticket"] not in seen:
             seen[o["ticket"]] = {"ticket": o["ticket"], "action_id": o["action_id"], "agent": o["agent"],
                                  "before": before, "after": after}
     return [seen[t] for t in sorted(seen)]
@@ -113,7 +112,7 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
             reversed_[d.draft["currency"] or d.planned.currency] += d.draft["amount_cents"]
         elif d.planned.kind == "replacement_refund":
             paid[d.planned.currency] += d.planned.amount_cents
-    invalidated = [e for e in effects if e["role"] == "invalidated"]
+    invalidated = [e for e in effects if e["role"] == RepairEffect.Role.INVALIDATED]
     by_kind: dict[str, int] = defaultdict(int)
     for e in invalidated:
         by_kind[e["kind"]] += 1

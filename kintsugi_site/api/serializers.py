@@ -131,8 +131,10 @@ class SourceSerializer(serializers.ModelSerializer):
         fields = ["id", "workspace", "workspace_name", "source_id", "title", "created_at", "open_incident"]
 
     def get_open_incident(self, source: Source) -> int | None:
-        return (Incident.objects.filter(workspace_id=source.workspace_id, source_id=source.source_id)
-                .exclude(status=Incident.Status.CLOSED).values_list("pk", flat=True).first())
+        if hasattr(source, "open_incident_id"):  # annotated by the list's own query (SourceViewSet)
+            return source.open_incident_id
+        return (Incident.objects.open_of_source(workspace=source.workspace_id, source_id=source.source_id)
+                .values_list("pk", flat=True).first())
 
 
 class SourceDetailSerializer(SourceSerializer):

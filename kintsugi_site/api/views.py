@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from kintsugi_site.api import reports
+from repairs import reports
 from kintsugi_site.api.errors import ApiError
 from compensation import selectors as compensation_selectors
 from compensation import services as compensation_services
@@ -44,8 +44,8 @@ from kintsugi_site.api.serializers import (
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
 from provenance import selectors as provenance_selectors, tenancy, time_travel, validation
 from provenance.models import Source
-from repairs import selectors as repair_selectors, services as repair_services
-from repairs.models import Incident
+from repairs import explain as repair_explain, services as repair_services
+from repairs.models import Incident, open_incident_id
 
 VIA = Incident.Via.API
 
@@ -145,7 +145,8 @@ class SourceViewSet(viewsets.ReadOnlyModelViewSet):
     throttle_scope = None  # set per action: the expensive ones are throttled by their own scope
 
     def get_queryset(self):
-        qs = Source.objects.filter(workspace__in=_visible(self.request)).select_related("workspace")
+        qs = (Source.objects.filter(workspace__in=_visible(self.request)).select_related("workspace")
+              .annotate(open_incident_id=open_incident_id()))
         workspace = _int_filter(self.request, "workspace") if self.action == "list" else None
         return qs.filter(workspace_id=workspace) if workspace else qs
 
@@ -249,7 +250,7 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         incident = self.get_object()
         _choice_filter(request, "format", ["json", "csv", "pdf"])  # an empty format= is not "json"
         fmt = _valid(IncidentReportQuerySerializer, request.query_params)["format"]
-        body, content_type, filename = reports.render(incident, fmt)
+        body, content_type, filename = reports.render_report(incident, fmt)
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
@@ -321,7 +322,7 @@ class ExplainView(APIView):
         source_pk = _valid(ExplainQuerySerializer, request.query_params)["source"]
         source = get_object_or_404(Source.objects.filter(workspace__in=_visible(request)).select_related("workspace"),
                                    pk=source_pk)
-        steps = repair_selectors.explain_action(workspace=source.workspace, source=source.source_id,
+        steps = repair_explain.explain_action(workspace=source.workspace, source=source.source_id,
                                                 action_id=action_id)
         if not steps:
             raise ApiError(f"action {action_id} does not depend on source {source.source_id!r}", code="no_path",

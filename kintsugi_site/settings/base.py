@@ -172,7 +172,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = env("KINTSUGI_BEAT_SCHEDULE_FILE", default=str(
 # tasks wait in the queue and find the work done.
 KINTSUGI_REPAIR_HELPERS = env.bool("KINTSUGI_REPAIR_HELPERS", default=True)
 # Repairs with a radius of at least KINTSUGI_REPAIR_PARALLEL_MIN actions are split into up to
-# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.parts). Off by
+# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.job). Off by
 # default: on a 2-core machine that also runs FalkorDB and Postgres it was not faster (bench workers).
 KINTSUGI_REPAIR_PARTS = env.int("KINTSUGI_REPAIR_PARTS", default=1)
 KINTSUGI_REPAIR_PARALLEL_MIN = env.int("KINTSUGI_REPAIR_PARALLEL_MIN", default=2000)

@@ -10,7 +10,8 @@ from provenance.models import Source
 from provenance.selectors import export_state
 from provenance.services import record_root
 from repairs.models import Incident
-from repairs.services import flag_source, run_repair
+from repairs.job import run_repair
+from repairs.services import flag_source
 from tests.conftest import wait_for
 
 

@@ -14,7 +14,8 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from repairs.models import Incident
 from repairs.reports import render_report
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 
 # The acceptance check's pattern, plus float-looking action numbers ("#3.0", "seq 3.0").
 CENTS = re.compile(r"\bcents?\b|_cents\b|\b\d{4,} (USD|EUR|GBP)\b|\bamount: \d{3,}\b", re.I)
