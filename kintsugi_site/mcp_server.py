@@ -44,7 +44,8 @@ log = logging.getLogger("kintsugi.mcp")
 
 INSTRUCTIONS = (
     "kintsugi repairs AI-agent work after a poisoned source. Use blast_radius to see what a source touched "
-    "(actions in re-execution order, tickets, live effects, money at stake), explain_path to see why one "
+    "(actions in re-execution order, tickets, live effects, money at stake), what_if for the exact outcome of "
+    "flagging it before flagging, suspicious_sources for sources worth a look, explain_path to see why one "
     "action depends on a source, flag_source to open an incident (needs the Support lead role and a "
     "reason; the repair runs in the background) and incident_status to follow it. review_items lists the "
     "compensation items people decide; approve_item and reject_item decide one (Reviewer role, never the "
@@ -158,6 +159,23 @@ def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, 
     return repair_services.incident_summary(incident)
 
 
+def what_if(*, user, workspace: str, source: str) -> dict[str, Any]:
+    from repairs.what_if import what_if as compute
+
+    validation.source_id(source)
+    ws = _workspace(user, workspace)
+    if not user.has_perm("repairs.flag_source"):
+        raise PermissionError(f"user {user.get_username()!r} may not ask what flagging would do (Support lead role needed)")
+    return compute(workspace=ws, source=source, actor=user, via=Incident.Via.MCP).to_json()
+
+
+def suspicious_sources(*, user, workspace: str) -> dict[str, Any]:
+    from repairs.suspicious import suspicious_sources as rank
+
+    ws = _workspace(user, workspace)
+    return {"workspace": ws.name, "sources": [s.to_json() for s in rank(workspace=ws)]}
+
+
 def incident_status(*, user, incident: int) -> dict[str, Any]:
     visible = tenancy.visible_workspaces(user=user)
     found = Incident.objects.filter(pk=incident, workspace__in=visible).select_related("workspace").first()
@@ -254,6 +272,20 @@ def build_server() -> MCPServer:
         Needs the Support lead role; one open incident per source. Returns the incident; follow it with
         incident_status."""
         return await _call(flag_source, workspace=workspace, source=source, reason=reason)
+
+    @server.tool(name="what_if", annotations=reads)
+    async def what_if_tool(workspace: str, source: str) -> dict[str, Any]:
+        """What flagging `source` would do, without doing it: the exact repair outcome (counts poisoned,
+        rerun_changed, rerun_same, skipped, superseded, new; effects invalidated; compensation items;
+        money to be reversed per currency in cents; tickets whose decision changes, before and after) and
+        the desk fingerprint it holds for. Needs the Support lead role; changes nothing."""
+        return await _call(what_if, workspace=workspace, source=source)
+
+    @server.tool(name="suspicious_sources", annotations=reads)
+    async def suspicious_sources_tool(workspace: str) -> dict[str, Any]:
+        """The sources of `workspace` worth a look, best first, each with plain reasons (a contradicted or
+        loosened fact, trust, novelty, reach, what flagging it would change). A suggestion, never a flag."""
+        return await _call(suspicious_sources, workspace=workspace)
 
     @server.tool(name="incident_status", annotations=reads)
     async def incident_status_tool(incident: int) -> dict[str, Any]:

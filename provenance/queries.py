@@ -339,3 +339,32 @@ UNWIND $ids AS id
 MATCH (:Action {id: id})-[:CAUSED]->(e:Effect)
 RETURN e.kind, e.live, e.held, count(e), sum(e.amount)
 """, rows.EffectStateCount)
+
+# --- trust, suspicion and time travel ---
+# Every fact version with its writer, the sources the writer ingested and the facts it read: the lineage
+# that trust follows (provenance.trust), and the earlier versions a source's facts may contradict.
+FACT_LINEAGE = Query("""
+MATCH (w:Action)-[:WROTE]->(f:Fact)
+OPTIONAL MATCH (w)-[:INGESTED]->(s:Source)
+WITH w, f, collect(DISTINCT s.id) AS sources
+OPTIONAL MATCH (w)-[:READ]->(r:Fact)
+RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, w.status, sources, collect(DISTINCT r.id)
+""", rows.FactLineage)
+# When each source first appeared: its first live ingesting action by seq and when that one ran, and how
+# many live actions ingested it.
+SOURCE_FIRST_SEEN = Query("""
+MATCH (a:Action)-[:INGESTED]->(s:Source) WHERE NOT a.status IN $dead
+WITH s, a ORDER BY a.seq
+RETURN s.id, collect(a.id)[0], collect(a.seq)[0], collect(a.recorded_at)[0], count(a)
+""", rows.SourceFirstSeen)
+# One action as its time-travel page shows it, with the sources it ingested.
+ACTION_RECORD = Query("""
+MATCH (a:Action {id: $id})
+OPTIONAL MATCH (a)-[:INGESTED]->(s:Source)
+RETURN a.id, a.agent, a.seq, a.ticket, a.status, a.recorded_at, a.incident, a.decision, a.prev_decision,
+       a.read_keys, a.parent, collect(s.id)
+""", rows.ActionRecord)
+# The fact versions an action's READ edges point at now (a re-run's edges replace the original run's).
+ACTION_READ_VERSIONS = Query("MATCH (:Action {id: $id})-[:READ]->(f:Fact) RETURN f.key, f.version", rows.FactRef)
+# When an action ran (Action.recorded_at): the moment an API `as_of_action` stands for.
+ACTION_RAN_AT = Query("MATCH (a:Action {id: $id}) RETURN a.recorded_at", rows.RanAt)

@@ -232,3 +232,50 @@ class CachedResponse(NamedTuple):
     key: str
     value: str
 
+
+
+# --- trust, suspicion and time travel ---
+class FactLineage(NamedTuple):
+    """A fact version with its writer, the sources the writer ingested and the fact ids it read."""
+    id: int
+    key: str
+    value: str  # JSON
+    version: int
+    seq: float
+    active: bool
+    writer: int
+    writer_status: str
+    sources: list[str]
+    read: list[int]
+
+
+class SourceFirstSeen(NamedTuple):
+    source: str
+    action: int
+    seq: float
+    ran_at: str | None
+    ingesters: int
+
+
+class ActionRecord(NamedTuple):
+    id: int
+    agent: str
+    seq: float
+    ticket: str | None
+    status: str
+    ran_at: str | None
+    incident: int | None
+    decision: str | None
+    prev_decision: str | None
+    read_keys: list[str] | None
+    parent: int | None
+    ingested: list[str]
+
+
+class FactRef(NamedTuple):
+    key: str
+    version: int
+
+
+class RanAt(NamedTuple):
+    ran_at: str | None

@@ -192,7 +192,7 @@ def fact_history(*, workspace: str, key: str) -> list[dict]:
     } for r in rows]
 
 
-def _parse(ts: str | None) -> datetime | None:
+def parse_clock(ts: str | None) -> datetime | None:
     # A recorded clock without an offset (a plain date given on back-fill) is read as UTC, so that it
     # compares with the aware timestamps the recorder writes instead of raising TypeError.
     if not ts:
@@ -202,22 +202,34 @@ def _parse(ts: str | None) -> datetime | None:
 
 
 def fact_as_of(*, workspace: str, key: str, at: datetime, clock: str = "known") -> dict | None:
-    """The value of `key` as the system knew it at `at` (clock="known"), or as valid in the world at
-    `at` (clock="valid"). Versions whose validity is unknown are never guessed to be valid."""
+    """The value of `key` as the system knew it at `at` (clock="known"), as valid in the world at
+    `at` (clock="valid"), or as stored then (clock="system"). Versions whose validity is unknown are
+    never guessed to be valid."""
+    return version_as_of(fact_history(workspace=workspace, key=key), at=at, clock=clock)
+
+
+CLOCKS = ("known", "valid", "system")
+
+
+def version_as_of(versions: list[dict], *, at: datetime, clock: str) -> dict | None:
+    """Of a fact's versions (fact_history, in seq order), the one that held at `at` on `clock`:
+    known — learned (known_at) and written (system_at) by then and not yet invalidated; system —
+    written by then and not yet invalidated, whenever it was learned; valid — valid in the world then
+    (valid_from/valid_until) and still standing."""
+    if clock not in CLOCKS:
+        raise ValueError("clock must be 'known', 'valid' or 'system'")
     best = None
-    for v in fact_history(workspace=workspace, key=key):
-        invalidated = _parse(v["invalidated_at"])
-        if clock == "known":
-            known, written = _parse(v["known_at"]), _parse(v["system_at"])
-            if not (known and written and known <= at and written <= at):
+    for v in versions:
+        invalidated = parse_clock(v["invalidated_at"])
+        if clock in ("known", "system"):
+            known, written = parse_clock(v["known_at"]), parse_clock(v["system_at"])
+            if not (written and written <= at) or (clock == "known" and not (known and known <= at)):
                 continue
             if invalidated and invalidated <= at:
                 continue
-        elif clock == "valid":
-            start, end = _parse(v["valid_from"]), _parse(v["valid_until"])
+        else:
+            start, end = parse_clock(v["valid_from"]), parse_clock(v["valid_until"])
             if start is None or start > at or (end is not None and end <= at) or not v["active"]:
                 continue
-        else:
-            raise ValueError("clock must be 'known' or 'valid'")
         best = v
     return best

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import views
+from kintsugi_site.api import decide, views
 
 app_name = "api"
 
@@ -17,6 +17,10 @@ urlpatterns = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema", permission_classes=[]), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema", permission_classes=[]), name="redoc"),
     path("actions/<int:action_id>/explain/", views.ExplainView.as_view(), name="action-explain"),
+    path("sources/<int:pk>/what-if/", decide.WhatIfView.as_view(), name="source-what-if"),
+    path("workspaces/<int:pk>/suspicious-sources/", decide.SuspiciousSourcesView.as_view(),
+         name="workspace-suspicious-sources"),
+    path("workspaces/<int:pk>/actions/<int:action_id>/", decide.ActionAtView.as_view(), name="workspace-action"),
     *router.urls,
     re_path(r"^[\s\S]*$", views.NotFoundView.as_view(), name="not-found"),  # any character, newlines too
 ]

@@ -42,7 +42,7 @@ from kintsugi_site.api.serializers import (
     WorkspaceSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import selectors as provenance_selectors, tenancy, validation
+from provenance import selectors as provenance_selectors, tenancy, time_travel, validation
 from provenance.models import Source
 from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident, open_incident_id
@@ -126,15 +126,14 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
         except validation.InvalidInput as exc:
             raise ApiError(str(exc), code="invalid", details={"key": str(exc)}) from None
         q = _valid(FactQuerySerializer, request.query_params)
-        versions = provenance_selectors.fact_history(workspace=workspace.name, key=key)
-        if not versions:
-            raise ApiError(f"no fact {key!r} in workspace {workspace.name!r}", code="not_found", status_code=404)
+        versions = time_travel.fact_page(workspace=workspace, key=key)["versions"]  # a 404 when there are none
         as_of = q.get("as_of")
-        held = (provenance_selectors.fact_as_of(workspace=workspace.name, key=key, at=as_of, clock=q["clock"])
-                if as_of else None)
+        if q.get("as_of_action"):
+            as_of = time_travel.ran_at(workspace=workspace, action_id=q["as_of_action"])
+        held = provenance_selectors.version_as_of(versions, at=as_of, clock=q["clock"]) if as_of else None
         return Response(FactHistorySerializer({
             "workspace": workspace.name, "key": key, "clock": q["clock"], "as_of": as_of,
-            "value_as_of": held, "versions": versions}).data)
+            "as_of_action": q.get("as_of_action"), "value_as_of": held, "versions": versions}).data)
 
 
 # --- sources --------------------------------------------------------------------------------------------

@@ -227,6 +227,7 @@ REST_FRAMEWORK = {
         "explain": env("KINTSUGI_API_RATE_EXPLAIN", default="120/min"),
         "report": env("KINTSUGI_API_RATE_REPORT", default="30/min"),
         "flag": env("KINTSUGI_API_RATE_FLAG", default="30/min"),
+        "what_if": env("KINTSUGI_API_RATE_WHAT_IF", default="30/min"),
     },
 }
 # Incident report downloads from the admin (JSON, CSV, PDF), per user: PDFs cost seconds of CPU each.
@@ -262,3 +263,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "WARNING"},
 }
 
+# Deciding before flagging (repairs.what_if, repairs.suspicious): a flag page whose radius is over
+# KINTSUGI_WHAT_IF_INLINE_MAX actions computes its what-if in a Celery task behind a progress bar; the
+# ranking of sources worth a look runs a what-if on at most KINTSUGI_SUSPICIOUS_WHAT_IFS of them, each
+# with a radius of at most KINTSUGI_SUSPICIOUS_WHAT_IF_MAX_RADIUS actions.
+KINTSUGI_WHAT_IF_INLINE_MAX = env.int("KINTSUGI_WHAT_IF_INLINE_MAX", default=2000)
+KINTSUGI_SUSPICIOUS_WHAT_IFS = env.int("KINTSUGI_SUSPICIOUS_WHAT_IFS", default=3)
+KINTSUGI_SUSPICIOUS_WHAT_IF_MAX_RADIUS = env.int("KINTSUGI_SUSPICIOUS_WHAT_IF_MAX_RADIUS", default=5000)

@@ -85,7 +85,7 @@ def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url,
     token = lead.auth_token.key
     tools = {t.name for t in call(mcp_url, token).tools}
     assert {"blast_radius", "explain_path", "flag_source", "incident_status", "review_items", "approve_item",
-            "reject_item"} <= tools
+            "reject_item", "what_if", "suspicious_sources"} <= tools
 
     radius = call(mcp_url, token, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
     assert not radius.is_error, radius.content
@@ -225,3 +225,22 @@ def test_mcp_review_keeps_four_eyes_roles_and_tenancy(mcp_url, repaired_desk, ma
     assert item.status == "pending" and not AuditEvent.objects.filter(action="item.approved").exists()
     refusals = AuditEvent.objects.filter(action__in=("item.refused", "refused"), via="mcp")
     assert {e.actor_name for e in refusals} >= {lead.username, auditor.username, outsider.username}
+
+
+def test_mcp_what_if_tells_the_exact_outcome_and_changes_nothing(mcp_url, desk, make_user):
+    ws, source, lead = desk
+    answer = call(mcp_url, lead.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert not answer.is_error, answer.content
+    wi = answer.structured_content
+    assert (wi["blast_radius"], wi["compensations"], wi["amount_reversed"]) == (25, 10, {"USD": 40000})
+    assert len(wi["tickets_changed"]) == 5 and wi["fingerprint"]
+    assert AuditEvent.objects.filter(action="what_if.viewed", via="mcp", actor=lead).count() == 1
+    ranked = call(mcp_url, lead.auth_token.key, "suspicious_sources", {"workspace": ws.name})
+    assert ranked.structured_content["sources"][0]["source"] == POISONED_PAGE
+    auditor = make_user("mcp-wi-auditor", roles=["Auditor"], workspaces=[ws])
+    refused = call(mcp_url, auditor.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert refused.is_error and "Support lead" in refused.content[0].text
+    outsider = make_user("mcp-wi-outsider", roles=["Support lead"])
+    hidden = call(mcp_url, outsider.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert hidden.is_error and "unknown workspace" in hidden.content[0].text
+    assert not Incident.objects.exists()

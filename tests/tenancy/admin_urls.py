@@ -127,6 +127,16 @@ def requests_for(name: str, b) -> list[Request] | None:
         "compensation_auditevent_verify": [
             Request("GET", reverse("admin:compensation_auditevent_verify"), kind="list"),
             Request("GET", reverse("admin:compensation_auditevent_verify") + f"?workspace={b.workspace.pk}")],
+        "provenance_source_trust": [Request("POST", reverse("admin:provenance_source_trust", args=[source]),
+                                            {"trust": "untrusted", "reason": "x"})],
+        "provenance_source_what_if_progress": [Request("GET", reverse("admin:provenance_source_what_if_progress",
+                                                                      args=[source]))],
+        "provenance_workspace_suspicious": [Request("GET", reverse("admin:provenance_workspace_suspicious",
+                                                                   args=[b.workspace.pk]))],
+        "provenance_workspace_action": [Request("GET", reverse("admin:provenance_workspace_action",
+                                                               args=[b.workspace.pk, b.action_id]))],
+        "provenance_workspace_fact": [Request("GET", reverse("admin:provenance_workspace_fact",
+                                                             args=[b.workspace.pk, "vip_rules"]))],
         "compensation_auditevent_export": [
             Request("GET", reverse("admin:compensation_auditevent_export") + q, kind="export")
             for q in ("?format=json", f"?format=json&incident={incident}", "?format=csv")],
