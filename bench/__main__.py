@@ -1,7 +1,9 @@
 """kintsugi benchmarks: `python -m bench` runs all four and prints a table per benchmark;
 `python -m bench recorder|radius|repair|workers [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
-runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench
-agents [--quick]` compares recording over HTTP with recording in-process. Results also go to
+runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench desk
+[--quick]` the review desk's pages beside their baselines; `python -m bench what_if [--sizes ...] [--quick]` times the
+what-if of a flag against the real repair's walk on the same desk and `python -m bench agents [--quick]` recording over HTTP against recording in-process
+(none is part of "all"). Results also go to
 bench/results/latest.json (gitignored).
 
 Sizes: recorder and radius take desk sizes in actions; repair and workers take desk sizes in tickets (a ticket is
@@ -24,9 +26,10 @@ DEFAULTS = {
     # the full run uses 15,000 (~39k actions); `python -m bench repair --sizes 38000` runs the big one.
     "repair": {"full": [15_000], "quick": [150]},
     "workers": {"full": [15_000], "quick": [300]},
+    "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "agents")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "agents")  # run only when named
 
 
 def _git_commit() -> str:
@@ -46,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run under two minutes")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     args = parser.parse_args(argv)
-    if args.sizes and args.benchmark in ("all",) + EXTRA:
-        parser.error("--sizes needs one benchmark: recorder, radius, repair or workers")
+    if args.sizes and args.benchmark in ("all", "admin"):
+        parser.error("--sizes needs one benchmark: recorder, radius, repair, workers or what_if")
 
     started = time.perf_counter()
     common.setup()
@@ -83,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             from bench import radius
 
             out = radius.run(sizes, args.quick)
+        elif name == "what_if":
+            from bench import what_if
+
+            out = {"runs": [what_if.run(n, args.quick) for n in sizes]}
         elif name == "workers":
             from bench import workers
 

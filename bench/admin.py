@@ -6,7 +6,7 @@ Data:
    3,000 tickets with --quick), never flagged, for the dashboard, the Source change list and the flag
    preview (the blast radius of partner-blog/policy-update over the whole desk);
 2. a repaired desk: a smaller desk (400 tickets; 150 with --quick) flagged with
-   repairs.services.flag_source(via="cli") and repaired with repairs.services.run_repair (CELERY_TASK_ALWAYS_EAGER
+   repairs.services.flag_source(via="cli") and repaired with repairs.job.run_repair (CELERY_TASK_ALWAYS_EAGER
    is False, so the repair runs here), compensation drafting on: a real incident with real drafted items
    and audit events. A 38k-ticket repair takes ~13 minutes (bench/README.md), so the incident pages use
    this smaller incident;
@@ -150,6 +150,7 @@ def run(quick: bool) -> dict:
     from django.test import Client
     from django.urls import reverse
 
+    import repairs.job as job
     import repairs.services as services
     from bench.repair import QueryLog, drafting
     from compensation.models import AuditEvent, CompensationItem
@@ -176,8 +177,8 @@ def run(quick: bool) -> dict:
     small = Workspace.objects.get(name=INCIDENT_WORKSPACE)
     incident = services.flag_source(workspace=small, source_id=POISONED_PAGE, actor=user, reason="bench",
                                     via=Incident.Via.CLI)
-    with drafting(True):
-        incident = services.run_repair(incident_id=incident.pk)
+    with drafting(True, lambda seconds: None):
+        incident = job.run_repair(incident_id=incident.pk)
     incident.refresh_from_db()
     res["setup_s"]["incident_desk_and_repair"] = time.perf_counter() - t0
     res["incident"] = {"id": incident.pk, "actions": small_summary["actions"], "status": incident.status, "blast_radius": incident.blast_radius,

@@ -19,6 +19,7 @@ import time
 from collections import deque
 
 from bench import common
+from provenance.vocabulary import DEAD
 
 FLAGGED = "partner-blog/policy-update"
 SOURCES = ["acme/refund-policy", "acme/vip-program", FLAGGED]
@@ -28,7 +29,6 @@ REFUND_SHARE = 0.6
 TICKETS_PER_CUSTOMER = 4
 DEAD_SHARE = 0.005
 BATCH = 20_000
-DEAD = ("poisoned", "superseded")
 
 # --- candidate queries (one round trip each) ---
 _BFS = """

@@ -5,7 +5,7 @@
 2. warm: a full replay without the flagged page into a scratch graph (what repairs.verify.record_baseline
    does); it also puts the clean model answers into the FalkorDB cache, so the repair below runs with
    cached model calls;
-3. repair: repairs.services.flag_source(via="cli") then repairs.services.run_repair(incident_id=...) called
+3. repair: repairs.services.flag_source(via="cli") then repairs.job.run_repair(incident_id=...) called
    here (CELERY_TASK_ALWAYS_EAGER is False; the enqueue goes to the bench's private broker and is never
    consumed). Phases are timed by wrapping compute_plan (walk), apply_step (apply), record_baseline and
    diff_workspace (verify: record_baseline = a full replay with cached model calls, then export/diff). The model client
@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from functools import wraps
 
 from bench import common
+from provenance.vocabulary import CHANGED, DEAD
 
 SEED = 7
 WORKSPACE = "bench-repair"
-CHANGED = ("poisoned", "rerun_changed", "superseded", "new")
 # Above this, compensation drafting is switched off for the timed repair and measured on small desks
 # instead (drafting_probe): it is one model call, one row and one audit event per item, ~0.6 items per
 # ticket, so minutes at 15,000+ tickets; it also was quadratic in the radius before efcf7b3.
@@ -88,29 +88,14 @@ def _actor():
     return user
 
 
-def full_replay(ws, *, excluded: set[str], graph_suffix: str) -> tuple[int, float]:
-    """Re-run every root action of the workspace (minus the flagged page's ingesters) into a scratch graph."""
-    import json
+def full_replay(ws, *, excluded: set[str]) -> tuple[int, float]:
+    """Re-run every root action of the workspace (minus the flagged page's ingesters): the product's own
+    verification baseline (repairs.verify.record_baseline), timed."""
+    from repairs.verify import record_baseline
 
-    from provenance import queries
-    from provenance.graph import Graph, workspace_graph
-    from provenance.recorder import RecordingSession
-    from provenance.selectors import ingesters
-
-    graph = workspace_graph(ws.name)
-    scratch = Graph(f"bench:{ws.name}:{graph_suffix}")
-    scratch.delete()
     t0 = time.perf_counter()
-    tainted = {a for s in excluded for a in ingesters(graph, s)}
-    session = RecordingSession(graph=scratch, workspace=ws.name, sources=dict(ws.sources.values_list("source_id", "content")),
-                               effects="sandbox", excluded_sources=excluded, load=False)
-    for aid, agent, _, payload in graph.ro_query(queries.ROOT_ACTIONS):
-        if aid not in tainted:
-            session.run_root(agent, json.loads(payload))
-    session.flush()
-    secs = time.perf_counter() - t0
-    scratch.delete()
-    return len(session.recorded), secs
+    actions = record_baseline(workspace=ws, excluded=excluded)
+    return actions, time.perf_counter() - t0
 
 
 def edges_and_statuses(graph) -> tuple[set[tuple[int, int]], dict[int, str]]:
@@ -130,61 +115,40 @@ def edges_and_statuses(graph) -> tuple[set[tuple[int, int]], dict[int, str]]:
 
 def minimum_reexecutions(edges: set[tuple[int, int]], status: dict[int, str]) -> set[int]:
     changed = {a for a, s in status.items() if s in CHANGED}
-    return {b for a, b in edges if a in changed and status.get(b) not in ("poisoned", "superseded", "new")}
+    return {b for a, b in edges if a in changed and status.get(b) not in (*DEAD, "new")}
 
 
-DRAFTS = "drafts (repair_planned + repair_finished receivers)"
-DRAFTING_SIGNALS = (("repair_planned", "compensation.draft_for_planned_repair", "draft_for_planned_repair"),
-                    ("repair_finished", "compensation.draft_for_repair", "draft_for_repair"))
+DRAFTS = "drafts (the job's draft step)"
 
 
 @contextmanager
-def drafting(enabled: bool):
-    """Compensation drafting (the repair_planned and repair_finished receivers) on or off for one repair."""
-    import compensation.receivers as receivers
-    import repairs.signals as signals
+def drafting(enabled: bool, record):
+    """The repair job's drafting step on or off for one repair, timed: record(seconds) after each call."""
+    import repairs.job as job
 
-    if not enabled:
-        for signal, uid, _ in DRAFTING_SIGNALS:
-            getattr(signals, signal).disconnect(dispatch_uid=uid)
-    try:
-        yield
-    finally:
+    orig = job.draft_repair
+
+    def draft_repair(**kw):
         if not enabled:
-            for signal, uid, fn in DRAFTING_SIGNALS:
-                getattr(signals, signal).connect(getattr(receivers, fn), dispatch_uid=uid)
+            return True
+        t0 = time.perf_counter()
+        try:
+            return orig(**kw)
+        finally:
+            record(time.perf_counter() - t0)
 
-
-@contextmanager
-def timed_drafting(record):
-    """Time the drafting signals' receivers: record(seconds) after each send."""
-    import repairs.signals as signals
-
-    def wrap(signal):
-        orig = signal.send
-
-        def send(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return orig(*a, **k)
-            finally:
-                record(time.perf_counter() - t0)
-        return send
-
-    sigs = [getattr(signals, name) for name, _, _ in DRAFTING_SIGNALS]
-    for sig in sigs:
-        sig.send = wrap(sig)
+    job.draft_repair = draft_repair
     try:
         yield
     finally:
-        for sig in sigs:
-            del sig.send
+        job.draft_repair = orig
 
 
 def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict:
     from django.conf import settings
 
     import repairs.engine as engine
+    import repairs.job as job
     import repairs.services as services
     import repairs.verify as verify
     from provenance import llm
@@ -218,7 +182,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
 
     common.log(f"repair: full replay #1 of {summary['actions']:,} actions (warms the clean model answers)")
     llm.reset_client()
-    n1, s1 = full_replay(ws, excluded={POISONED_PAGE}, graph_suffix="replay")
+    n1, s1 = full_replay(ws, excluded={POISONED_PAGE})
     c1 = llm.get_client()
     res["replay_warming"] = {"actions": n1, "seconds": s1, "actions_per_s": n1 / s1, "model_calls": c1.calls,
                              "cache_hits": c1.hits}
@@ -230,8 +194,8 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     qlog = QueryLog()
     phases = common.Stopwatch()
     walk_detail = common.Stopwatch()
-    orig = {"compute_plan": services.compute_plan, "apply_step": services.apply_step,
-            "verify_incident": services.verify_incident, "record_baseline": verify.record_baseline,
+    orig = {"compute_plan": job.compute_plan, "apply_step": job.apply_step,
+            "verify_incident": job.verify_incident, "record_baseline": verify.record_baseline,
             "export_state": verify.export_state, "execute": RecordingSession.execute,
             "radius_actions": engine.radius_actions, "_load": engine.RepairWalk._load,
             "_supersede_load": None}
@@ -289,7 +253,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
             return orig["_load"](self, ids)
 
     saved_q = qlog.install()
-    services.compute_plan, services.apply_step, services.verify_incident = compute_plan, apply_step, verify_incident
+    job.compute_plan, job.apply_step, job.verify_incident = compute_plan, apply_step, verify_incident
     verify.record_baseline, verify.export_state = record_baseline, export_state
     engine.radius_actions, engine.RepairWalk._load = radius, load
     try:
@@ -300,12 +264,12 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         flag_s = time.perf_counter() - t0
         RecordingSession.execute = execute
         t0 = time.perf_counter()
-        with drafting(with_drafting), timed_drafting(drafted):
-            incident = services.run_repair(incident_id=incident.pk)
+        with drafting(with_drafting, drafted):
+            incident = job.run_repair(incident_id=incident.pk)
         total_s = time.perf_counter() - t0
     finally:
-        services.compute_plan, services.apply_step = orig["compute_plan"], orig["apply_step"]
-        services.verify_incident = orig["verify_incident"]
+        job.compute_plan, job.apply_step = orig["compute_plan"], orig["apply_step"]
+        job.verify_incident = orig["verify_incident"]
         verify.record_baseline, verify.export_state = orig["record_baseline"], orig["export_state"]
         RecordingSession.execute = orig["execute"]
         engine.radius_actions, engine.RepairWalk._load = orig["radius_actions"], orig["_load"]
@@ -355,6 +319,7 @@ def _items(incident) -> int:
 
 def drafting_probe(sizes: list[int]) -> list[dict]:
     """Compensation drafting time against desk size (the drafting receivers, timed alone)."""
+    import repairs.job as job
     import repairs.services as services
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
@@ -370,12 +335,12 @@ def drafting_probe(sizes: list[int]) -> list[dict]:
         incident = services.flag_source(workspace=ws, source_id=POISONED_PAGE, actor=_actor(), reason="bench",
                                         via=Incident.Via.CLI)
         t = {"s": 0.0}
-        with timed_drafting(lambda seconds: t.__setitem__("s", t["s"] + seconds)):
-            incident = services.run_repair(incident_id=incident.pk)
+        with drafting(True, lambda seconds: t.__setitem__("s", t["s"] + seconds)):
+            incident = job.run_repair(incident_id=incident.pk)
         items = _items(incident)
         out.append({"tickets": n, "radius": incident.blast_radius, "items": items, "seconds": t.get("s"),
                     "ms_per_item": t["s"] / items * 1e3 if items and t.get("s") else None})
-    common.table("Compensation drafting after a repair (repair_planned and repair_finished receivers)",
+    common.table("Compensation drafting after a repair (the job's draft step)",
                  ["tickets", "blast radius", "items drafted", "seconds", "ms per item"],
                  [[d["tickets"], d["radius"], d["items"], d["seconds"], d["ms_per_item"]] for d in out],
                  [f"ms per item, largest / smallest desk: {_growth(out):.2f} (flat = linear drafting)"])

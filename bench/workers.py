@@ -137,7 +137,7 @@ def run(tickets: int, quick: bool) -> dict:
     common.log(f"workers: warming the model cache on a {tickets:,}-ticket desk")
     desk_run(workspace="bench-workers-warm", tickets=tickets, seed=SEED, reason="bench")
     llm.reset_client()
-    full_replay(get_workspace("bench-workers-warm"), excluded={POISONED_PAGE}, graph_suffix="replay")
+    full_replay(get_workspace("bench-workers-warm"), excluded={POISONED_PAGE})
     rows = []
     for label, parts, workers, helpers in CONFIGS:
         common.log(f"workers: {label}")

@@ -1,6 +1,6 @@
 """Compensation: what people do about the effects a repair could not undo.
 
-After a repair (repairs.signals.repair_finished) every invalidated effect becomes a review item, netted
+While a repair is verified (repairs.job's draft step) every invalidated effect becomes a review item, netted
 per ticket against the replacements the repair produced (compensation.drafting); the drafts are
 written through the model client and validated as untrusted text (compensation.validation). Reviewers
 approve or reject them in the admin, the API or `manage.py review` (compensation.services, four-eyes

@@ -14,7 +14,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from compensation import selectors, sequencing, services
+from compensation import edits, effect_kinds, selectors, sequencing, services
 from compensation.case_admin import CaseViews
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
@@ -22,6 +22,7 @@ from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_totals, parse_money
 from provenance import tenancy
 from provenance.models import Ticket
+from repairs import ticket_story
 from repairs.models import Incident
 
 VIA = "admin"
@@ -169,14 +170,18 @@ class CompensationItemAdmin(CaseViews, WorkspaceScoped, admin.ModelAdmin):
             "paths": [{"effect_id": p["effect_id"], "role": p["role"], "text": selectors.path_text(p["steps"]),
                        "steps": p["steps"]} for p in item.path],
             "history": selectors.item_history(item=item),
+            "edits": edits.edit_diffs([item]).get(item.pk, []),
+            "story": ticket_story.story(incident=item.incident, ticket=item.ticket_id),
+            "decides": effect_kinds.decides(item),
+            "can_set_customer": (self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING
+                                 and item.waiting_for_ticket and not item.moves_money),
             "waits_for": sequencing.waits_for(item) if item.status in (CompensationItem.Status.PENDING,
                                                                         CompensationItem.Status.APPROVED) else None,
             "case_url": reverse("admin:compensation_compensationitem_case", args=[item.incident_id, item.ticket_id]),
             "can_review": self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING,
             "editable": services.EDITABLE_FIELDS[item.kind],
             "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),
-            "item_history_url": reverse("admin:compensation_auditevent_changelist")
-            + f"?subject_type=compensation_item&subject_id={item.pk}",
+            "item_history_url": reverse("admin:compensation_auditevent_changelist") + f"?item={item.pk}",
             "incident_history_url": reverse("admin:compensation_auditevent_changelist") + f"?incident__id__exact={item.incident_id}",
             "can_export": request.user.has_perm("compensation.export_auditevent"),
             "export_url": reverse("admin:compensation_auditevent_export"),
@@ -205,7 +210,13 @@ class CompensationItemAdmin(CaseViews, WorkspaceScoped, admin.ModelAdmin):
                     edits["amount_cents"] = cents
                 services.approve_item(item=item, actor=request.user, reason=reason, via=VIA, edits=edits)
             elif decision == "reject":
-                services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
+                rejected = services.reject_item(item=item, actor=request.user, reason=reason, via=VIA)
+                if warning := sequencing.rejection_warning(rejected):
+                    messages.warning(request, warning)
+            elif decision == "set_customer":
+                services.set_customer(item=item, name=request.POST.get("customer_name", ""),
+                                      email=request.POST.get("customer_email", ""), actor=request.user,
+                                      reason=reason, via=VIA)
             elif decision == "redraft":
                 services.redraft_item(item=item, actor=request.user, reason=reason or "redraft", via=VIA)
             else:

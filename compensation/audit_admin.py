@@ -1,18 +1,20 @@
 """The audit trail in the admin: each user sees the chains of the workspaces they may see (superusers:
 all of them, the system chain included), newest first, with each chain's verification and its latest
-signed checkpoint above the list. The export is scoped the same way: another workspace's rows never
-appear."""
+signed checkpoint above the list, filters by incident, item and actor, and a "verify the chain" page
+that prints what `manage.py verify_audit` prints. The export is scoped the same way: another
+workspace's rows never appear."""
 from __future__ import annotations
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from compensation import audit, chains, selectors
-from compensation.models import AuditEvent
+from compensation.models import AuditEvent, CompensationItem
 from kintsugi_site.admin_tenancy import WorkspaceScoped
 
 
@@ -54,12 +56,39 @@ class ActorFilter(admin.SimpleListFilter):
         return queryset.filter(actor_name=self.value()) if self.value() else queryset
 
 
+class ItemFilter(admin.SimpleListFilter):
+    """One compensation item's events (the item pages link here with it). The choices are the items of
+    the incident chosen in the incident filter, else the newest items the person may see."""
+
+    title = "compensation item"
+    parameter_name = "item"
+
+    def lookups(self, request, model_admin):
+        from provenance import tenancy
+
+        items = tenancy.scoped(CompensationItem.objects.all(), user=request.user, path="incident__workspace")
+        incident = request.GET.get("incident__id__exact", "")
+        if incident.isdigit():
+            items = items.filter(incident_id=int(incident))
+        rows = items.order_by("-pk").values_list("pk", "kind", "ticket_id")[:50]
+        labels = dict(CompensationItem.Kind.choices)
+        return [(str(pk), f"#{pk} {labels.get(kind, kind)} · {ticket}") for pk, kind, ticket in rows]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        if not value.isdigit():
+            return queryset.none()
+        return queryset.filter(subject_type="compensation_item", subject_id=value)
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(WorkspaceScoped, admin.ModelAdmin):
     # What a person reads first: when, who, what and why; the chain position and hash after.
     list_display = ("at", "actor_name", "action", "subject", "reason", "status_change", "via", "chain", "seq",
                     "short_hash")
-    list_filter = (AuditIncidentFilter, ActorFilter, "action", "via", "subject_type")
+    list_filter = (AuditIncidentFilter, ItemFilter, ActorFilter, "action", "via", "subject_type")
     search_fields = ("reason", "actor_name", "subject_id", "action")
     list_per_page = 100
     # Ids grow across all chains: the newest event first, whichever chain it is in (the changelist
@@ -112,14 +141,38 @@ class AuditEventAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def get_urls(self):
         wrap = self.admin_site.admin_view
-        return [path("export/", wrap(self.export_view), name="compensation_auditevent_export")] + super().get_urls()
+        return [path("export/", wrap(self.export_view), name="compensation_auditevent_export"),
+                path("verify/", wrap(self.verify_view), name="compensation_auditevent_verify")] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
         extra = {"can_export": request.user.has_perm("compensation.export_auditevent"),
+                 "verify_url": reverse("admin:compensation_auditevent_verify"),
                  "export_url": reverse("admin:compensation_auditevent_export"),
                  "export_query": request.GET.urlencode(),
                  "chains": chains.verify_all(workspace_ids=selectors.visible_chains(user=request.user))}
         return super().changelist_view(request, {**extra, **(extra_context or {})})
+
+    def verify_view(self, request):
+        """"Verify the chain": the result `manage.py verify_audit` gives (the same function, the same
+        lines), for the chains the person may see. The system chain (users and memberships of every
+        workspace) is a superuser's only, as its rows are: a workspace's auditor would read other teams'
+        membership changes in it. ?workspace=<id> verifies one chain (`system`: the system chain)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        visible = selectors.visible_chains(user=request.user)
+        wanted = request.GET.get("workspace", "")
+        if wanted:
+            chain = None if wanted == "system" else (int(wanted) if wanted.isdigit() else "?")
+            if chain not in visible:
+                raise Http404(f"no audit chain {wanted}")
+            visible = [chain]
+        result = chains.verify_output(chains.verify_all(workspace_ids=visible))
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Verify the audit chain",
+                   "result": result, "command": "python manage.py verify_audit" + (
+                       f" --workspace {'system' if wanted == 'system' else chains.chain_name(visible[0])}"
+                       if wanted else ""),
+                   "changelist_url": reverse("admin:compensation_auditevent_changelist")}
+        return TemplateResponse(request, "admin/compensation/auditevent/verify.html", context)
 
     def export_view(self, request):
         """The (filtered) trail as CSV (formula-safe) or JSON, each chain oldest first."""

@@ -126,6 +126,8 @@ class CaseViews:
                 done = case_decisions.decide_case_item(case=case, item_id=int(item_id), actor=request.user,
                                                        decision=decision, reason=reason, via=VIA)
                 messages.success(request, f"Item #{done.pk}: {decision} recorded.")
+                if warning := sequencing.rejection_warning(done):
+                    messages.warning(request, warning)
                 held = sequencing.waits_for(done) if done.status == done.Status.APPROVED else None
                 if held is not None:
                     messages.info(request, f"Item #{done.pk} waits for the {held.get_kind_display()} #{held.pk}: "

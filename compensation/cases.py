@@ -16,16 +16,19 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 
 from compensation import sequencing
+from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
 from kintsugi_site.money import format_money
 from provenance import tenancy
+from repairs import ticket_story
 from repairs.models import ActionOutcome, Incident
 from repairs.wording import describe
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 INCIDENT_LIMIT = 20
 # The order a case's items leave in: money first, then the email that explains it, then the rest.
-KIND_ORDER = {K.REFUND_REVERSAL: 0, K.REPLACEMENT_REFUND: 1, K.CORRECTION_EMAIL: 2, K.REPLACEMENT_EMAIL: 3}
+KIND_ORDER = {K.REFUND_REVERSAL: 0, K.REPLACEMENT_REFUND: 1, K.CORRECTION_EMAIL: 2, K.REPLACEMENT_EMAIL: 3,
+              K.MANUAL_COMPENSATION: 4}
 GONE = (St.REJECTED, St.CANCELLED)
 
 
@@ -45,6 +48,7 @@ class CaseItem:
     item: CompensationItem
     waits_for: CompensationItem | None = None  # approved, held until this money item is approved
     refused_money: CompensationItem | None = None  # the money item it explains was rejected
+    edits: list = field(default_factory=list)  # compensation.edits.FieldEdit rows, when a reviewer edited it
 
     @property
     def held(self) -> bool:
@@ -70,6 +74,9 @@ class CaseItem:
             return f"a reversal request of {i.amount_display} to payments (reference {i.payment_reference})"
         if i.kind == K.REPLACEMENT_REFUND:
             return f"a refund of {i.amount_display} to {i.customer_email}"
+        if i.kind == K.MANUAL_COMPENSATION:
+            effect = i.original[0] if i.original else {"kind": "effect"}
+            return f"nothing through kintsugi: a person compensates the {effect['kind']} by hand"
         return f"an email to {i.customer_email}: {i.subject}"
 
 
@@ -82,6 +89,7 @@ class Case:
     currency: str
     summary: str
     items: list[CaseItem] = field(default_factory=list)
+    story: object | None = None  # repairs.ticket_story.TicketStory, loaded for one case's page
 
     @property
     def key(self) -> tuple[int, str]:
@@ -126,6 +134,11 @@ class Case:
 
 def _sentence(items: list[CompensationItem], triage: dict, currency: str) -> str:
     """"Refunded $120.00 in full under the flagged rule; under the clean policy: reply, no refund"."""
+    manual = [e for i in items if i.kind == K.MANUAL_COMPENSATION for e in i.original]
+    if manual and all(i.kind == K.MANUAL_COMPENSATION for i in items):
+        what = ", ".join(f"a {e['kind']}" + (f" of {format_money(e['amount_cents'], e['currency'])}"
+                                             if e.get("amount_cents") else "") for e in manual)
+        return f"Recorded {what} under the flagged rule; kintsugi cannot undo it: a person compensates it by hand"
     facts = next((i.facts for i in items if i.facts.get("refunded_cents") or i.facts.get("replacement_cents")),
                  items[0].facts)
     before, after = triage.get("before") or {}, triage.get("after") or {}
@@ -199,11 +212,19 @@ def cases(*, user, incident: Incident | None = None, status: str | None = None) 
 
 
 def case(*, user, incident_id: int, ticket: str) -> Case | None:
-    """One case, if `user` may see it; None otherwise (as for a case that does not exist)."""
+    """One case, if `user` may see it, with its ticket's before → after and its items' edits; None
+    otherwise (as for a case that does not exist)."""
     items = list(tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
                  .filter(incident_id=incident_id, ticket_id=ticket).select_related("incident", "decided_by")
                  .defer("incident__plan", "incident__verification"))
-    return _build(items)[0] if items else None
+    if not items:
+        return None
+    found = _build(items)[0]
+    diffs = edit_diffs(items)
+    for entry in found.items:
+        entry.edits = diffs.get(entry.item.pk, [])
+    found.story = ticket_story.story(incident=items[0].incident, ticket=ticket)
+    return found
 
 
 def totals(found: list[Case]) -> dict:

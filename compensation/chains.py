@@ -192,3 +192,28 @@ def verify_all(*, workspace_ids: Iterable[int | None] | None = None, public_key=
     ids = chains_in_use() if workspace_ids is None else list(workspace_ids)
     return [verify_chain(workspace=ws, checkpoint=latest.get(checkpoints.chain_label(ws)), public_key=public_key)
             for ws in ids]
+
+
+@dataclass
+class VerifyOutput:
+    """What `manage.py verify_audit` prints for some chains: the admin's verify page shows the same lines."""
+
+    stdout: list[str]
+    stderr: list[str]
+    exit_code: int
+    statuses: list[ChainStatus]
+
+    @property
+    def holds(self) -> bool:
+        return self.exit_code == 0
+
+
+def verify_output(statuses: list[ChainStatus]) -> VerifyOutput:
+    """The command's lines for `statuses` (verify_all's result): a summary per chain that holds, the first
+    broken row of each broken chain on stderr, then a line per broken chain; exit code 1 if any broke."""
+    broken = [s for s in statuses if not s.holds]
+    out = [s.summary() for s in statuses if s.holds]
+    err = [str(s.broken) for s in broken]
+    out += [f"checked {s.rows} rows of chain {s.name}; first broken row: chain={s.name} seq={s.broken.seq}"
+            + (f" id={s.broken.id}" if s.broken.id is not None else "") for s in broken]
+    return VerifyOutput(stdout=out, stderr=err, exit_code=1 if broken else 0, statuses=statuses)

@@ -9,6 +9,8 @@ Netting, per ticket of an incident:
   replacement emails (the new confirmation) are folded into it: one email explains the difference.
 - replacement emails of tickets whose refund was not netted (a reply instead of a refund) stay
   `replacement_email` items; replacement refunds without anything invalidated stay `replacement_refund`.
+- effects of any other kind (compensation.effect_kinds: kinds registered without netting, and kinds
+  nobody registered, which fall back to a manual compensation) become one item each, carrying the effect.
 
 Drafting goes through the model client (provenance.llm): Gemini with a structured output schema when a
 key is set, the deterministic offline drafters below otherwise. Everything a drafter returns is untrusted
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from compensation.effect_kinds import effect_kind, item_for
 from provenance.llm import model_task
 
 REVERSAL_TASK = "draft_refund_reversal"
@@ -50,9 +53,13 @@ def plan_items(effects: list[dict]) -> list[PlannedItem]:
     """Group invalidated and replacement effects by ticket and net them (see the module docstring).
     `effects` are dicts with role, kind, ticket, amount_cents, currency, effect_id, details."""
     by_ticket: dict[str, dict[tuple[str, str], list[dict]]] = defaultdict(lambda: defaultdict(list))
+    one_each: list[dict] = []
     for e in effects:
         if e["role"] in ("invalidated", "replacement"):
-            by_ticket[e["ticket"]][(e["role"], e["kind"])].append(e)
+            if effect_kind(e["kind"]).netted:
+                by_ticket[e["ticket"]][(e["role"], e["kind"])].append(e)
+            else:
+                one_each.append(e)
     items: list[PlannedItem] = []
     for ticket in sorted(by_ticket):
         g = by_ticket[ticket]
@@ -88,6 +95,9 @@ def plan_items(effects: list[dict]) -> list[PlannedItem]:
             folded = []
         items.extend(PlannedItem("replacement_email", ticket, 0, e["currency"], [e], "replacement", netting)
                      for e in rep_emails if e not in folded)
+    # Never silence: whatever kintsugi cannot net or send itself still reaches a person, with the effect.
+    items.extend(PlannedItem(item_for(e), e["ticket"] or "", 0, e["currency"], [e], f"{e['role']}_{e['kind']}", {})
+                 for e in sorted(one_each, key=lambda e: (e["ticket"] or "", e["effect_id"])))
     return items
 
 

@@ -9,20 +9,25 @@ import logging
 import os
 import socket
 import zlib
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import Q
 
-from compensation import audit
+from compensation import audit, effect_kinds
+from compensation.customers import ticket_facts
 from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import validate_draft
 from kintsugi_site import locks
+from kintsugi_site.locks import advisory_lock
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
 from provenance.scrub import scrub_secrets
+from provenance.vocabulary import ActionStatus
+from repairs.faults import fault_point
 from repairs.models import Incident, RepairEffect
 
 log = logging.getLogger(__name__)
@@ -40,9 +45,9 @@ def _outcome_index(incident: Incident, tickets: set[str] | None = None) -> tuple
     path's handoff chain stays within its ticket; the poisoned actions have none)."""
     rows = incident.outcomes.all()
     if tickets is not None:
-        rows = rows.filter(Q(ticket__in=tickets) | Q(ticket="") | Q(ticket__isnull=True) | Q(status="poisoned"))
+        rows = rows.filter(Q(ticket__in=tickets) | Q(ticket="") | Q(ticket__isnull=True) | Q(status=ActionStatus.POISONED))
     outcomes = {o.action_id: o for o in rows}
-    return outcomes, sorted((o for o in outcomes.values() if o.status == "poisoned"), key=lambda o: o.seq)
+    return outcomes, sorted((o for o in outcomes.values() if o.status == ActionStatus.POISONED), key=lambda o: o.seq)
 
 
 def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
@@ -63,11 +68,11 @@ def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
             aid = outcomes[aid].parent_id
         chain.reverse()
         steps = [{"node": "source", "label": incident.source_id, "edge": ""}]
-        if poisoned and (not chain or chain[0].status != "poisoned"):
+        if poisoned and (not chain or chain[0].status != ActionStatus.POISONED):
             p = poisoned[0]
             steps.append({"node": "action", "label": f"{p.agent} #{p.action_id}", "status": p.status, "edge": "INGESTED"})
         for i, o in enumerate(chain):
-            edge = "INGESTED" if o.status == "poisoned" else ("FEEDS" if i == 0 else "HANDED_OFF")
+            edge = "INGESTED" if o.status == ActionStatus.POISONED else ("FEEDS" if i == 0 else "HANDED_OFF")
             steps.append({"node": "action", "label": f"{o.agent} #{o.action_id}" + (f" ({o.ticket})" if o.ticket else ""),
                           "status": o.status, "edge": edge})
         steps.append({"node": "effect", "label": f"{e['kind']} #{e['effect_id']}", "status": e["role"], "edge": "CAUSED"})
@@ -87,14 +92,7 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
         "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
     }
-    if ticket is None:
-        facts.update({"customer": "", "customer_email": "", "payment_reference": "", "currency": planned.currency,
-                      "paid_cents": 0, "ticket_text": "", "ticket_missing": True})
-    else:
-        facts.update({"customer": ticket.customer_name, "customer_email": ticket.customer_email,
-                      "payment_reference": ticket.payment_reference, "currency": ticket.currency,
-                      "paid_cents": ticket.amount_cents,
-                      "ticket_text": "\n".join([ticket.customer_email, ticket.subject, ticket.body])})
+    facts.update(ticket_facts(ticket, currency=planned.currency))
     return facts
 
 
@@ -110,6 +108,10 @@ def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None
 def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
     kind = planned.kind
+    if kind == K.MANUAL_COMPENSATION:
+        # No model text: the note says what a person has to do about the effect it carries.
+        return ({"to": facts["customer_email"], "subject": "", "body": effect_kinds.manual_note(planned.effects[0]),
+                 "amount_cents": 0, "currency": planned.currency, "payment_reference": ""}, "kintsugi (manual)", "", [])
     request = _model_request(planned, facts)
     if request is not None:
         task, model_input = request
@@ -147,6 +149,51 @@ def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list
             f"{backend_label()} (compose_email, repair re-run)", registered_task("compose_email").prompt_version, [])
 
 
+@dataclass
+class DraftedItem:
+    """What drafting makes of one planned item before anything is saved."""
+
+    planned: PlannedItem
+    facts: dict
+    draft: dict
+    drafted_by: str
+    prompt_version: str
+    problems: list[str]
+
+
+def draft_key(incident: Incident, planned: PlannedItem) -> str:
+    return f"{incident.pk}:{planned.kind}:{planned.ticket}:{planned.draft_suffix}"
+
+
+def planned_items(*, incident: Incident, effects: list[dict], lock: bool) -> tuple[list, list[PlannedItem], dict]:
+    """(earlier items this repair supersedes, the items its effects net to, the superseded items' paths
+    by effect id). `effects` are RepairEffect-shaped dicts; with `lock` the superseded items are locked
+    for update (the caller's transaction), without it they are only read (a what-if)."""
+    cancelled = {e["effect_id"] for e in effects if e["role"] == RepairEffect.Role.CANCELLED}
+    superseded, carried, carried_paths = _superseded_items(incident, cancelled, lock=lock)
+    planned = plan_items([e for e in effects if e["role"] != RepairEffect.Role.CANCELLED] + carried)
+    return superseded, planned, carried_paths
+
+
+def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[DraftedItem]:
+    """Draft each planned item: its facts, the model's text and what validation finds wrong with it.
+    Writes nothing but new model answers to the shared response cache, so the same planned items
+    drafted again (the real repair after a what-if) come out the same."""
+    tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
+                                                             ticket_id__in={p.ticket for p in planned})}
+    todo = [(p, _facts(p, tickets.get(p.ticket), incident)) for p in planned]
+    client = get_client()
+    client.prefetch([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None])
+    out = []
+    for p, facts in todo:
+        draft, drafted_by, version, drafting_problems = write_draft(p, facts)
+        # validate_draft says too when the item waits for its ticket (compensation.customers).
+        problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
+        out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))
+    client.flush()
+    return out
+
+
 DRAFT_PARTS = 4  # drafting is split by ticket into this many parts, so that idle workers can share it
 
 
@@ -168,34 +215,23 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     as an invalidated effect.
 
     With `parts` > 1 only the tickets of one part (by a hash of the ticket id) are drafted, and nothing
-    is counted (None): items never span tickets, so parts drafted apart (draft_ahead) come out as one
+    is counted (None): items never span tickets, so parts drafted apart (draft_repair) come out as one
     call would."""
     effects, items = incident.effects.all(), CompensationItem.objects.filter(incident=incident)
     part_tickets = None
     if parts > 1:
         part_tickets = {t for t in incident.effects.values_list("ticket", flat=True).distinct() if _in_part(t, part, parts)}
         effects, items = effects.filter(ticket__in=part_tickets), items.filter(ticket_id__in=part_tickets)
-    effects = list(effects)
-    cancelled = {e.effect_id for e in effects if e.role == RepairEffect.Role.CANCELLED}
+    effects = [_effect_dict(e) for e in effects]
     with transaction.atomic():
-        if cancelled:
+        if any(e["role"] == RepairEffect.Role.CANCELLED for e in effects):
             audit.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
-        superseded, carried, carried_paths = _superseded_items(incident, cancelled)
-        planned = plan_items([_effect_dict(e) for e in effects if e.role != RepairEffect.Role.CANCELLED] + carried)
-        tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
-                                                                 ticket_id__in={p.ticket for p in planned})}
+        superseded, planned, carried_paths = planned_items(incident=incident, effects=effects, lock=True)
         existing = set(items.values_list("draft_key", flat=True))
         # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
         # wait only for the short write part.
-        todo = []
-        for p in planned:
-            key = f"{incident.pk}:{p.kind}:{p.ticket}:{p.draft_suffix}"
-            if key not in existing:
-                todo.append((key, p, _facts(p, tickets.get(p.ticket), incident)))
-        client = get_client()
-        client.prefetch([(*r, None) for r in (_model_request(p, facts) for _, p, facts in todo) if r is not None])
-        drafted = [(key, p, facts, *write_draft(p, facts)) for key, p, facts in todo]
-        client.flush()
+        drafted = draft_planned(planned=[p for p in planned if draft_key(incident, p) not in existing],
+                                incident=incident)
         # Loaded once: building each item's path from a fresh query made drafting quadratic.
         index = _outcome_index(incident, part_tickets) if drafted else None
         audit.lock_chain(incident.workspace_id)
@@ -207,51 +243,51 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         # In bulk: one INSERT for the items, one for their effect links, one for their audit events
         # (a statement trigger keeps the queue totals), instead of ~10 round trips per item.
         new_items = []
-        for key, p, facts, draft, drafted_by, version, drafting_problems in drafted:
-            problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
-            if facts.get("ticket_missing"):
-                problems = [f"ticket {p.ticket} no longer exists in the workspace"] + problems
+        for d in drafted:
+            p, facts, draft = d.planned, d.facts, d.draft
             new_items.append(CompensationItem(
-                incident=incident, kind=p.kind, draft_key=key, ticket_id=p.ticket,
+                incident=incident, kind=p.kind, draft_key=draft_key(incident, p), ticket_id=p.ticket,
                 customer_email=facts["customer_email"], facts=facts, original=p.effects,
                 path=_paths(incident, p.effects, carried_paths, index),
                 to=draft["to"][:320], subject=draft["subject"][:300], body=draft["body"],
                 payment_reference=draft["payment_reference"][:64], amount_cents=draft["amount_cents"],
-                currency=(draft["currency"] or "")[:8], drafted_by=drafted_by, prompt_version=version,
-                valid=not problems, problems=problems,
+                currency=(draft["currency"] or "")[:8], drafted_by=d.drafted_by, prompt_version=d.prompt_version,
+                valid=not d.problems, problems=d.problems,
             ))
         CompensationItem.objects.bulk_create(new_items, batch_size=1000)
         link = CompensationItem.effects.through
         link.objects.bulk_create([link(compensationitem_id=item.pk, repaireffect_id=e["repair_effect"])
-                                  for item, (_, p, *_) in zip(new_items, drafted) for e in p.effects], batch_size=5000)
+                                  for item, d in zip(new_items, drafted) for e in d.planned.effects], batch_size=5000)
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)
         audit.record_many([dict(
             action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
             reason=reason, incident_id=incident.pk, to_status=St.PENDING,
             data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
                   "currency": item.currency, "valid": item.valid, "problems": item.problems,
-                  "drafted_by": item.drafted_by, "effects": [e["effect_id"] for e in p.effects],
-                  "carried_from": sorted({e["carried_from"] for e in p.effects if e.get("carried_from")}),
+                  "drafted_by": item.drafted_by, "effects": [e["effect_id"] for e in d.planned.effects],
+                  "carried_from": sorted({e["carried_from"] for e in d.planned.effects if e.get("carried_from")}),
                   "worker": worker})
-            for item, (_, p, *_) in zip(new_items, drafted)], workspace=incident.workspace_id)
+            for item, d in zip(new_items, drafted)], workspace=incident.workspace_id)
     if parts > 1:
         return None
+    return compensation_count(incident=incident)
+
+
+def compensation_count(*, incident: Incident) -> int:
+    """How many of the incident's items compensate invalidated effects (its `compensations` count);
+    replacement items are drafted beside them but not counted."""
     return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
 
 
-DRAFT_LOCK = locks.DRAFT_PART  # advisory lock namespace: (DRAFT_LOCK, incident id * DRAFT_PARTS + part) while a part is drafted
-
-
-def draft_ahead(*, incident: Incident, wait: bool) -> bool:
-    """Draft a repair's items as soon as its plan is known, while the repair is still being verified:
-    by the repairing worker and by idle ones meanwhile, each taking the parts nobody has taken. Items
-    cannot be decided before the incident is repaired (_decide). False when another worker is drafting
-    a part and `wait` is off; with `wait` it returns once every part is drafted."""
-    from repairs.runtime import advisory_lock, fault_point
-
+def draft_repair(*, incident: Incident, wait: bool) -> bool:
+    """Draft a repair's items as soon as its plan is checkpointed, while the repair is still being
+    applied and verified: by the repairing worker and by idle ones meanwhile, each taking the parts
+    nobody has taken. Items cannot be decided before the incident is repaired (_decide). False when
+    another worker is drafting a part and `wait` is off; with `wait` it returns once every part is
+    drafted."""
     done = True
     for part in range(DRAFT_PARTS):
-        with advisory_lock(DRAFT_LOCK, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
+        with advisory_lock(locks.DRAFT_PART, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
             if mine:
                 draft_compensations(incident=incident, actor=None, reason="repair planned", via="worker",
                                     part=part, parts=DRAFT_PARTS)
@@ -260,17 +296,18 @@ def draft_ahead(*, incident: Incident, wait: bool) -> bool:
     return done
 
 
-def _superseded_items(incident: Incident, cancelled: set[int]) -> tuple[list[CompensationItem], list[dict], dict]:
-    """Earlier items (same workspace run) holding a replacement this repair cancelled, locked; the
-    effects to net again here; and their old paths by effect id."""
+def _superseded_items(incident: Incident, cancelled: set[int], *, lock: bool = True
+                      ) -> tuple[list[CompensationItem], list[dict], dict]:
+    """Earlier items (same workspace run) holding a replacement this repair cancelled, locked (unless
+    `lock` is off); the effects to net again here; and their old paths by effect id."""
     if not cancelled:
         return [], [], {}
     pks = set(CompensationItem.objects.filter(
         incident__workspace_id=incident.workspace_id, incident__run_number=incident.run_number,
         effects__effect_id__in=cancelled, effects__role=RepairEffect.Role.REPLACEMENT,
-        status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident=incident).values_list("pk", flat=True))
-    items = list(CompensationItem.objects.select_for_update(of=("self",)).select_related("incident")
-                 .filter(pk__in=pks).order_by("pk"))
+        status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident_id=incident.pk).values_list("pk", flat=True))
+    rows = CompensationItem.objects.select_for_update(of=("self",)) if lock else CompensationItem.objects
+    items = list(rows.select_related("incident").filter(pk__in=pks).order_by("pk"))
     carried, paths = [], {}
     for item in items:
         for p in item.path:

@@ -4,9 +4,10 @@ The idempotency key (`compensation:<item id>`) is recorded with the approval, be
 Execution then runs in three steps:
 1. lock the item; an executed item is a no-op, anything but an approved item is refused, an email still
    waiting for the money item it explains (compensation.sequencing) is left for later; count the attempt;
-2. deliver, carrying the key: a ledger row (reversal request or payment) is created with
+2. deliver, carrying the key, as the item kind's registration says (compensation.effect_kinds): a ledger row (reversal request or payment) is created with
    get_or_create on its unique idempotency key, and an email goes through Django's email framework with
-   the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once;
+   the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once; a manual
+   compensation sends nothing (a person did it; the approval's reason says what);
 3. lock the item again and mark it executed (once: a concurrent or repeated run finds it executed).
 A retry, a double click or a worker that dies between 2 and 3 repeats step 2 with the same key and
 sends nothing twice. With a real SMTP backend instead of the outbox, a crash between 2 and 3 could
@@ -14,13 +15,11 @@ send an email twice unless the relay honours the key; the ledger is always exact
 """
 from __future__ import annotations
 
-from django.core.mail import EmailMessage
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, sequencing
+from compensation import audit, effect_kinds, sequencing
 from compensation.models import CompensationItem
-from provenance.models import LedgerEntry, OutboxEmail
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 
@@ -30,30 +29,14 @@ class NotApproved(ValueError):
 
 
 def deliver(item: CompensationItem) -> dict:
-    """Send one approved item with its idempotency key. Safe to call any number of times."""
-    key = item.execution_key
-    if not key:
+    """Send one approved item with its idempotency key, the way its kind's registration delivers it
+    (compensation.effect_kinds). Safe to call any number of times."""
+    if not item.execution_key:
         raise NotApproved(f"item #{item.pk} has no execution key (it was never approved)")
-    incident = item.incident
-    if item.moves_money:
-        invalidated = [e["effect_id"] for e in item.original if e["role"] == "invalidated"]
-        entry, created = LedgerEntry.objects.get_or_create(idempotency_key=key, defaults=dict(
-            workspace_id=incident.workspace_id, run_number=incident.run_number,
-            kind=LedgerEntry.Kind.REVERSAL_REQUEST if item.kind == K.REFUND_REVERSAL else LedgerEntry.Kind.PAYMENT,
-            ticket_id=item.ticket_id, amount_cents=item.amount_cents, currency=item.currency,
-            effect_id=(invalidated or [e["effect_id"] for e in item.original] or [None])[0],
-            reference=item.payment_reference,
-        ))
-        return {"ledger_entry": entry.pk, "created": created}
-    if OutboxEmail.objects.filter(idempotency_key=key).exists():
-        return {"outbox": "already filed", "created": False}
-    # The recipient is the ticket's customer (validated equal to the draft's `to` at approval).
-    sent = EmailMessage(
-        subject=item.subject, body=item.body, to=[item.customer_email],
-        headers={"X-Kintsugi-Workspace": incident.workspace.name, "X-Kintsugi-Run": str(incident.run_number),
-                 "X-Kintsugi-Idempotency": key, "X-Kintsugi-Compensation": str(item.pk)},
-    ).send()
-    return {"outbox": "sent", "created": bool(sent)}
+    registration = effect_kinds.item_kind(item.kind)
+    if registration is None:
+        raise NotApproved(f"item #{item.pk} is of kind {item.kind!r}, which nothing delivers")
+    return registration.deliver(item)
 
 
 def execute_item(*, item_id: int, via: str = "worker", actor=None) -> CompensationItem:

@@ -9,8 +9,11 @@ Kinds of item (what `review_queue` lists as "kind"):
   one email that explains the difference.
 - `replacement_refund` / `replacement_email`: effects the repair itself produced (re-runs, new actions).
   They were held, never sent, and wait for approval in the same queue.
-The first two are the "compensation items" an incident counts (one per invalidated effect group); the
-replacement kinds are listed beside them.
+- `manual_compensation`: an effect of a kind kintsugi cannot undo or perform (one nobody registered in
+  compensation.effect_kinds, such as a team's `store_credit`), invalidated or held by the repair. It
+  carries the original effect; approving it records what a person did by hand, and nothing leaves.
+The refund reversal, the correction email and the manual compensation are the "compensation items" an
+incident counts (one per invalidated effect group); the replacement kinds are listed beside them.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ class CompensationItem(models.Model):
         CORRECTION_EMAIL = "correction_email", "customer correction email"
         REPLACEMENT_REFUND = "replacement_refund", "replacement refund"
         REPLACEMENT_EMAIL = "replacement_email", "replacement email"
+        MANUAL_COMPENSATION = "manual_compensation", "manual compensation"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -58,7 +62,7 @@ class CompensationItem(models.Model):
         REJECTED = "rejected"
         CANCELLED = "cancelled"
 
-    COMPENSATION_KINDS = (Kind.REFUND_REVERSAL, Kind.CORRECTION_EMAIL)
+    COMPENSATION_KINDS = (Kind.REFUND_REVERSAL, Kind.CORRECTION_EMAIL, Kind.MANUAL_COMPENSATION)
     MONEY_KINDS = (Kind.REFUND_REVERSAL, Kind.REPLACEMENT_REFUND)
     EMAIL_KINDS = (Kind.CORRECTION_EMAIL, Kind.REPLACEMENT_EMAIL)
 
@@ -159,6 +163,11 @@ class CompensationItem(models.Model):
     @property
     def moves_money(self) -> bool:
         return self.kind in self.MONEY_KINDS
+
+    @property
+    def waiting_for_ticket(self) -> bool:
+        """Drafted while its ticket was not in the workspace, and still waiting for it (or for a customer)."""
+        return bool(self.facts.get("ticket_missing")) and any(p.startswith("waiting for ticket") for p in self.problems)
 
     @property
     def approvable(self) -> bool:

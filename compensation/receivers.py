@@ -1,32 +1,20 @@
-"""How the compensation app hears about repairs and people: drafting after a repair, cancelling on close,
+"""How the compensation app hears about repairs and people: cancelling on close,
 the audit event for every incident transition and every change of workspace membership."""
 from django.contrib.auth import get_user_model
 from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
 from compensation import audit
-from compensation.drafts import draft_ahead, draft_compensations
 from compensation.services import cancel_incident_items
 from provenance.membership import current_attribution
 from provenance.models import Workspace
 from repairs.models import IncidentTransition
-from repairs.signals import incident_closed, repair_finished, repair_planned
-
-
-@receiver(repair_finished, dispatch_uid="compensation.draft_for_repair")
-def draft_for_repair(sender, incident, **kwargs) -> int:
-    """Returns the number of compensation items for invalidated effects (the incident's count)."""
-    return draft_compensations(incident=incident, actor=None, reason="repair finished", via="worker")
-
-
-@receiver(repair_planned, dispatch_uid="compensation.draft_for_planned_repair")
-def draft_for_planned_repair(sender, incident, wait=True, **kwargs) -> bool:
-    return draft_ahead(incident=incident, wait=wait)
+from repairs.signals import incident_closed
 
 
 @receiver(incident_closed, dispatch_uid="compensation.cancel_for_closed_incident")
-def cancel_for_closed_incident(sender, incident, actor=None, reason="", via="worker", **kwargs) -> int:
-    return cancel_incident_items(incident=incident, actor=actor, reason=reason or "incident closed", via=via)
+def cancel_for_closed_incident(sender, incident, actor=None, reason="", via="worker", **kwargs) -> None:
+    cancel_incident_items(incident=incident, actor=actor, reason=reason or "incident closed", via=via)
 
 
 # Every IncidentTransition row (flag, repair start, blocked, repaired, failed, retry, close) is mirrored

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.urls import reverse
 
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
@@ -175,8 +175,10 @@ def compensation_items(*, incident: Incident) -> list[dict]:
     """Every compensation item of `incident` with its decision and audit history (for the report), in
     two queries whatever the number of items."""
     from compensation.audit import export_row
+    from compensation.edits import edit_diffs
 
     items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
+    diffs = edit_diffs(items)
     history: dict[str, list[dict]] = defaultdict(list)
     for event in AuditEvent.objects.filter(subject_type="compensation_item",
                                            subject_id__in=[str(i.pk) for i in items]).order_by("seq"):
@@ -189,6 +191,8 @@ def compensation_items(*, incident: Incident) -> list[dict]:
         "decided_by": i.decided_by.get_username() if i.decided_by else None,
         "decided_at": i.decided_at.isoformat() if i.decided_at else None, "decision_reason": i.decision_reason,
         "executed_at": i.executed_at.isoformat() if i.executed_at else None, "history": history[str(i.pk)],
+        # An edited item: each field as drafted and as approved (compensation.edits).
+        "edit": [{**e.as_dict(), "label": e.label, "pieces": e.pieces} for e in diffs.get(i.pk, [])],
     } for i in items]
 
 
@@ -210,12 +214,6 @@ def money_totals(items) -> dict[str, int]:
 
 def item_history(*, item: CompensationItem) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(subject_type="compensation_item", subject_id=str(item.pk)).order_by("seq")
-
-
-def incident_history(*, incident: Incident) -> QuerySet[AuditEvent]:
-    """The incident's own transitions and every event of its items."""
-    return AuditEvent.objects.filter(Q(incident_id=incident.pk) | Q(subject_type="incident", subject_id=str(incident.pk))
-                                     ).order_by("seq")
 
 
 def flagged_source(*, item: CompensationItem) -> Source | None:

@@ -1,17 +1,21 @@
-"""Which item of a ticket waits for which: an email that explains a money item does not leave before it.
+"""Which item of a ticket waits for which: an email about a money item does not leave before it.
 
-A ticket's `correction_email` explains the money item drafted beside it (the `refund_reversal`, or the
-`replacement_refund` of a refund that grew): "we will ask for $55.00 back". Sent before that money item
-is approved, it would promise something a reviewer may still refuse. So:
+A ticket's emails speak of the money item drafted beside it (the `refund_reversal`, or the
+`replacement_refund` of a refund that grew or that the repair produced): the `correction_email` explains
+it ("we will ask for $55.00 back"), and a `replacement_email` states the ticket's outcome under the clean
+policy ("this order does not qualify for a refund", "we have refunded $40.00"). Either, sent before the
+money item is approved, would state something a reviewer may still refuse. So:
 - approving such an email while its money item is pending records the approval but holds execution
   (`waits_for` names the item it waits for; compensation.execution skips it);
 - approving the money item releases the emails waiting on it (`released_by`), each executed exactly
   once through the execution key written at its own approval;
-- rejecting the money item leaves the email unsendable as drafted: a pending one is marked invalid with
-  a problem saying so, and approving it unedited is refused (reject it, or edit it so it stands alone);
-  one already approved stays held.
-Limits: the link is per (incident, ticket); a ticket has at most one money item and one correction email
-(compensation.drafting nets them), so "the" money item is well defined.
+- rejecting the money item leaves its emails unsendable as drafted, and says so: a pending one is marked
+  invalid with a problem naming the rejected item, and one already approved and held is reopened
+  (approved → pending, with the same problem) instead of waiting for an approval that cannot come.
+  Either way a reviewer then rejects it, or edits it so it stands alone (approving it unedited is
+  refused); the case page lists it under "needs a decision" with the warning.
+Limits: the link is per (incident, ticket); a ticket has at most one money item (compensation.drafting
+nets them), so "the" money item is well defined.
 """
 from __future__ import annotations
 
@@ -19,13 +23,13 @@ from compensation.models import CompensationItem
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 EXPLAINED_KINDS = (K.REFUND_REVERSAL, K.REPLACEMENT_REFUND)
-EXPLAINING_KINDS = (K.CORRECTION_EMAIL,)
+EXPLAINING_KINDS = (K.CORRECTION_EMAIL, K.REPLACEMENT_EMAIL)
 # A money item in one of these has gone ahead: the email that explains it may leave.
 GONE_AHEAD = (St.APPROVED, St.EXECUTED)
 
 
 def explained_item(item: CompensationItem, *, siblings=None) -> CompensationItem | None:
-    """The money item `item` (a correction email) explains, or None. `siblings`: the items of the same
+    """The money item `item` (an email of the ticket) speaks of, or None. `siblings`: the items of the same
     incident and ticket already loaded (a case's), to answer without a query."""
     if item.kind not in EXPLAINING_KINDS:
         return None
@@ -68,6 +72,24 @@ def released_by(money: CompensationItem) -> list[int]:
     return list(explaining_emails(money).filter(status=St.APPROVED).order_by("pk").values_list("pk", flat=True))
 
 
+def marked_by_rejection(money: CompensationItem) -> list[CompensationItem]:
+    """The emails a rejected `money` item left needing a decision (what the reviewer is warned about)."""
+    if money.status not in (St.REJECTED, St.CANCELLED):
+        return []
+    return list(explaining_emails(money).filter(status=St.PENDING, valid=False).order_by("pk"))
+
+
+def rejection_warning(money: CompensationItem) -> str:
+    """One sentence for the reviewer who just rejected `money` (empty when no email was affected)."""
+    marked = marked_by_rejection(money)
+    if not marked:
+        return ""
+    listed = ", ".join(f"the {e.get_kind_display()} #{e.pk}" for e in marked)
+    return (f"{listed} spoke of the rejected {money.get_kind_display()} #{money.pk} and will not go out as "
+            f"written: reject {'it' if len(marked) == 1 else 'them'}, or edit {'it' if len(marked) == 1 else 'them'} "
+            f"to stand alone.")
+
+
 def rejection_problem(money: CompensationItem) -> str:
-    return (f"explains {money.get_kind_display()} #{money.pk}, which was rejected: reject this email, "
-            f"or redraft it and edit it to match")
+    return (f"speaks of {money.get_kind_display()} #{money.pk}, which was rejected: reject this email, "
+            f"or edit it so it stands alone")

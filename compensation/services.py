@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, sequencing
+from compensation import audit, customers, effect_kinds, sequencing
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem
@@ -34,6 +34,7 @@ EDITABLE_FIELDS = {
     K.REPLACEMENT_REFUND: ("amount_cents", "body"),
     K.CORRECTION_EMAIL: ("to", "subject", "body"),
     K.REPLACEMENT_EMAIL: ("to", "subject", "body"),
+    K.MANUAL_COMPENSATION: ("body",),
 }
 
 
@@ -52,9 +53,14 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
     if actor is not None:
         # Redrafting decides nothing (the new draft still needs a second person), so no four-eyes here.
         _require_reviewer(item, actor, via=via, action="redraft", four_eyes=False)
-    refreshed = CompensationItem.objects.get(pk=item.pk)
+    refreshed = CompensationItem.objects.select_related("incident").get(pk=item.pk)
     if refreshed.status != St.PENDING:
         _refuse(refreshed, actor, via, "redraft", DecisionRefused(f"item #{item.pk} is {refreshed.status}; only pending items are redrafted"))
+    # A ticket that appeared since the item was drafted: the new draft is written for its customer.
+    ticket_found = customers.refreshed(refreshed.facts, workspace_id=refreshed.incident.workspace_id,
+                                       ticket_id=refreshed.ticket_id)
+    if ticket_found is not None:
+        refreshed.facts = ticket_found
     planned = PlannedItem(refreshed.kind, refreshed.ticket_id, refreshed.facts.get("max_cents") or 0,
                           refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
                           {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
@@ -65,6 +71,9 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
         item = CompensationItem.objects.select_for_update().get(pk=item.pk)
         if item.status != St.PENDING:
             raise DecisionRefused(f"item #{item.pk} is {item.status}; only pending items are redrafted")
+        facts_before = item.facts
+        if ticket_found is not None:
+            item.facts, item.customer_email = ticket_found, ticket_found["customer_email"]
         problems = problems or validate_draft(kind=item.kind, draft=draft, facts=item.facts)
         before = _draft_fields(item)
         for name in ("to", "subject", "body", "payment_reference", "amount_cents", "currency"):
@@ -75,8 +84,44 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                      workspace=refreshed.incident.workspace_id,
                      to_status=item.status, data={"before": before, "after": _draft_fields(item), "valid": item.valid,
-                                                  "problems": problems, "drafted_by": drafted_by})
+                                                  "problems": problems, "drafted_by": drafted_by,
+                                                  **({"ticket_found": item.ticket_id,
+                                                      "customer_before": facts_before.get("customer_email", "")}
+                                                     if ticket_found is not None else {})})
     return item
+
+
+def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason: str, via: str) -> CompensationItem:
+    """Name the customer of a pending email whose ticket is not in the workspace, then draft it again for
+    them. Money items wait for the ticket itself (its payment reference); four-eyes applies, since the
+    customer is whom the email goes to."""
+    reason = validation.reason(reason, field="reason")
+    email = validation.email(email, field="customer email")
+    name = validation.text(name, field="customer name", max_length=200).strip()
+    current = CompensationItem.objects.select_related("incident").get(pk=item.pk)
+    _require_reviewer(current, actor, via=via, action="set customer")
+    try:
+        with transaction.atomic():
+            audit.lock_chain(current.incident.workspace_id)
+            item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
+            if item.status != St.PENDING:
+                raise DecisionRefused(f"item #{item.pk} is {item.status}; only a pending item's customer is set")
+            if not item.facts.get("ticket_missing"):
+                raise DecisionRefused(f"item #{item.pk} has its ticket {item.ticket_id}: the customer is the ticket's")
+            if item.moves_money:
+                raise DecisionRefused(f"item #{item.pk} moves money: add ticket {item.ticket_id} (its payment "
+                                      f"reference is needed), then draft again")
+            before = {"customer": item.facts.get("customer", ""), "customer_email": item.customer_email}
+            item.facts = {**item.facts, "customer": name, "customer_email": email, "customer_set_by": actor.get_username()}
+            item.customer_email = email
+            item.save(update_fields=["facts", "customer_email", "updated_at"])
+            audit.record(action="item.customer_set", subject_type="compensation_item", subject_id=item.pk, via=via,
+                         actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
+                         to_status=item.status, workspace=item.incident.workspace_id,
+                         data={"before": before, "after": {"customer": name, "customer_email": email}})
+    except DecisionRefused as exc:
+        _refuse(current, actor, via, "set customer", exc)
+    return redraft_item(item=item, actor=actor, reason=f"drafted again for the customer named: {reason}", via=via)
 
 
 # --- review -----------------------------------------------------------------------------------------
@@ -167,10 +212,21 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
 
 
 def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None:
-    """After a money item is rejected: its pending emails say something that will not happen now."""
+    """After a money item is rejected: its emails say something that will not happen now. Pending ones
+    are marked; approved ones still held are reopened, so none waits for an approval that cannot come."""
     problem = sequencing.rejection_problem(money)
-    for email in sequencing.explaining_emails(money).select_for_update().filter(status=St.PENDING):
-        email.valid, email.problems = False, [*email.problems, problem]
+    for email in (sequencing.explaining_emails(money).select_for_update()
+                  .filter(status__in=(St.PENDING, St.APPROVED), executed_at__isnull=True)):
+        fields = dict(valid=False, problems=[*email.problems, problem])
+        if email.status == St.APPROVED:
+            # Its execution key stays: approved again later, it is still sent at most once.
+            _set_status(email, St.PENDING, actor=actor, via=via, action="item.reopened", reason=problem,
+                        data={"rejected": money.pk, "was_approved_by": email.decided_by.get_username()
+                              if email.decided_by else None}, decided_by=None, decided_at=None,
+                        decision_reason="", **fields)
+            continue
+        for name, value in fields.items():
+            setattr(email, name, value)
         email.save(update_fields=["valid", "problems", "updated_at"])
         audit.record(action="item.needs_redraft", subject_type="compensation_item", subject_id=email.pk, via=via,
                      actor=actor, reason=problem, incident_id=email.incident_id, from_status=email.status,
@@ -228,7 +284,11 @@ def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, e
     """Approve a pending, valid draft (optionally after editing it; the edit is recorded). Refused for
     the incident's flagger while four-eyes is on, for users without the Reviewer role, for invalid drafts
     and for items already decided. Execution is enqueued after commit."""
-    reason = validation.reason(reason, required=False) or "approved"
+    reason = validation.reason(reason, required=False)
+    registration = effect_kinds.item_kind(item.kind)
+    if not reason and registration is not None and registration.reason_required:
+        raise DecisionRefused(f"say what was done: approving a {item.get_kind_display()} records it")
+    reason = reason or "approved"
     return _decide(item=item, actor=actor, reason=reason, via=via, decision="approve", edits=_checked_edits(edits))
 
 

@@ -133,34 +133,80 @@ def _money_problems(draft: dict, facts: dict) -> list[str]:
     return problems
 
 
-def validate_draft(*, kind: str, draft: dict, facts: dict) -> list[str]:
-    """Every reason the draft may not be approved (empty when it may)."""
-    problems: list[str] = []
-    if kind in ("refund_reversal", "replacement_refund"):
-        problems += _money_problems(draft, facts)
-        if (draft.get("payment_reference") or "") != (facts.get("payment_reference") or ""):
-            problems.append("payment reference: not the ticket's original payment reference")
-        problems += _recipient_problems(draft.get("to", ""), facts, "customer")
-        problems += text_problems(draft.get("body", ""), field="note", facts=facts)
-        if len(draft.get("body", "")) > MAX_BODY:
-            problems.append(f"note: longer than {MAX_BODY} characters")
-    elif kind in ("correction_email", "replacement_email"):
-        subject, body = draft.get("subject", ""), draft.get("body", "")
-        problems += _recipient_problems(draft.get("to", ""), facts, "to")
-        if not subject.strip():
-            problems.append("subject: empty")
-        if re.search(r"[\r\n\x00]", subject):
-            problems.append("subject: contains a line break (header injection)")
-        if len(subject) > MAX_SUBJECT:
-            problems.append(f"subject: longer than {MAX_SUBJECT} characters")
-        if not body.strip():
-            problems.append("body: empty")
-        if len(body) > MAX_BODY:
-            problems.append(f"body: longer than {MAX_BODY} characters")
-        problems += text_problems(subject, field="subject", facts=facts)
-        problems += text_problems(body, field="body", facts=facts)
-        if draft.get("amount_cents", 0) != 0:
-            problems.append("amount: an email moves no money")
-    else:
-        problems.append(f"unknown kind {kind!r}")
+def money_draft_problems(draft: dict, facts: dict) -> list[str]:
+    """A refund reversal's or a replacement refund's draft: the money, the reference, the customer, the note."""
+    problems = _money_problems(draft, facts)
+    if (draft.get("payment_reference") or "") != (facts.get("payment_reference") or ""):
+        problems.append("payment reference: not the ticket's original payment reference")
+    problems += _recipient_problems(draft.get("to", ""), facts, "customer")
+    problems += text_problems(draft.get("body", ""), field="note", facts=facts)
+    if len(draft.get("body", "")) > MAX_BODY:
+        problems.append(f"note: longer than {MAX_BODY} characters")
     return problems
+
+
+def email_draft_problems(draft: dict, facts: dict) -> list[str]:
+    """A customer email's draft: recipient, subject, body."""
+    subject, body = draft.get("subject", ""), draft.get("body", "")
+    problems = _recipient_problems(draft.get("to", ""), facts, "to")
+    if not subject.strip():
+        problems.append("subject: empty")
+    if re.search(r"[\r\n\x00]", subject):
+        problems.append("subject: contains a line break (header injection)")
+    if len(subject) > MAX_SUBJECT:
+        problems.append(f"subject: longer than {MAX_SUBJECT} characters")
+    if not body.strip():
+        problems.append("body: empty")
+    if len(body) > MAX_BODY:
+        problems.append(f"body: longer than {MAX_BODY} characters")
+    problems += text_problems(subject, field="subject", facts=facts)
+    problems += text_problems(body, field="body", facts=facts)
+    if draft.get("amount_cents", 0) != 0:
+        problems.append("amount: an email moves no money")
+    return problems
+
+
+def manual_draft_problems(draft: dict, facts: dict) -> list[str]:
+    """A manual compensation's note: what a person has to do by hand. Nothing leaves through kintsugi, so
+    only the note's own hygiene is checked (the reviewer's reason records what was done)."""
+    body = draft.get("body", "")
+    problems = [] if body.strip() else ["note: empty (say what has to be compensated by hand)"]
+    if len(body) > MAX_BODY:
+        problems.append(f"note: longer than {MAX_BODY} characters")
+    if _MARKUP.search(body):
+        problems.append("note: contains markup (a plain-text note has no tags)")
+    if draft.get("amount_cents", 0) != 0:
+        problems.append("amount: a manual compensation moves no money through kintsugi")
+    return problems
+
+
+def ticket_problems(kind: str, facts: dict) -> list[str]:
+    """Whether the item still waits for its ticket (it was not in the workspace when drafted): an honest
+    wait with the way out, not a failure. Money needs the ticket's payment reference; an email can go to
+    a customer a reviewer named instead."""
+    if not facts.get("ticket_missing"):
+        return []
+    ticket = facts.get("ticket")
+    from compensation.effect_kinds import item_kind
+
+    registration = item_kind(kind)
+    if registration is None or not registration.needs_ticket:
+        return []
+    if registration.moves_money:
+        return [f"waiting for ticket {ticket}: it is not in the workspace, and money moves only against the "
+                f"ticket's payment reference; add the ticket, then draft again"]
+    if facts.get("customer_set_by"):
+        return []
+    return [f"waiting for ticket {ticket}: it is not in the workspace; add the ticket, then draft again, or "
+            f"set the customer on this item"]
+
+
+def validate_draft(*, kind: str, draft: dict, facts: dict) -> list[str]:
+    """Every reason the draft may not be approved (empty when it may): the checks the item kind's
+    registration names (compensation.effect_kinds), then whether it still waits for its ticket."""
+    from compensation.effect_kinds import item_kind  # the registry names these module's checks
+
+    registration = item_kind(kind)
+    if registration is None:
+        return [f"unknown kind {kind!r}"]
+    return registration.validate(draft, facts) + ticket_problems(kind, facts)

@@ -68,9 +68,10 @@ class Client:
         found = [w for w in self.workspaces() if w["name"] == name]
         return found[0] if found else self.request("POST", "/api/v1/workspaces/", {"name": name, "reason": reason})
 
-    def put_source(self, workspace: int, source_id: str, content: str, *, reason: str, title: str = "") -> dict:
-        return self.request("POST", f"/api/v1/workspaces/{workspace}/sources/",
-                            {"source_id": source_id, "content": content, "title": title, "reason": reason})
+    def put_source(self, workspace: int, source_id: str, content: str, *, reason: str, title: str = "",
+                   trust: str | None = None) -> dict:
+        body = {"source_id": source_id, "content": content, "title": title, "reason": reason}
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/sources/", body | ({"trust": trust} if trust else {}))
 
     def put_ticket(self, workspace: int, ticket_id: str, *, reason: str, **fields: Any) -> dict:
         return self.request("POST", f"/api/v1/workspaces/{workspace}/tickets/",

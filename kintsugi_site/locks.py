@@ -8,6 +8,10 @@ tests/test_locks.py checks that no number repeats and that no product module spe
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from django.db import connection
+
 # (WORKSPACE_GRAPH, workspace id): every writer of a workspace graph (recording, repairs).
 WORKSPACE_GRAPH = 7171
 # (REPAIR, incident id): held while a repair runs; other sessions read it from pg_locks.
@@ -23,3 +27,22 @@ AUDIT_CHAIN = 7176
 
 NAMESPACES: dict[str, int] = {name: value for name, value in dict(globals()).items()
                               if name.isupper() and isinstance(value, int)}
+
+
+@contextmanager
+def advisory_lock(namespace: int, key: int, *, wait: bool):
+    """A session-level advisory lock on (namespace, key); yields whether it was taken (always, with
+    `wait`). Released on exit, also when the block raises."""
+    with connection.cursor() as cur:
+        if wait:
+            cur.execute("SELECT pg_advisory_lock(%s, %s)", [namespace, key])
+            got = True
+        else:
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [namespace, key])
+            got = cur.fetchone()[0]
+    try:
+        yield got
+    finally:
+        if got:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", [namespace, key])

@@ -1,5 +1,7 @@
 """The MCP endpoint: agents ask "what did this source touch?", why an action depends on a source, flag
-a source (opening an incident under the same rules as the admin and the API) and follow its repair.
+a source (opening an incident under the same rules as the admin and the API) and follow its repair; and
+review the compensation items (list them, approve or reject one) through the same services as the admin
+and the API, so the Reviewer role, four-eyes and the audit record are theirs.
 
 Built on the official SDK (`mcp` 2.x `MCPServer`, streamable HTTP), served by `manage.py mcp_serve`.
 - Authentication: the caller's DRF API token as a bearer token (`Authorization: Bearer <token>`),
@@ -30,20 +32,26 @@ from rest_framework.authtoken.models import Token
 from kintsugi_site.api.audit import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
+from compensation import effect_kinds, selectors as compensation_selectors, sequencing
+from compensation import services as compensation_services
+from compensation.models import CompensationItem
 from provenance import selectors as provenance_selectors, tenancy, validation
 from provenance.models import Workspace
-from repairs import selectors as repair_selectors, services as repair_services
+from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident
 
 log = logging.getLogger("kintsugi.mcp")
 
 INSTRUCTIONS = (
     "kintsugi repairs AI-agent work after a poisoned source. Use blast_radius to see what a source touched "
-    "(actions in re-execution order, tickets, live effects, money at stake), explain_path to see why one "
+    "(actions in re-execution order, tickets, live effects, money at stake), what_if for the exact outcome of "
+    "flagging it before flagging, suspicious_sources for sources worth a look, explain_path to see why one "
     "action depends on a source, flag_source to open an incident (needs the Support lead role and a "
-    "reason; the repair runs in the background) and incident_status to follow it. Agents record their work "
-    "with a recording token: open_action, memory_get, memory_set, ingest_source, handoff, record_effect and "
-    "finish_action; fact_history answers what a fact was, with as_of.")
+    "reason; the repair runs in the background) and incident_status to follow it. review_items lists the "
+    "compensation items people decide; approve_item and reject_item decide one (Reviewer role, never the "
+    "flagger of its incident, a reason to reject). Agents record their work with a recording token: "
+    "open_action, memory_get, memory_set, ingest_source, handoff, record_effect and finish_action; "
+    "fact_history answers what a fact was, with as_of.")
 
 
 # --- authentication -----------------------------------------------------------------------------------------
@@ -98,6 +106,11 @@ def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
             log.exception("MCP tool %s failed", fn.__name__)
             raise ToolError("internal error; it has been logged") from None
         status, code, message, details = mapped
+        if status == 404 and fn in (approve_item, reject_item) and user is not None:
+            # An item outside the user's workspaces: answered as missing, and the attempt is on their record.
+            record_refusal(actor=user, via=Incident.Via.MCP, attempted=f"MCP {fn.__name__}",
+                           subject_type="compensation_item", subject_id=str(kwargs.get("item", "")), status=status,
+                           code=code, message=message, workspace=None)
         if status in REFUSALS_AUDITED and fn is flag_source and user is not None:
             subject = "/".join(str(kwargs[k]) for k in ("workspace", "source"))
             record_refusal(actor=user, via=Incident.Via.MCP, attempted="MCP flag_source", subject_type="source",
@@ -143,7 +156,7 @@ def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) 
 def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[str, Any]:
     ws = _workspace(user, workspace)
     validation.source_id(source)
-    steps = repair_selectors.explain_action(workspace=ws, source=source, action_id=action_id)
+    steps = repair_explain.explain_action(workspace=ws, source=source, action_id=action_id)
     if not steps:
         raise LookupError(f"action {action_id} does not depend on source {source!r}")
     return {"workspace": ws.name, "source": source, "action": action_id, "steps": steps}
@@ -156,12 +169,87 @@ def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, 
     return repair_services.incident_summary(incident)
 
 
+def what_if(*, user, workspace: str, source: str) -> dict[str, Any]:
+    from repairs.what_if import what_if as compute
+
+    validation.source_id(source)
+    ws = _workspace(user, workspace)
+    if not user.has_perm("repairs.flag_source"):
+        raise PermissionError(f"user {user.get_username()!r} may not ask what flagging would do (Support lead role needed)")
+    return compute(workspace=ws, source=source, actor=user, via=Incident.Via.MCP).to_json()
+
+
+def suspicious_sources(*, user, workspace: str) -> dict[str, Any]:
+    from repairs.suspicious import suspicious_sources as rank
+
+    ws = _workspace(user, workspace)
+    return {"workspace": ws.name, "sources": [s.to_json() for s in rank(workspace=ws)]}
+
+
 def incident_status(*, user, incident: int) -> dict[str, Any]:
     visible = tenancy.visible_workspaces(user=user)
     found = Incident.objects.filter(pk=incident, workspace__in=visible).select_related("workspace").first()
     if found is None:
         raise LookupError(f"unknown incident {incident}")
     return repair_services.incident_summary(found)
+
+
+# --- review ----------------------------------------------------------------------------------------------------
+MAX_REVIEW_PAGE = 200
+
+
+def _item_summary(item: CompensationItem) -> dict[str, Any]:
+    """What a reviewing agent needs to decide: the draft, its money as cents and as text, and whether it
+    waits for another item (an email held until the money item it speaks of is approved)."""
+    held = sequencing.waits_for(item) if item.status in (CompensationItem.Status.PENDING,
+                                                         CompensationItem.Status.APPROVED) else None
+    return {"id": item.pk, "incident": item.incident_id, "workspace": item.incident.workspace.name, "kind": item.kind,
+            "status": item.status, "ticket": item.ticket_id, "customer_email": item.customer_email, "to": item.to,
+            "subject": item.subject, "body": item.body, "amount_cents": item.amount_cents, "currency": item.currency,
+            "amount": item.amount_display if item.moves_money else None, "valid": item.valid,
+            "problems": item.problems, "decides": effect_kinds.decides(item), "waits_for": held.pk if held else None,
+            "decided_by": item.decided_by.get_username() if item.decided_by else None,
+            "decision_reason": item.decision_reason or None}
+
+
+def _visible_item(user, item: int) -> CompensationItem:
+    found = (compensation_selectors.review_queue().filter(incident__workspace__in=tenancy.visible_workspaces(user=user))
+             .filter(pk=item).first())
+    if found is None:
+        raise LookupError(f"unknown compensation item {item}")
+    return found
+
+
+def review_items(*, user, workspace: str, incident: int | None, status: str | None, limit: int,
+                 offset: int) -> dict[str, Any]:
+    if not 1 <= limit <= MAX_REVIEW_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_REVIEW_PAGE}; page with offset")
+    if offset < 0:
+        raise ValueError("offset must be 0 or more")
+    if status is not None and status not in CompensationItem.Status.values:
+        raise ValueError(f"status must be one of {', '.join(CompensationItem.Status.values)}")
+    items = compensation_selectors.review_queue(workspace=_workspace(user, workspace))
+    if incident is not None:
+        items = items.filter(incident_id=incident)
+    if status is not None:
+        items = items.filter(status=status)
+    total = items.count()
+    page = [_item_summary(i) for i in items[offset:offset + limit]]
+    return {"workspace": workspace, "total": total, "limit": limit, "offset": offset,
+            "more": offset + limit < total, "items": page}
+
+
+def approve_item(*, user, item: int, reason: str) -> dict[str, Any]:
+    decided = compensation_services.approve_item(item=_visible_item(user, item), actor=user, reason=reason,
+                                                 via=Incident.Via.MCP)
+    return _item_summary(compensation_selectors.review_queue().get(pk=decided.pk))
+
+
+def reject_item(*, user, item: int, reason: str) -> dict[str, Any]:
+    decided = compensation_services.reject_item(item=_visible_item(user, item), actor=user, reason=reason,
+                                                via=Incident.Via.MCP)
+    warning = sequencing.rejection_warning(decided)
+    return _item_summary(compensation_selectors.review_queue().get(pk=decided.pk)) | {"warning": warning or None}
 
 
 # --- the server -----------------------------------------------------------------------------------------------
@@ -195,11 +283,50 @@ def build_server() -> MCPServer:
         incident_status."""
         return await _call(flag_source, workspace=workspace, source=source, reason=reason)
 
+    @server.tool(name="what_if", annotations=reads)
+    async def what_if_tool(workspace: str, source: str) -> dict[str, Any]:
+        """What flagging `source` would do, without doing it: the exact repair outcome (counts poisoned,
+        rerun_changed, rerun_same, skipped, superseded, new; effects invalidated; compensation items;
+        money to be reversed per currency in cents; tickets whose decision changes, before and after) and
+        the desk fingerprint it holds for. Needs the Support lead role; changes nothing."""
+        return await _call(what_if, workspace=workspace, source=source)
+
+    @server.tool(name="suspicious_sources", annotations=reads)
+    async def suspicious_sources_tool(workspace: str) -> dict[str, Any]:
+        """The sources of `workspace` worth a look, best first, each with plain reasons (a contradicted or
+        loosened fact, trust, novelty, reach, what flagging it would change). A suggestion, never a flag."""
+        return await _call(suspicious_sources, workspace=workspace)
+
     @server.tool(name="incident_status", annotations=reads)
     async def incident_status_tool(incident: int) -> dict[str, Any]:
         """The status of an incident: progress while it repairs; then the blast radius, the outcome counts
         (poisoned, rerun_changed, rerun_same, skipped, superseded, new) and the verification diff."""
         return await _call(incident_status, incident=incident)
+
+    decides = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True)
+
+    @server.tool(name="review_items", annotations=reads)
+    async def review_items_tool(workspace: str, incident: int | None = None, status: str | None = "pending",
+                                limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        """The compensation items of `workspace` people decide, pending first (filter by incident and status:
+        pending, approved, executed, rejected, cancelled; null for all), paged by limit/offset (at most 200).
+        Each names its kind, ticket, customer, draft, amount (cents and text), whether it is valid, and the
+        item it waits for (an email held until the money item it speaks of is approved)."""
+        return await _call(review_items, workspace=workspace, incident=incident, status=status, limit=limit,
+                           offset=offset)
+
+    @server.tool(name="approve_item", annotations=decides)
+    async def approve_item_tool(item: int, reason: str = "") -> dict[str, Any]:
+        """Approve a pending, valid compensation item: it then leaves (a reversal request, an email) exactly
+        once, an email only after the money item it speaks of. Needs the Reviewer role; never the flagger of
+        the item's incident (four-eyes). A manual compensation needs a reason saying what was done."""
+        return await _call(approve_item, item=item, reason=reason)
+
+    @server.tool(name="reject_item", annotations=decides)
+    async def reject_item_tool(item: int, reason: str) -> dict[str, Any]:
+        """Reject a pending compensation item, with a reason. Rejecting a money item marks the emails that
+        speak of it for rejection or re-drafting (the answer's `warning` names them). Same rules as approve."""
+        return await _call(reject_item, item=item, reason=reason)
 
     from kintsugi_site.mcp_memory import register_memory_tools
 

@@ -1,8 +1,9 @@
+from functools import partial
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Subquery
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -10,7 +11,7 @@ from django.utils.html import format_html
 
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_money
-from provenance import membership, tenancy
+from provenance import decide_admin, membership, tenancy
 from provenance.graph import GraphUnavailable
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
@@ -46,6 +47,15 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("name", "run_number", "action_count", "member_count", "created_at")
     search_fields = ("name",)
     filter_horizontal = ("members",)
+
+    def get_urls(self):
+        wrap, name = self.admin_site.admin_view, "provenance_workspace"
+        return [
+            path("<int:workspace_pk>/suspicious/", wrap(partial(decide_admin.suspicious_view, self)), name=f"{name}_suspicious"),
+            path("<int:workspace_pk>/actions/<int:action_id>/", wrap(partial(decide_admin.action_view, self)),
+                 name=f"{name}_action"),
+            path("<int:workspace_pk>/facts/<str:key>/", wrap(partial(decide_admin.fact_view, self)), name=f"{name}_fact"),
+        ] + super().get_urls()
 
     @admin.display(description="members")
     def member_count(self, obj: Workspace) -> int:
@@ -95,7 +105,8 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
 @admin.register(Source)
 class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
-    list_display = ("source_id", "workspace", "title", "open_incident")
+    list_display = ("source_id", "workspace", "title", "trust", "open_incident")
+    readonly_fields = ("trust",)  # changed only through the trust form: decide_admin.trust_view, audited
     list_filter = ("workspace",)
     search_fields = ("source_id", "title")
     list_select_related = ("workspace",)
@@ -104,11 +115,9 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def get_queryset(self, request):
         # The open incident of each source, in the changelist's own query (no query per row).
-        from repairs.models import Incident
+        from repairs.models import open_incident_id
 
-        open_incident = (Incident.objects.filter(workspace=OuterRef("workspace"), source_id=OuterRef("source_id"))
-                         .exclude(status=Incident.Status.CLOSED).values("pk")[:1])
-        return super().get_queryset(request).annotate(open_incident_id=Subquery(open_incident))
+        return super().get_queryset(request).annotate(open_incident_id=open_incident_id())
 
     @admin.display(description="open incident")
     def open_incident(self, obj: Source) -> str:
@@ -131,10 +140,14 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
         return [
             path("flag/", wrap(self.flag_view), name="provenance_source_flag_many"),
             path("<int:source_pk>/flag/", wrap(self.flag_view), name="provenance_source_flag"),
+            path("<int:source_pk>/trust/", wrap(partial(decide_admin.trust_view, self)), name="provenance_source_trust"),
+            path("<int:source_pk>/what-if/progress/", wrap(decide_admin.what_if_progress),
+                 name="provenance_source_what_if_progress"),
         ] + super().get_urls()
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra = {"can_flag": self.has_flag_permission(request), **(extra_context or {})}
+        extra = {"can_flag": self.has_flag_permission(request), "trust_levels": Source.Trust.choices,
+                 **(extra_context or {})}
         return super().change_view(request, object_id, form_url, extra)
 
     def flag_view(self, request, source_pk: int | None = None):
@@ -161,9 +174,8 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
             refuse_unseen(request, attempted="flag source", subject_type="source",
                           subject_ids=sorted(set(ids) - {s.pk for s in sources}))
             raise Http404("no such source")
-        open_incidents = {(i.workspace_id, i.source_id): i for i in Incident.objects.filter(
-            source_id__in=[s.source_id for s in sources], workspace__in={s.workspace_id for s in sources}
-        ).exclude(status=Incident.Status.CLOSED)}
+        open_incidents = {(i.workspace_id, i.source_id): i for i in Incident.objects.open().filter(
+            source_id__in=[s.source_id for s in sources], workspace__in={s.workspace_id for s in sources})}
         if len(sources) == 1 and (sources[0].workspace_id, sources[0].source_id) in open_incidents:
             incident = open_incidents[(sources[0].workspace_id, sources[0].source_id)]
             self.message_user(request, f"{sources[0].source_id} already has an open incident: #{incident.pk} "
@@ -172,8 +184,13 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
         error = None
         if request.method == "POST":
             reason = request.POST.get("reason", "").strip()
+            changed = [s.source_id for s in sources
+                       if decide_admin.desk_changed(s, request.POST.get(f"fingerprint-{s.pk}"))]
             if not reason:
                 error = "Give a reason: it is recorded with the incident and shown to reviewers."
+            elif changed:
+                error = (f"The desk changed since this what-if ({', '.join(changed)}): the outcome below is "
+                         f"computed again on the desk as it is now. Read it and confirm again.")
             else:
                 opened, already = [], []
                 for source in sources:
@@ -207,7 +224,9 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
             # The radius counts cents without a currency: its refunds are in the workspace's tickets' one.
             stake = (format_money(round(preview["amount_at_stake"] * 100),
                                   workspace_currency(workspace_id=source.workspace_id) or "") if preview else None)
+            what_if = decide_admin.what_if_preview(request, source, preview["size"]) if preview else None
             previews.append({"source": source, "incident": incident, "radius": preview, "problem": problem, "stake": stake,
+                             "what_if": what_if,
                              "incident_url": incident_url(incident.pk) if incident else None,
                              "agents": sorted((preview or {}).get("by_agent", {}).items(), key=lambda kv: -kv[1])})
         context = {
@@ -248,6 +267,15 @@ class TicketAdmin(MoneyColumn, WorkspaceScoped, admin.ModelAdmin):
     list_display = ("ticket_id", "workspace", "customer_name", "subject", "amount", "tier")
     list_filter = ("workspace", "tier")
     search_fields = ("ticket_id", "customer_name", "customer_email")
+    change_form_template = "admin/provenance/ticket/change_form.html"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Under the ticket's fields: what the desk did about it (compensation.ticket_record reads it).
+        from compensation.ticket_record import ticket_record  # compensation depends on provenance
+
+        ticket = self.get_queryset(request).filter(pk=object_id).first() if str(object_id).isdigit() else None
+        record = ticket_record(ticket=ticket, user=request.user) if ticket is not None else None
+        return super().change_view(request, object_id, form_url, {"ticket_record": record, **(extra_context or {})})
 
 
 @admin.register(LedgerEntry)

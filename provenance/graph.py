@@ -112,10 +112,12 @@ class Graph:
     def _raw(self, cypher: str, params: dict | None, read_only: bool = False) -> list[list[Any]]:
         try:
             run = self._graph.ro_query if read_only else self._graph.query
-            return run(cypher, params or {}).result_set
+            result = run(cypher, params or {}).result_set
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
             _local.db = None
             raise GraphUnavailable(f"FalkorDB at {falkordb_url()} is unreachable: {exc}") from exc
+        row = getattr(cypher, "row", None)  # provenance.rows: the query's named row type
+        return [row._make(r) for r in result] if row is not None else result
 
     def _ensure_schema(self) -> None:
         # Indexes before any parallel writer: concurrent MERGE on a label without an index duplicated

@@ -24,8 +24,7 @@ from django.conf import settings
 
 from provenance import queries
 from provenance.graph import Graph, falkordb_url
-
-DEAD = ("poisoned", "superseded")
+from provenance.vocabulary import DEAD
 
 
 @dataclass

@@ -24,10 +24,19 @@ class Workspace(models.Model):
 class Source(models.Model):
     """An outside document (a policy page) that agents ingest."""
 
+    class Trust(models.TextChoices):
+        # Ordered from least to most trusted: a fact is as trusted as the least trusted thing it came from.
+        UNTRUSTED = "untrusted"
+        UNKNOWN = "unknown"
+        TRUSTED = "trusted"
+
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="sources")
     source_id = models.CharField(max_length=200)
     title = models.CharField(max_length=200, blank=True)
     content = models.TextField()
+    trust = models.CharField(max_length=16, choices=Trust.choices, default=Trust.UNKNOWN,
+                             help_text="Set by a lead (provenance.trust.set_source_trust); facts inherit the lowest "
+                                       "trust of what they came from.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

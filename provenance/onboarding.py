@@ -75,23 +75,32 @@ class WorkspaceExists(ValueError):
     pass
 
 
-def put_source(*, workspace: Workspace, source_id: str, content: str, title: str = "", actor, reason: str,
-               via: str) -> tuple[Source, bool]:
-    """Create a source or replace its content. Returns (source, created)."""
+def put_source(*, workspace: Workspace, source_id: str, content: str, title: str = "", trust: str | None = None,
+               actor, reason: str, via: str) -> tuple[Source, bool]:
+    """Create a source or replace its content. Returns (source, created). `trust` is the new source's
+    level; changing an existing source's trust is a Support lead's call (provenance.trust)."""
     _require(actor, workspace, "provenance.change_source", via=via, what="change sources")
+    if trust is not None and trust not in Source.Trust.values:
+        raise validation.InvalidInput(f"trust must be one of {', '.join(Source.Trust.values)}")
     source_id = validation.source_id(source_id)
     content = validation.text(content, field="content", max_length=validation.MAX_FACT_VALUE_BYTES)
     title = validation.text(title, field="title", max_length=200) if title else ""
     reason = validation.reason(reason)
     with transaction.atomic():
         source, created = Source.objects.select_for_update().get_or_create(
-            workspace=workspace, source_id=source_id, defaults={"content": content, "title": title})
+            workspace=workspace, source_id=source_id,
+            defaults={"content": content, "title": title, "trust": trust or Source.Trust.UNKNOWN})
         if not created:
             source.content, source.title = content, title or source.title
             source.save(update_fields=["content", "title"])
         _audit(workspace=workspace, action="source.created" if created else "source.changed", subject_type="source",
                subject_id=source.source_id, actor=actor, reason=reason, via=via,
-               data={"sha256": hashlib.sha256(content.encode()).hexdigest(), "bytes": len(content.encode())})
+               data={"sha256": hashlib.sha256(content.encode()).hexdigest(), "bytes": len(content.encode()),
+                     "trust": source.trust})
+        if not created and trust is not None and trust != source.trust:
+            from provenance.trust import set_source_trust
+
+            source = set_source_trust(source=source, level=trust, actor=actor, reason=reason, via=via)
     return source, created
 
 

@@ -1,8 +1,22 @@
 """Cypher for the provenance graph. Every query is parameterised; nothing is formatted into a query.
 
 Node labels: Source, Action, Fact, Effect, Response (model cache). Relationship types: INGESTED,
-READ, WROTE, FEEDS, HANDED_OFF, CAUSED.
+READ, WROTE, FEEDS, HANDED_OFF, CAUSED. A query that returns rows names their type (provenance.rows);
+the graph wrapper builds them, so no caller unpacks a row by position.
 """
+from provenance import rows
+
+
+class Query(str):
+    """A Cypher statement that knows the row type of its results."""
+
+    row: type | None
+
+    def __new__(cls, text: str, row: type | None = None) -> "Query":
+        query = super().__new__(cls, text)
+        query.row = row
+        return query
+
 
 SCHEMA = [
     "CREATE INDEX FOR (a:Action) ON (a.id)",
@@ -60,24 +74,24 @@ CREATE (a)-[:CAUSED]->(:Effect {id: r.id, kind: r.kind, ticket: r.ticket, amount
 
 # --- loading state into the recorder's mirror ---
 # All fact versions with their writer: the recorder resolves reads against this mirror.
-LOAD_FACTS = """
+LOAD_FACTS = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact)
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
        f.system_at, f.invalidated_at, f.invalidated_by
-"""
+""", rows.StoredFact)
 # The versions of one fact key (the same columns as LOAD_FACTS): a recording over HTTP resolves its reads
 # against just the keys it touches instead of the whole workspace's memory.
-LOAD_FACTS_OF_KEY = """
+LOAD_FACTS_OF_KEY = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact {key: $key})
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
        f.system_at, f.invalidated_at, f.invalidated_by
-"""
-MAX_IDS = """
+""", rows.StoredFact)
+MAX_IDS = Query("""
 OPTIONAL MATCH (a:Action) WITH max(a.id) AS a
 OPTIONAL MATCH (f:Fact) WITH a, max(f.id) AS f
 OPTIONAL MATCH (e:Effect) RETURN a, f, max(e.id)
-"""
-ACTION_COUNT = "MATCH (a:Action) RETURN count(a)"
+""", rows.MaxIds)
+ACTION_COUNT = Query("MATCH (a:Action) RETURN count(a)", rows.Count)
 # What a failed recording flushed: every node above the ids it started from (DETACH takes the edges
 # along), then the Source nodes only its INGESTED edges held (sources exist in the graph only that way).
 DISCARD_ABOVE = """
@@ -86,15 +100,15 @@ DETACH DELETE n
 """
 DISCARD_ORPHAN_SOURCES = "MATCH (s:Source) WHERE NOT (s)--() DELETE s"
 # The tickets whose actions read (or tried to read) a key: desk_run's "tickets_read_vip_rules".
-TICKETS_READING = "MATCH (a:Action) WHERE $key IN a.read_keys RETURN collect(DISTINCT a.ticket)"
-ALL_EFFECTS = "MATCH (:Action)-[:CAUSED]->(e:Effect) RETURN e.kind, e.ticket, e.amount"
+TICKETS_READING = Query("MATCH (a:Action) WHERE $key IN a.read_keys RETURN collect(DISTINCT a.ticket)", rows.Tickets)
+ALL_EFFECTS = Query("MATCH (:Action)-[:CAUSED]->(e:Effect) RETURN e.kind, e.ticket, e.amount", rows.EffectKindAmount)
 
 # --- blast radius ---
 # The actions that read the source directly.
-INGESTERS = """
+INGESTERS = Query("""
 MATCH (s:Source {id: $source})<-[:INGESTED]-(a:Action)
 RETURN a.id
-"""
+""", rows.ActionId)
 # The blast radius inside FalkorDB: algo.BFS from each action that ingested the source, over every
 # relationship type (algo.BFS takes one type or NULL, never a list). Every Action out-edge other than
 # FEEDS and HANDED_OFF ends at a leaf (Fact, Effect, Source), so the actions it reaches are exactly the
@@ -102,16 +116,16 @@ RETURN a.id
 # (poisoned or superseded by an earlier repair) only lead to dead actions and are filtered out.
 # One packed string per ingesting action (the caller removes duplicates). The product answers from
 # provenance.mirror; this query is its oracle in tests and its comparison in the bench.
-RADIUS_ACTIONS = """
+RADIUS_ACTIONS = Query("""
 MATCH (:Source {id: $source})<-[:INGESTED]-(a:Action)
 CALL algo.BFS(a, -1, NULL) YIELD nodes
 RETURN string.join([n IN [a] + nodes WHERE n:Action AND NOT n.status IN $dead
                     | toString(n.id) + ':' + toString(n.seq)], ',')
-"""
+""", rows.Packed)
 # The flag preview's radius inside FalkorDB, for a process whose topology mirror is not read yet: the
 # live actions (id:seq:agent:has-ticket, tickets as a list in the same order) and the live effects
 # (effect id:kind:cents) of every reached action, dead ones included, as the mirror counts them.
-RADIUS_PREVIEW = """
+RADIUS_PREVIEW = Query("""
 MATCH (:Source {id: $source})<-[:INGESTED]-(a:Action)
 CALL algo.BFS(a, -1, NULL) YIELD nodes
 WITH [n IN [a] + nodes WHERE n:Action AND NOT n.status IN $dead] AS acts, [n IN nodes WHERE n:Effect AND n.live] AS effs
@@ -119,94 +133,94 @@ RETURN string.join([n IN acts | toString(n.id) + ':' + toString(n.seq) + ':' + n
                     CASE WHEN n.ticket IS NULL THEN '0' ELSE '1' END], ','),
        [n IN acts | coalesce(n.ticket, '')],
        string.join([e IN effs | toString(e.id) + ':' + e.kind + ':' + toString(coalesce(e.amount, 0))], ',')
-"""
+""", rows.RadiusPreview)
 # The topology mirror (provenance.mirror): every action above an id, the FEEDS|HANDED_OFF edges into
 # them, their effects and ingests. Numbers and names only in the packed strings (agent names and effect
 # kinds match agents.NAME_PATTERN, so they hold no separator); tickets are free text and come back as a
 # list collected over the same rows, in the same order ('' standing in for none, told apart by a flag).
-MIRROR_ACTIONS = """
+MIRROR_ACTIONS = Query("""
 MATCH (a:Action) WHERE a.id > $after
 RETURN string.join(collect(toString(a.id) + ':' + toString(a.seq) + ':' + a.agent + ':' +
                            CASE WHEN a.status IN $dead THEN '0' ELSE '1' END + ':' +
                            CASE WHEN a.ticket IS NULL THEN '0' ELSE '1' END), ','),
        collect(coalesce(a.ticket, ''))
-"""
-MIRROR_EDGES = """
+""", rows.PackedActions)
+MIRROR_EDGES = Query("""
 MATCH (a:Action)-[:FEEDS|HANDED_OFF]->(b:Action) WHERE b.id > $after
 RETURN string.join(collect(toString(a.id) + ':' + toString(b.id)), ',')
-"""
-MIRROR_EFFECTS = """
+""", rows.Packed)
+MIRROR_EFFECTS = Query("""
 MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE a.id > $after
 RETURN string.join(collect(toString(a.id) + ':' + e.kind + ':' + toString(coalesce(e.amount, 0)) + ':' +
                            CASE WHEN e.live THEN '1' ELSE '0' END), ',')
-"""
-MIRROR_INGESTS = """
+""", rows.Packed)
+MIRROR_INGESTS = Query("""
 MATCH (a:Action)-[:INGESTED]->(s:Source) WHERE a.id > $after
 RETURN a.id, s.id
-"""
+""", rows.Ingest)
 # One BFS level: the FEEDS|HANDED_OFF successors of a frontier. The caller keeps the visited set, so
 # each action is expanded once; a variable-length pattern would enumerate every path instead and
 # doubles per layer of diamonds (FALKORDB-NOTES.md).
-SUCCESSORS = """
+SUCCESSORS = Query("""
 UNWIND $ids AS id
 MATCH (:Action {id: id})-[:FEEDS|HANDED_OFF]->(b:Action)
 RETURN DISTINCT b.id
-"""
-ACTION_SUMMARIES = """
+""", rows.ActionId)
+ACTION_SUMMARIES = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})
 RETURN a.id, a.agent, a.seq, a.ticket, a.status
-"""
-ACTION_DETAILS = """
+""", rows.ActionSummary)
+ACTION_DETAILS = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})
 OPTIONAL MATCH (a)-[:HANDED_OFF]->(c:Action)
 RETURN a.id, a.agent, a.seq, a.ticket, a.payload, a.decision, a.dhash, a.status, a.parent, a.read_keys,
        collect(c.id)
-"""
-ACTION_WRITES = """
+""", rows.ActionDetail)
+ACTION_WRITES = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:WROTE]->(f:Fact)
 RETURN a.id, f.id, f.key, f.value
-"""
+""", rows.ActionWrite)
 # For splitting a repair (repairs.parallel): each action's handoff parent, the keys it read and wrote.
-ACTION_KEYS = """
+ACTION_KEYS = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})
 OPTIONAL MATCH (a)-[:WROTE]->(f:Fact)
 RETURN a.id, a.parent, a.read_keys, collect(f.key)
-"""
-ACTION_EFFECTS = """
+""", rows.ActionKeys)
+ACTION_EFFECTS = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:CAUSED]->(e:Effect)
 RETURN a.id, e.id, e.kind, e.ticket, e.amount, e.currency, e.details, e.live, e.held
-"""
-ACTION_INGESTS = """
+""", rows.ActionEffect)
+ACTION_INGESTS = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:INGESTED]->(s:Source)
 RETURN a.id, s.id
-"""
-EFFECTS_OF_ACTIONS = """
+""", rows.Ingest)
+EFFECTS_OF_ACTIONS = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:CAUSED]->(e:Effect)
 RETURN e.id, e.kind, e.ticket, e.amount, e.live
-"""
-ROOT_ACTIONS = """
+""", rows.EffectOfAction)
+ROOT_ACTIONS = Query("""
 MATCH (a:Action) WHERE a.root = true
 RETURN a.id, a.agent, a.seq, a.payload
 ORDER BY a.seq
-"""
+""", rows.RootAction)
 # Seqs of actions that earlier repairs slotted between recorded ones (recorded seqs are integers).
-FRACTIONAL_SEQS = """
+FRACTIONAL_SEQS = Query("""
 MATCH (a:Action) WHERE a.seq <> toFloat(toInteger(a.seq))
 RETURN a.seq
-"""
+""", rows.Seq)
 # Actions with a higher seq that read (or tried to read) one of the keys: a repair that writes a key
 # it did not write before changes what these resolve to.
-READERS_OF_KEYS = """
+READERS_OF_KEYS = Query("""
 MATCH (a:Action) WHERE a.seq > $seq AND any(k IN a.read_keys WHERE k IN $keys)
 RETURN a.id
-"""
+""", rows.ActionId)
 
 # --- repair writes (idempotent: SET and MERGE on ids, so a resumed apply can run a chunk twice) ---
 SET_ACTION_STATUS = """
@@ -267,47 +281,47 @@ MERGE (a)-[:CAUSED]->(e)
 """
 
 # --- export_state / verification ---
-ACTIVE_FACTS = """
+ACTIVE_FACTS = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact) WHERE f.active = true
 RETURN f.key, f.value, f.seq, f.version
-"""
-LIVE_DECISIONS = """
+""", rows.ActiveFact)
+LIVE_DECISIONS = Query("""
 MATCH (a:Action) WHERE a.ticket IS NOT NULL AND NOT a.status IN ['poisoned', 'superseded']
 RETURN a.ticket, a.seq, a.decision
-"""
-LIVE_EFFECTS = """
+""", rows.LiveDecision)
+LIVE_EFFECTS = Query("""
 MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE e.live = true
 RETURN e.id, e.kind, e.ticket, e.amount, e.held, a.id
-"""
+""", rows.LiveEffect)
 
 # --- explain / facts history ---
-FACT_HISTORY = """
+FACT_HISTORY = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact {key: $key})
 RETURN f.id, f.value, f.version, f.seq, f.active, f.valid_from, f.valid_until, f.known_at, f.system_at,
        f.invalidated_at, f.invalidated_by, w.id, w.agent
 ORDER BY f.seq, f.version
-"""
-ACTION_READS = """
+""", rows.FactVersion)
+ACTION_READS = Query("""
 UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:READ]->(f:Fact)<-[:WROTE]-(w:Action)
 RETURN a.id, f.key, f.version, w.id
-"""
+""", rows.ActionRead)
 # One BFS level of explain_path: the FEEDS|HANDED_OFF successors of a frontier, with the edge that leads
 # there, so the shortest path from the source's ingesters to an action can be rebuilt step by step.
-SUCCESSOR_EDGES = """
+SUCCESSOR_EDGES = Query("""
 UNWIND $ids AS id
 MATCH (:Action {id: id})-[r:FEEDS|HANDED_OFF]->(b:Action)
 RETURN id, b.id, type(r)
-"""
-PREDECESSORS = """
+""", rows.Edge)
+PREDECESSORS = Query("""
 UNWIND $ids AS id
 MATCH (p:Action)-[r:FEEDS|HANDED_OFF]->(:Action {id: id})
 RETURN id, p.id, type(r)
-"""
+""", rows.Edge)
 
 # --- model response cache ---
-CACHE_GET = "MATCH (r:Response {key: $key}) RETURN r.value LIMIT 1"
-CACHE_GET_MANY = "UNWIND $keys AS k MATCH (r:Response {key: k}) RETURN r.key, r.value"
+CACHE_GET = Query("MATCH (r:Response {key: $key}) RETURN r.value LIMIT 1", rows.CachedValue)
+CACHE_GET_MANY = Query("UNWIND $keys AS k MATCH (r:Response {key: k}) RETURN r.key, r.value", rows.CachedResponse)
 CACHE_PUT_MANY = """
 UNWIND $rows AS row
 MERGE (r:Response {key: row.key})
@@ -316,19 +330,48 @@ ON CREATE SET r.value = row.value, r.model = row.model, r.task = row.task, r.cre
 
 # --- incident explain / picture (admin) ---
 # An effect, the action that caused it and whether it is still live (or held for approval).
-EFFECT_CAUSER = """
+EFFECT_CAUSER = Query("""
 MATCH (a:Action)-[:CAUSED]->(e:Effect {id: $id})
 RETURN a.id, e.kind, e.ticket, e.amount, e.currency, e.live, e.held
-"""
+""", rows.EffectCauser)
 # The values of named fact versions: what a step of an explain path read.
-FACT_VERSIONS = """
+FACT_VERSIONS = Query("""
 UNWIND $rows AS r
 MATCH (f:Fact {key: r.key, version: r.version})
 RETURN f.key, f.version, f.value, f.active
-"""
+""", rows.FactValue)
 # Effects of a set of actions counted by kind and state (live / held / invalidated), for the grouped picture.
-EFFECT_STATES = """
+EFFECT_STATES = Query("""
 UNWIND $ids AS id
 MATCH (:Action {id: id})-[:CAUSED]->(e:Effect)
 RETURN e.kind, e.live, e.held, count(e), sum(e.amount)
-"""
+""", rows.EffectStateCount)
+
+# --- trust, suspicion and time travel ---
+# Every fact version with its writer, the sources the writer ingested and the facts it read: the lineage
+# that trust follows (provenance.trust), and the earlier versions a source's facts may contradict.
+FACT_LINEAGE = Query("""
+MATCH (w:Action)-[:WROTE]->(f:Fact)
+OPTIONAL MATCH (w)-[:INGESTED]->(s:Source)
+WITH w, f, collect(DISTINCT s.id) AS sources
+OPTIONAL MATCH (w)-[:READ]->(r:Fact)
+RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, w.status, sources, collect(DISTINCT r.id)
+""", rows.FactLineage)
+# When each source first appeared: its first live ingesting action by seq and when that one ran, and how
+# many live actions ingested it.
+SOURCE_FIRST_SEEN = Query("""
+MATCH (a:Action)-[:INGESTED]->(s:Source) WHERE NOT a.status IN $dead
+WITH s, a ORDER BY a.seq
+RETURN s.id, collect(a.id)[0], collect(a.seq)[0], collect(a.recorded_at)[0], count(a)
+""", rows.SourceFirstSeen)
+# One action as its time-travel page shows it, with the sources it ingested.
+ACTION_RECORD = Query("""
+MATCH (a:Action {id: $id})
+OPTIONAL MATCH (a)-[:INGESTED]->(s:Source)
+RETURN a.id, a.agent, a.seq, a.ticket, a.status, a.recorded_at, a.incident, a.decision, a.prev_decision,
+       a.read_keys, a.parent, collect(s.id)
+""", rows.ActionRecord)
+# The fact versions an action's READ edges point at now (a re-run's edges replace the original run's).
+ACTION_READ_VERSIONS = Query("MATCH (:Action {id: $id})-[:READ]->(f:Fact) RETURN f.key, f.version", rows.FactRef)
+# When an action ran (Action.recorded_at): the moment an API `as_of_action` stands for.
+ACTION_RAN_AT = Query("MATCH (a:Action {id: $id}) RETURN a.recorded_at", rows.RanAt)

@@ -22,6 +22,7 @@ from provenance.agents import NAME_PATTERN, get_agent
 from provenance.fact_index import FactIndex, FactVersion, KeyedFactIndex  # noqa: F401 - FactIndex, FactVersion: part of the recorder's API
 from provenance.graph import Graph, GraphUnavailable
 from provenance.llm import get_client
+from provenance.vocabulary import ActionStatus
 
 FLUSH_EVERY = 2000
 log = logging.getLogger(__name__)
@@ -176,9 +177,10 @@ class Recorder:
         return get_client().complete(task, input, dict(self._facts_read), defer=True)
 
 
-def _fact(row) -> FactVersion:
-    (fid, key, value, version, seq, active, writer, vf, vu, known, system, inv_at, inv_by) = row
-    return FactVersion(fid, key, json.loads(value), version, seq, active, writer, vf, vu, known, system, inv_at, inv_by)
+def _fact(f) -> FactVersion:
+    """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEY row."""
+    return FactVersion(f.id, f.key, json.loads(f.value), f.version, f.seq, f.active, f.writer, f.valid_from,
+                       f.valid_until, f.known_at, f.system_at, f.invalidated_at, f.invalidated_by)
 
 
 class RecordingSession:
@@ -216,15 +218,34 @@ class RecordingSession:
     # --- state ---
     def _load(self) -> None:
         if self._by_key:
-            self.facts = KeyedFactIndex(lambda key: [_fact(r) for r in self.graph.ro_query(queries.LOAD_FACTS_OF_KEY,
+            self.facts = KeyedFactIndex(lambda key: [_fact(f) for f in self.graph.ro_query(queries.LOAD_FACTS_OF_KEY,
                                                                                          {"key": key})])
         else:
-            for row in self.graph.ro_query(queries.LOAD_FACTS):
-                self.facts.add(_fact(row))
-        a, f, e = self.graph.ro_query(queries.MAX_IDS)[0]
-        self.next_action, self.next_fact, self.next_effect = (a or 0) + 1, (f or 0) + 1, (e or 0) + 1
-        self.next_seq = float(self.next_action)
-        self._loaded_ids = (a or 0, f or 0, e or 0)
+            for f in self.graph.ro_query(queries.LOAD_FACTS):
+                self.facts.add(_fact(f))
+        top = self.graph.ro_query(queries.MAX_IDS)[0]
+        self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
+        self.number_from(*(i + 1 for i in self._loaded_ids))
+
+    def number_from(self, action: int, fact: int, effect: int) -> None:
+        """Give new actions, facts and effects ids from these on (a part of a repair walked beside others
+        numbers in a range of its own)."""
+        self.next_action, self.next_fact, self.next_effect = action, fact, effect
+        self.next_seq = float(action)
+
+    @property
+    def next_ids(self) -> list[int]:
+        return [self.next_action, self.next_fact, self.next_effect]
+
+    def retire_fact(self, fact_id: int, *, at: str, incident: int | None) -> bool:
+        """Take a fact version out of what reads resolve to (a repair undoing a write). False when it was
+        not active, or is not in this session's mirror."""
+        fv = self.facts.by_id.get(fact_id)
+        if fv is None or not fv.active:
+            return False
+        fv.active = False
+        fv.invalidated_at, fv.invalidated_by = at, incident
+        return True
 
     def source_content(self, source_id: str) -> str | None:
         if source_id in self.excluded:
@@ -235,10 +256,18 @@ class RecordingSession:
             raise UnknownSource(f"unknown source {source_id!r} in workspace {self.workspace!r}") from None
 
     def allocate_action(self) -> tuple[int, float]:
+        """The next action's id and seq, in recording order."""
         aid, seq = self.next_action, self.next_seq
         self.next_action += 1
         self.next_seq = max(self.next_seq + 1.0, float(self.next_action))
         return aid, seq
+
+    def allocate_action_id(self) -> int:
+        """An id for an action whose seq the caller chooses (a repair slots new handoffs between
+        recorded actions)."""
+        aid = self.next_action
+        self.next_action += 1
+        return aid
 
     # --- execution ---
     def agent(self, name: str):
@@ -271,7 +300,7 @@ class RecordingSession:
             name, data, parent = stack.pop()
             aid, seq = self.allocate_action()
             record = self.execute(name, data, id=aid, seq=seq, parent=parent)
-            self.commit(record, status="ok", root=parent is None)
+            self.commit(record, status=ActionStatus.OK, root=parent is None)
             ids.append(aid)
             stack.extend((a, p, aid) for a, p in reversed(record.handoffs))
         return ids

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from provenance import mirror, paths, queries
 from provenance.graph import Graph, workspace_graph
 from provenance.mirror import DEAD
+from provenance.rows import RadiusAction
 from provenance.models import Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
 
@@ -59,16 +60,16 @@ def _radius_in_graph(graph: Graph, source: str) -> tuple[list[tuple[int, str, fl
     return actions, [effects[e] for e in sorted(effects)]
 
 
-def radius_actions(graph: Graph, source: str) -> list[tuple[int, float]]:
+def radius_actions(graph: Graph, source: str) -> list[RadiusAction]:
     """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order: from the
     mirror when it is ready, else from one algo.BFS in FalkorDB."""
     with mirror.reading_if_ready(graph) as topo:
         if topo is not None:
-            return [(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
+            return [RadiusAction(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
         return radius_actions_in_graph(graph, source)
 
 
-def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]]:
+def radius_actions_in_graph(graph: Graph, source: str) -> list[RadiusAction]:
     """The same answer from one algo.BFS inside FalkorDB, without the mirror: the oracle the mirror is
     tested against, and the bench's comparison."""
     found: dict[int, float] = {}
@@ -76,7 +77,7 @@ def radius_actions_in_graph(graph: Graph, source: str) -> list[tuple[int, float]
         for item in packed.split(",") if packed else []:
             aid, seq = item.split(":")
             found[int(aid)] = float(seq)
-    return sorted(found.items(), key=lambda a: (a[1], a[0]))
+    return [RadiusAction(*a) for a in sorted(found.items(), key=lambda a: (a[1], a[0]))]
 
 
 def _check_source(workspace: Workspace, source: str) -> None:
@@ -124,7 +125,7 @@ def explain_path(*, workspace: str, source: str, action_id: int) -> list[dict]:
     """The shortest FEEDS|HANDED_OFF chain in the live graph from an action that INGESTED `source` to
     `action_id`, one dict per step (the action, how it was reached, the facts it read, its handoffs).
     [] when the action does not depend on the source in the graph as it is now; a repair removes that
-    dependence, so the API and MCP ask repairs.selectors.explain_action, which knows repaired actions."""
+    dependence, so the API and MCP ask repairs.explain.explain_action, which knows repaired actions."""
     ws = Workspace.objects.filter(name=workspace).first()
     if ws is None:
         raise LookupError(f"unknown workspace {workspace!r}")
@@ -191,7 +192,7 @@ def fact_history(*, workspace: str, key: str) -> list[dict]:
     } for r in rows]
 
 
-def _parse(ts: str | None) -> datetime | None:
+def parse_clock(ts: str | None) -> datetime | None:
     # A recorded clock without an offset (a plain date given on back-fill) is read as UTC, so that it
     # compares with the aware timestamps the recorder writes instead of raising TypeError.
     if not ts:
@@ -201,22 +202,34 @@ def _parse(ts: str | None) -> datetime | None:
 
 
 def fact_as_of(*, workspace: str, key: str, at: datetime, clock: str = "known") -> dict | None:
-    """The value of `key` as the system knew it at `at` (clock="known"), or as valid in the world at
-    `at` (clock="valid"). Versions whose validity is unknown are never guessed to be valid."""
+    """The value of `key` as the system knew it at `at` (clock="known"), as valid in the world at
+    `at` (clock="valid"), or as stored then (clock="system"). Versions whose validity is unknown are
+    never guessed to be valid."""
+    return version_as_of(fact_history(workspace=workspace, key=key), at=at, clock=clock)
+
+
+CLOCKS = ("known", "valid", "system")
+
+
+def version_as_of(versions: list[dict], *, at: datetime, clock: str) -> dict | None:
+    """Of a fact's versions (fact_history, in seq order), the one that held at `at` on `clock`:
+    known — learned (known_at) and written (system_at) by then and not yet invalidated; system —
+    written by then and not yet invalidated, whenever it was learned; valid — valid in the world then
+    (valid_from/valid_until) and still standing."""
+    if clock not in CLOCKS:
+        raise ValueError("clock must be 'known', 'valid' or 'system'")
     best = None
-    for v in fact_history(workspace=workspace, key=key):
-        invalidated = _parse(v["invalidated_at"])
-        if clock == "known":
-            known, written = _parse(v["known_at"]), _parse(v["system_at"])
-            if not (known and written and known <= at and written <= at):
+    for v in versions:
+        invalidated = parse_clock(v["invalidated_at"])
+        if clock in ("known", "system"):
+            known, written = parse_clock(v["known_at"]), parse_clock(v["system_at"])
+            if not (written and written <= at) or (clock == "known" and not (known and known <= at)):
                 continue
             if invalidated and invalidated <= at:
                 continue
-        elif clock == "valid":
-            start, end = _parse(v["valid_from"]), _parse(v["valid_until"])
+        else:
+            start, end = parse_clock(v["valid_from"]), parse_clock(v["valid_until"])
             if start is None or start > at or (end is not None and end <= at) or not v["active"]:
                 continue
-        else:
-            raise ValueError("clock must be 'known' or 'valid'")
         best = v
     return best

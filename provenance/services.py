@@ -82,10 +82,12 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
         workspace_lock(ws)
         ws.run_number += 1
         ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": excluded}
+        trust = dict(ws.sources.values_list("source_id", "trust"))  # a lead's judgement outlives the run
         ws.sources.all().delete()
         ws.tickets.all().delete()
         pages = [p for p in PAGES if p[0] not in excluded]
-        Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=t, content=c) for s, t, c in pages)
+        Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=t, content=c,
+                                          trust=trust.get(s, Source.Trust.UNKNOWN)) for s, t, c in pages)
         Ticket.objects.bulk_create(
             Ticket(workspace=ws, ticket_id=t.ticket_id, customer_name=t.customer_name, customer_email=t.email,
                    subject=t.subject, body=t.body, amount_cents=t.amount_cents, tier=t.tier,

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
-from repairs import selectors, services, views
+from repairs import explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -114,6 +114,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             "status_keys": selectors.STATUSES,
             "verification": selectors.verification_view(incident.verification),
             "ticket_rows": tickets["rows"],
+            "ticket_stories": ticket_story.stories(incident=incident, changes=tickets["rows"]),
             "tickets": tickets,
             "tickets_next": f"{base}?tickets={page + 1}#tickets" if tickets["has_next"] else None,
             "tickets_previous": f"{base}?tickets={page - 1}#tickets" if tickets["has_previous"] else None,
@@ -128,7 +129,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
                 "url": f"{graph_url}?page={picture_page}&per_page={PICTURE_TICKETS_PER_PAGE}",
-                "overview_url": f"{graph_url}?overview=1" if (incident.blast_radius or 0) > selectors.DETAIL_LIMIT else None,
+                "overview_url": f"{graph_url}?overview=1" if (incident.blast_radius or 0) > radius_picture.DETAIL_LIMIT else None,
                 "page": picture_page,
                 "previous": f"{base}?picture={picture_page - 1}#picture" if picture_page > 1 else None,
                 "next": (f"{base}?picture={picture_page + 1}#picture"
@@ -163,8 +164,8 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
         try:
             action = int(request.GET["action"]) if "action" in request.GET else None
             effect = int(request.GET["effect"]) if "effect" in request.GET else None
-            path = selectors.explain(incident=incident, action_id=action, effect_id=effect)
-        except (ValueError, selectors.NotInIncident) as exc:
+            path = explain.explain(incident=incident, action_id=action, effect_id=effect)
+        except (ValueError, explain.NotInIncident) as exc:
             raise Http404(str(exc)) from None
         target = f"effect #{effect}" if effect is not None else f"action #{action}"
         context = {

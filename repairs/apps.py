@@ -6,4 +6,4 @@ class RepairsConfig(AppConfig):
     verbose_name = "Repairs"
 
     def ready(self) -> None:
-        from repairs import receivers  # noqa: F401
+        from repairs import receivers, what_if_tasks  # noqa: F401  (what_if_tasks: Celery finds only tasks.py)

@@ -20,9 +20,7 @@ from provenance.graph import Graph
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import ingesters, radius_actions
-
-CHANGED = frozenset({"poisoned", "rerun_changed", "superseded", "new"})
-COUNT_KEYS = ("poisoned", "rerun_changed", "rerun_same", "skipped", "superseded", "new")
+from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 
 
 @dataclass
@@ -94,8 +92,7 @@ CHUNK = 5000
 
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, supersede: bool = True, only: list[int] | None = None,
-                 mask: bool = True):
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True):
         # `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
         # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
         self.only = None if only is None else set(only)
@@ -107,7 +104,6 @@ class RepairWalk:
         self.source = source
         self.incident = incident
         self.progress = progress
-        self.supersede_enabled = supersede  # switched off only by the red verification test
         self.nodes: dict[int, Node] = {}
         self.preds: dict[int, set[int]] = {}
         self.upstream: defaultdict[int, list] = defaultdict(list)  # pre-repair edges, see Plan.upstream
@@ -128,24 +124,23 @@ class RepairWalk:
         ids = [i for i in ids if i not in self.nodes]
         if not ids:
             return
-        for r in self.graph.ro_query(queries.ACTION_DETAILS, {"ids": ids}):
-            aid, agent, seq, ticket, payload, decision, dhash, status, parent, read_keys, children = r
-            self.nodes[aid] = Node(aid, agent, seq, ticket, json.loads(payload), json.loads(decision), dhash,
-                                   status, parent, list(read_keys or []), sorted(children))
-            self.preds.setdefault(aid, set())
-        for aid, fid, key, value in self.graph.ro_query(queries.ACTION_WRITES, {"ids": ids}):
-            self.nodes[aid].writes.append((fid, key, value))
-        for aid, eid, kind, ticket, amount, currency, details, live, held in self.graph.ro_query(
-                queries.ACTION_EFFECTS, {"ids": ids}):
-            self.nodes[aid].effects.append({"id": eid, "kind": kind, "ticket": ticket, "amount": amount,
-                                            "currency": currency, "details": json.loads(details or "{}"),
-                                            "live": live, "held": held})
+        for a in self.graph.ro_query(queries.ACTION_DETAILS, {"ids": ids}):
+            self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
+                                    a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
+            self.preds.setdefault(a.id, set())
+        for w in self.graph.ro_query(queries.ACTION_WRITES, {"ids": ids}):
+            self.nodes[w.action].writes.append((w.fact, w.key, w.value))
+        for e in self.graph.ro_query(queries.ACTION_EFFECTS, {"ids": ids}):
+            self.nodes[e.action].effects.append({"id": e.id, "kind": e.kind, "ticket": e.ticket, "amount": e.amount,
+                                                 "currency": e.currency, "details": json.loads(e.details or "{}"),
+                                                 "live": e.live, "held": e.held})
         read_from: defaultdict[tuple[int, int], list] = defaultdict(list)
-        for aid, key, version, writer in self.graph.ro_query(queries.ACTION_READS, {"ids": ids}):
-            read_from[(aid, writer)].append([key, version])
-        for aid, pid, kind in self.graph.ro_query(queries.PREDECESSORS, {"ids": ids}):
-            self.preds[aid].add(pid)
-            self.upstream[aid].append([pid, kind, sorted(read_from[(aid, pid)]) if kind == "FEEDS" else []])
+        for r in self.graph.ro_query(queries.ACTION_READS, {"ids": ids}):
+            read_from[(r.action, r.writer)].append([r.key, r.version])
+        for edge in self.graph.ro_query(queries.PREDECESSORS, {"ids": ids}):
+            self.preds[edge.action].add(edge.other)
+            self.upstream[edge.action].append([edge.other, edge.kind, sorted(read_from[(edge.action, edge.other)])
+                                               if edge.kind == "FEEDS" else []])
 
     # --- the walk ---
     def run(self) -> Plan:
@@ -156,7 +151,7 @@ class RepairWalk:
         for aid in ingesters(self.graph, self.source):
             if not self.mask_enabled:
                 self._load([aid])
-            if aid in self.nodes and self.nodes[aid].status not in ("poisoned", "superseded"):
+            if aid in self.nodes and self.nodes[aid].status not in DEAD:
                 if self.mask_enabled:
                     self._mask(aid)
                 else:  # the same masking, kept out of this part's plan: another part records it
@@ -192,7 +187,7 @@ class RepairWalk:
             depends_on.update(node.children)
             if node.parent is not None:
                 depends_on.add(node.parent)
-        next_ids = [self.session.next_action, self.session.next_fact, self.session.next_effect]
+        next_ids = self.session.next_ids
         return Plan(steps, sorted(self.outcomes.values(), key=lambda o: o["seq"]), self.effects,
                     len(radius_ids), counts, upstream, reads, writes,
                     sorted(depends_on - set(self.outcomes) - set(self.masked_silently)),
@@ -200,7 +195,7 @@ class RepairWalk:
 
     def _visit(self, node: Node) -> None:
         if self.preds.get(node.id, set()).isdisjoint(self.changed):
-            self._set(node, "skipped")
+            self._set(node, S.SKIPPED)
             return
         payload = self.pending_payload.get(node.id, node.payload)
         record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent)
@@ -209,12 +204,12 @@ class RepairWalk:
         self.rows["drop_feeds"].append(node.id)
         if same:
             self._stage(replace(record, writes=[], effects=[], handoffs=[]), create=False)
-            self._set(node, "rerun_same", after=record.decision, rerun=record)
+            self._set(node, S.RERUN_SAME, after=record.decision, rerun=record)
             return
         self._retire_facts(node)
         self._retire_effects(node)
         written = self._stage(record, create=False)
-        self._set(node, "rerun_changed", after=record.decision, rerun=record)
+        self._set(node, S.RERUN_CHANGED, after=record.decision, rerun=record)
         self._wake_readers(record, written)
         self._match_handoffs(node, record)
 
@@ -224,7 +219,7 @@ class RepairWalk:
         old.writes = [{"key": k, "value": json.loads(v)} for _, k, v in node.writes]
         old.effects = [e for e in node.effects if e["live"]]
         old.handoffs = [(self.nodes[c].agent, self.nodes[c].payload) for c in node.children
-                        if c in self.nodes and self.nodes[c].status not in ("poisoned", "superseded")]
+                        if c in self.nodes and self.nodes[c].status not in DEAD]
         return old.outputs()
 
     # --- statuses and staging ---
@@ -234,8 +229,8 @@ class RepairWalk:
             self.changed.add(node.id)
         self.outcomes[node.id] = {
             "action_id": node.id, "agent": node.agent, "ticket": node.ticket or "", "seq": node.seq,
-            "parent_id": node.parent, "status": status, "before": node.decision if status != "new" else None,
-            "after": after if after is not None else (None if status in ("poisoned", "superseded") else node.decision),
+            "parent_id": node.parent, "status": status, "before": node.decision if status != S.NEW else None,
+            "after": after if after is not None else (None if status in DEAD else node.decision),
         }
         if rerun is not None:
             self.rows["rerun"].append({
@@ -244,10 +239,10 @@ class RepairWalk:
                 "decision": json.dumps(rerun.decision, sort_keys=True), "dhash": rerun.dhash,
                 "read_keys": rerun.read_keys, "prev_decision": json.dumps(node.decision, sort_keys=True),
             })
-        elif status != "new":
+        elif status != S.NEW:
             self.rows["status"].append({"id": node.id, "status": status, "incident": self.incident})
 
-    def _stage(self, record: ActionRecord, *, create: bool, status: str = "new", root: bool = False) -> list[dict]:
+    def _stage(self, record: ActionRecord, *, create: bool, status: str = S.NEW, root: bool = False) -> list[dict]:
         sink: defaultdict[str, list] = defaultdict(list)
         self.session.commit(record, status=status, root=root, create=create, sink=sink)
         for kind, rows in sink.items():
@@ -260,14 +255,10 @@ class RepairWalk:
 
     def _retire_facts(self, node: Node, *, stage: bool = True) -> None:
         for fid, key, _ in node.writes:
-            fv = self.session.facts.by_id.get(fid)
-            if fv is not None and fv.active:
-                fv.active = False
-                fv.invalidated_at, fv.invalidated_by = self.at, self.incident
-                if stage:
-                    self.rows["invalidate_facts"].append({"id": fid, "at": self.at, "incident": self.incident})
-                    if node.status != "poisoned" and self.status.get(node.id) != "poisoned":
-                        self.retired_keys.add(key)
+            if self.session.retire_fact(fid, at=self.at, incident=self.incident) and stage:
+                self.rows["invalidate_facts"].append({"id": fid, "at": self.at, "incident": self.incident})
+                if node.status != S.POISONED and self.status.get(node.id) != S.POISONED:
+                    self.retired_keys.add(key)
 
     def _retire_effects(self, node: Node) -> None:
         for e in node.effects:
@@ -282,20 +273,18 @@ class RepairWalk:
 
     def _mask(self, aid: int) -> None:
         node = self.nodes[aid]
-        self._set(node, "poisoned")
+        self._set(node, S.POISONED)
         self._retire_facts(node)
         self._retire_effects(node)
         for child in node.children:
             self._supersede(child)
 
     def _supersede(self, aid: int) -> None:
-        if not self.supersede_enabled:
-            return
         self._load([aid])
         node = self.nodes[aid]
-        if node.status in ("poisoned", "superseded") or self.status.get(aid) in ("superseded", "poisoned"):
+        if node.status in DEAD or self.status.get(aid) in DEAD:
             return
-        self._set(node, "superseded")
+        self._set(node, S.SUPERSEDED)
         self._retire_facts(node)
         self._retire_effects(node)
         for child in node.children:
@@ -303,8 +292,8 @@ class RepairWalk:
 
     # --- handoffs ---
     def _match_handoffs(self, node: Node, record: ActionRecord) -> None:
-        old = [c for c in node.children if self.nodes.get(c) and self.nodes[c].status not in ("poisoned", "superseded")
-               and self.status.get(c) not in ("superseded", "poisoned")]
+        old = [c for c in node.children if self.nodes.get(c) and self.nodes[c].status not in DEAD
+               and self.status.get(c) not in DEAD]
         cursor = node.seq
         for agent, payload in record.handoffs:
             ticket = payload.get("ticket", record.ticket)
@@ -323,7 +312,7 @@ class RepairWalk:
         floor(seq) + 1 bounds it; only actions slotted in by repairs have fractional seqs, and those
         are loaded once per walk (FRACTIONAL_SEQS) or created by this walk (new_seqs)."""
         if self.fractional is None:
-            self.fractional = sorted(r[0] for r in self.graph.ro_query(queries.FRACTIONAL_SEQS))
+            self.fractional = sorted(r.seq for r in self.graph.ro_query(queries.FRACTIONAL_SEQS))
         nxt = float(math.floor(seq) + 1)
         for known in (self.fractional, self.new_seqs):
             i = bisect.bisect_right(known, seq)
@@ -336,15 +325,14 @@ class RepairWalk:
         seq order right after `after`. Returns the last seq used."""
         seq = (after + self._next_seq_after(after)) / 2
         bisect.insort(self.new_seqs, seq)
-        aid = self.session.next_action
-        self.session.next_action += 1
+        aid = self.session.allocate_action_id()
         record = self.session.execute(agent, payload, id=aid, seq=seq, parent=parent)
-        node = Node(aid, agent, seq, record.ticket, payload, record.decision, record.dhash, "new", parent,
+        node = Node(aid, agent, seq, record.ticket, payload, record.decision, record.dhash, S.NEW, parent,
                     record.read_keys, [])
         self.nodes[aid] = node
         self.upstream[aid].append([parent, "HANDED_OFF", []])
-        self._set(node, "new", after=record.decision)
-        written = self._stage(record, create=True, status="new")
+        self._set(node, S.NEW, after=record.decision)
+        written = self._stage(record, create=True, status=S.NEW)
         self._wake_readers(record, written)
         last = seq
         for child_agent, child_payload in record.handoffs:
@@ -370,10 +358,9 @@ class RepairWalk:
 
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, supersede: bool = True, only: list[int] | None = None,
-                 mask: bool = True) -> Plan:
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True) -> Plan:
     return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                      supersede=supersede, only=only, mask=mask).run()
+                      only=only, mask=mask).run()
 
 
 def apply_step(graph: Graph, step: tuple[str, list]) -> None:

@@ -1,6 +1,6 @@
 """The blast-radius picture as server-rendered SVG: no JavaScript library, nothing fetched at run time.
 
-layout_page() places one page of the radius (repairs.selectors.graph_page): the flagged source on the
+layout_page() places one page of the radius (repairs.radius_picture.graph_page): the flagged source on the
 left, then the actions in columns by handoff/read depth, one horizontal lane per ticket, each action's
 effects in the last column of its lane. layout_overview() draws the whole radius grouped by (agent,
 status) for radii too big to read action by action. Both return plain data that the template

@@ -2,9 +2,28 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from provenance.vocabulary import ActionStatus
+
+
+class IncidentQuerySet(models.QuerySet):
+    def open(self) -> "IncidentQuerySet":
+        """Not closed: a source has at most one such incident (the one_open_incident_per_source index)."""
+        return self.exclude(status=Incident.Status.CLOSED)
+
+    def open_of_source(self, *, workspace, source_id) -> "IncidentQuerySet":
+        """The open incident of a source, as a queryset (`.first()` for the row, or a subquery)."""
+        return self.open().filter(workspace=workspace, source_id=source_id)
+
+
+def open_incident_id(*, workspace=models.OuterRef("workspace"), source_id=models.OuterRef("source_id")):
+    """The id of each source's open incident, as an annotation (one query for a whole list)."""
+    return models.Subquery(Incident.objects.open_of_source(workspace=workspace, source_id=source_id).values("pk")[:1])
+
 
 class Incident(models.Model):
     """A flagged source and the repair of everything that depended on it."""
+
+    objects = IncidentQuerySet.as_manager()
 
     class Status(models.TextChoices):
         OPEN = "open"
@@ -13,6 +32,12 @@ class Incident(models.Model):
         FAILED = "failed"
         BLOCKED = "blocked"
         CLOSED = "closed"
+
+    class Phase(models.TextChoices):
+        WALKING = "walking", "Repairing"
+        APPLYING = "applying", "Applying the repair"
+        VERIFYING = "verifying", "Verifying"
+        DONE = "done", "Done"
 
     class Via(models.TextChoices):
         ADMIN = "admin"
@@ -35,7 +60,7 @@ class Incident(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # Progress for the admin's bar and the API: the phase and how far it is.
-    phase = models.CharField(max_length=16, blank=True)
+    phase = models.CharField(max_length=16, blank=True, choices=Phase.choices)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     # Checkpoint: the computed repair plan and how many of its steps reached the graph.
@@ -64,12 +89,15 @@ class Incident(models.Model):
         permissions = [("flag_source", "Can flag a source and start a repair")]
         indexes = [models.Index(fields=["status", "-created_at"])]
 
+    # The statuses a repair job takes up (a delivered task for any other incident does nothing).
+    REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED)
+
     def __str__(self) -> str:
         return f"Incident #{self.pk}: {self.source_id} in {self.workspace}"
 
     @property
     def percent(self) -> int:
-        weights = {"walking": (0, 60), "applying": (60, 15), "verifying": (75, 25)}
+        weights = {self.Phase.WALKING: (0, 60), self.Phase.APPLYING: (60, 15), self.Phase.VERIFYING: (75, 25)}
         if self.status in (self.Status.REPAIRED, self.Status.CLOSED):
             return 100
         start, span = weights.get(self.phase, (0, 0))
@@ -123,7 +151,7 @@ class ActionOutcome(models.Model):
     ticket = models.CharField(max_length=32, blank=True)
     seq = models.FloatField()
     parent_id = models.BigIntegerField(null=True, blank=True)
-    status = models.CharField(max_length=16)
+    status = models.CharField(max_length=16, choices=ActionStatus.choices)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
 

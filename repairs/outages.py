@@ -18,7 +18,8 @@ from django.utils import timezone
 from compensation.execution import execute_approved
 from provenance.graph import GraphUnavailable, ping
 from repairs.models import Incident
-from repairs.services import enqueue_repair, resume_orphaned_repairs
+from repairs.job import enqueue_repair
+from repairs.services import resume_orphaned_repairs
 
 log = logging.getLogger(__name__)
 S = Incident.Status

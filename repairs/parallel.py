@@ -9,13 +9,15 @@ parts of similar size; each part is walked with its own fact mirror and its own 
 The split is a prediction: a re-run may write a key its original never wrote, or wake a reader in
 another part. So the parts are joined only if, after the fact, no part wrote a key another part read or
 wrote, no walked action hangs off or hands off to an action another part walked, no action was walked
-twice and no part ran out of ids; otherwise the caller walks the whole radius in one piece. Either way the result is the sequential walk's, up to the numbering of new ids.
+twice and no part ran out of ids; otherwise the caller walks the whole radius in one piece. Either way the result is the sequential
+walk's, up to the numbering of new ids. repairs.job walks the parts.
 """
 from __future__ import annotations
 
 from provenance import queries
 from provenance.graph import Graph
-from repairs.engine import CHUNK, COUNT_KEYS, STEP_ORDER
+from provenance.vocabulary import COUNT_KEYS
+from repairs.engine import CHUNK, STEP_ORDER
 
 ID_HEADROOM = 4  # new ids a part may use per action it walks (plus a fixed 1,000)
 
@@ -39,14 +41,14 @@ def partition(graph: Graph, radius: list[int], masked: list[int], parts: int) ->
 
     rows = graph.ro_query(queries.ACTION_KEYS, {"ids": ids})
     masked_set = set(masked)
-    coupling = {k for aid, _, _, written in rows if aid not in masked_set for k in written}
-    for aid, par, read_keys, written in rows:
-        if par is not None and par in parent:
-            union(aid, par)
-        for key in set(read_keys or []) | set(written):
+    coupling = {k for r in rows if r.id not in masked_set for k in r.written}
+    for r in rows:
+        if r.parent is not None and r.parent in parent:
+            union(r.id, r.parent)
+        for key in set(r.read_keys or []) | set(r.written):
             if key in coupling:
                 parent.setdefault(("key", key), ("key", key))
-                union(aid, ("key", key))
+                union(r.id, ("key", key))
     for a in masked[1:]:
         union(masked[0], a)
     components: dict = {}

@@ -21,7 +21,7 @@ from django.template.loader import render_to_string
 from compensation.audit import csv_cell
 from provenance.progress import ProgressFn, noop
 from provenance.selectors import whole_seq
-from repairs import report_record, selectors
+from repairs import radius_picture, report_record, selectors, ticket_story
 from repairs.models import ActionOutcome, Incident
 
 FORMATS = ("json", "csv", "pdf")
@@ -55,6 +55,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
     actions = [{"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": whole_seq(o.seq), "parent_id": o.parent_id,
                 "status": o.status, "before": o.before, "after": o.after} for o in sorted(outcomes, key=lambda o: o.seq)]
     effects = [selectors.effect_dict(e) for e in incident.effects.order_by("ticket", "kind", "effect_id")]
+    changes = [c for c in selectors.by_ticket(outcomes) if c.ticket]
+    stories = ticket_story.stories(incident=incident, changes=changes)  # before → after in words
     report = {
         "report": "kintsugi incident report",
         "version": 1,
@@ -79,7 +81,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
         },
         "actions": actions,
         "tickets": [{"ticket": t.ticket, "before": t.chain(after=False, raw=True), "after": t.chain(after=True, raw=True),
-                     "statuses": t.statuses, "changed": t.changed} for t in selectors.by_ticket(outcomes) if t.ticket],
+                     "statuses": t.statuses, "changed": t.changed, "story": stories[t.ticket].as_dict()}
+                    for t in changes],
         "effects": effects,
         "compensation": compensation_items(incident=incident),
         "item_counts": {**(counts := item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
@@ -133,9 +136,9 @@ def _csv_zip(report: dict) -> bytes:
         "outcome.csv": _table(["key", "label", "value", "detail"], out["table"]),
         "actions.csv": _table(["action_id", "agent", "ticket", "seq", "parent_id", "status", "before", "after"],
                               report["actions"]),
-        "tickets.csv": _table(["ticket", "changed", "statuses", "before", "after"], [
-            {**t, "statuses": " ".join(t["statuses"]), "before": _chain(t["before"], currency),
-             "after": _chain(t["after"], currency)}
+        "tickets.csv": _table(["ticket", "changed", "statuses", "in_words", "before", "after"], [
+            {**t, "statuses": " ".join(t["statuses"]), "in_words": t["story"]["text"],
+             "before": _chain(t["before"], currency), "after": _chain(t["after"], currency)}
             for t in report["tickets"]]),
         "effects.csv": _table(["effect_id", "action_id", "role", "kind", "ticket", "amount", "amount_cents", "currency",
                                "details"], report["effects"]),
@@ -186,7 +189,9 @@ def report_context(report: dict) -> dict:
     effects, effects_more = cap([e for e in report["effects"] if e["role"] == "invalidated"])
     return {
         "r": report, "outcome_rows": report["outcome"]["table"], "verification": verification,
-        "ticket_rows": tickets, "tickets_more": tickets_more, "action_rows": actions, "actions_more": actions_more,
+        "ticket_rows": tickets, "tickets_more": tickets_more,
+        "ticket_stories": {t["ticket"]: t["story"] for t in report["tickets"] if t.get("story")},
+        "action_rows": actions, "actions_more": actions_more,
         "invalidated_effects": effects, "effects_more": effects_more,
         "compensation": report["compensation"][:PDF_ROW_LIMIT],
         "compensation_more": max(0, len(report["compensation"]) - PDF_ROW_LIMIT),
@@ -207,10 +212,10 @@ def _picture(incident: Incident) -> str:
 
     if incident.blast_radius is None:
         return ""
-    if incident.blast_radius > selectors.DETAIL_LIMIT:
-        picture = graph_svg.layout_overview(selectors.graph_overview(incident=incident))
+    if incident.blast_radius > radius_picture.DETAIL_LIMIT:
+        picture = graph_svg.layout_overview(radius_picture.graph_overview(incident=incident))
     else:
-        picture = graph_svg.layout_page(selectors.graph_page(incident=incident, per_page=50))
+        picture = graph_svg.layout_page(radius_picture.graph_page(incident=incident, per_page=50))
     svg = graph_svg.render_svg(picture, title=f"Blast radius of {incident.source_id}")
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 

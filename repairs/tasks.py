@@ -1,9 +1,11 @@
+"""The repair job's Celery tasks: thin, by id, safe to deliver twice (repairs.job does the work)."""
 from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
 from provenance.graph import GraphUnavailable
-from repairs.services import run_repair
+from repairs import job
+from repairs.models import Incident
 
 
 # Outages last minutes, not seconds: back off exponentially up to a cap of a few minutes, jittered so that
@@ -15,7 +17,7 @@ from repairs.services import run_repair
              max_retries=settings.KINTSUGI_RETRY_MAX)
 def repair_incident(self, incident_id: int) -> str | None:
     """Run (or resume) the repair of an incident. Safe to deliver twice: the second delivery is a no-op."""
-    incident = run_repair(incident_id=incident_id)
+    incident = job.run_repair(incident_id=incident_id)
     return incident.status if incident else None
 
 
@@ -30,11 +32,13 @@ def heal_outages_task() -> dict:
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def walk_repair_part(incident_id: int, index: int) -> bool:
     """Walk one part of a repair that is walked in parts, unless another worker has it or it is done."""
-    from repairs.models import RepairPart
-    from repairs.parts import walk_part
+    part = Incident.objects.get(pk=incident_id).parts.filter(index=index).only("pk").first()
+    return job.walk_part(part.pk) if part is not None else False
 
-    part = RepairPart.objects.filter(incident_id=incident_id, index=index).only("pk").first()
-    return walk_part(part.pk) if part is not None else False
+
+def _repairing(incident_id: int, **filters) -> Incident | None:
+    return (Incident.objects.select_related("workspace").defer("plan")
+            .filter(pk=incident_id, status=Incident.Status.REPAIRING, **filters).first())
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -42,12 +46,10 @@ def record_baseline_task(incident_id: int) -> bool:
     """Record a running repair's verification baseline ahead of time (and diff, if the repair is applied
     by then); a no-op once the repair is over or when another worker holds the baseline (the repairing
     worker does whatever is left itself)."""
-    from repairs.models import Incident
     from repairs.verify import verify_incident
 
-    incident = (Incident.objects.select_related("workspace").defer("plan")
-                .filter(pk=incident_id, status=Incident.Status.REPAIRING).first())
-    return verify_incident(incident, wait=False) if incident is not None else False
+    incident = _repairing(incident_id)
+    return verify_incident(incident, excluded=job.excluded_sources(incident), wait=False) if incident else False
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -55,11 +57,7 @@ def draft_ahead_task(incident_id: int) -> bool:
     """Prepare a running repair's compensation drafts while the repairing worker applies and verifies;
     a no-op once the repair is over or when another worker is drafting (the repairing worker then
     waits for it, or drafts itself if nobody did)."""
-    from repairs.models import Incident
-    from repairs.signals import repair_planned
+    from compensation.drafts import draft_repair
 
-    incident = (Incident.objects.select_related("workspace").defer("plan")
-                .filter(pk=incident_id, status=Incident.Status.REPAIRING, plan__isnull=False).first())
-    if incident is None:
-        return False
-    return all(done for _, done in repair_planned.send(sender=Incident, incident=incident, wait=False))
+    incident = _repairing(incident_id, plan__isnull=False)
+    return draft_repair(incident=incident, wait=False) if incident else False

@@ -8,11 +8,13 @@ import socket
 from collections import Counter
 
 from kintsugi_site import locks
+from kintsugi_site.locks import advisory_lock
 from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
 from provenance.recorder import RecordingSession
 from provenance.selectors import export_state, ingesters
+from repairs.faults import fault_point
 
 
 def record_baseline(*, workspace: Workspace, excluded: set[str]) -> int:
@@ -24,9 +26,9 @@ def record_baseline(*, workspace: Workspace, excluded: set[str]) -> int:
     session = RecordingSession(graph=baseline, workspace=workspace.name,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                effects="sandbox", excluded_sources=excluded, load=False)
-    for aid, agent, _, payload in graph.ro_query(queries.ROOT_ACTIONS):
-        if aid not in tainted:
-            session.run_root(agent, json.loads(payload))
+    for root in graph.ro_query(queries.ROOT_ACTIONS):
+        if root.id not in tainted:
+            session.run_root(root.agent, json.loads(root.payload))
     session.flush()
     return len(session.recorded)
 
@@ -47,23 +49,19 @@ def diff_states(repaired: dict, baseline: dict) -> dict:
     return out
 
 
-BASELINE_LOCK = locks.BASELINE  # advisory lock namespace: (BASELINE_LOCK, workspace id) while a baseline is recorded or diffed
-
-
-def verify_incident(incident, *, wait: bool) -> bool:
+def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
     """An incident's verification, as far as it can go now: record the clean baseline unless the one
     there left out the same sources, and once the repair is applied (phase `verifying`) diff the
     workspace against it into `incident.verification`. The baseline depends only on the root actions and
     the flagged sources, never on the repair, so an idle worker records it while the repairing worker
     walks and applies, and goes on to the diff if the repair is applied by then. False when another
-    worker holds the workspace's baseline and `wait` is off."""
-    from repairs.runtime import advisory_lock, excluded_sources, fault_point
-
-    with advisory_lock(BASELINE_LOCK, incident.workspace_id, wait=wait) as mine:
+    worker holds the workspace's baseline and `wait` is off. `excluded`: the sources the repair leaves
+    out (repairs.job.excluded_sources)."""
+    with advisory_lock(locks.BASELINE, incident.workspace_id, wait=wait) as mine:
         if not mine:
             return False
-        incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification", "excluded"])
-        excluded = sorted(excluded_sources(incident))
+        incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification"])
+        excluded = sorted(excluded)
         if not (incident.baseline_for and incident.baseline_for.get("excluded") == excluded):
             actions = record_baseline(workspace=incident.workspace, excluded=set(excluded))
             incident.baseline_for = {"excluded": excluded, "actions": actions,
@@ -75,7 +73,7 @@ def verify_incident(incident, *, wait: bool) -> bool:
             fault_point("baselined")
             # The repair may have been applied while the baseline was recorded: then diff it now too.
             incident.refresh_from_db(fields=["phase", "verification"])
-        if incident.phase == "verifying" and incident.verification is None:
+        if incident.phase == type(incident).Phase.VERIFYING and incident.verification is None:
             incident.verification = diff_workspace(incident.workspace)
             type(incident).objects.filter(pk=incident.pk).update(verification=incident.verification)
         return True

@@ -8,7 +8,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
 from kintsugi_site.throttle import wait_seconds
-from repairs import graph_svg, reports, selectors
+from repairs import graph_svg, radius_picture, reports, selectors
 from repairs.models import Incident
 
 
@@ -29,11 +29,11 @@ def page_number(request, name: str, default: int = 1) -> int:
 def graph_picture(request, incident: Incident, *, explain_url: str) -> HttpResponse:
     """The blast-radius picture as SVG: ?overview=1 for the grouped whole, else ?page=N of the detail."""
     if request.GET.get("overview"):
-        picture = graph_svg.layout_overview(selectors.graph_overview(incident=incident))
+        picture = graph_svg.layout_overview(radius_picture.graph_overview(incident=incident))
         title = f"Blast radius of {incident.source_id}, grouped by agent and repair status"
     else:
         page, per_page = page_number(request, "page"), min(page_number(request, "per_page", 12), 50)
-        picture = graph_svg.layout_page(selectors.graph_page(incident=incident, page=page, per_page=per_page),
+        picture = graph_svg.layout_page(radius_picture.graph_page(incident=incident, page=page, per_page=per_page),
                                         explain_url=explain_url)
         title = f"Blast radius of {incident.source_id}, tickets page {page}"
     response = HttpResponse(graph_svg.render_svg(picture, title=title), content_type="image/svg+xml; charset=utf-8")

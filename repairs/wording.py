@@ -52,3 +52,39 @@ def describe(decision, *, currency: str | None = None) -> str:
         else:
             parts.append(f"{key}: {value if isinstance(value, (str, int)) else json.dumps(value, sort_keys=True)}")
     return ", ".join(parts)
+
+
+# --- decisions in a support lead's words ----------------------------------------------------------------
+_CHOICES = {"reply": "a reply, no refund", "escalate": "an escalation to a supervisor, no refund yet"}
+_TEMPLATES = {"reply": "an email saying the order does not qualify for a refund",
+              "escalate": "an email saying a supervisor is looking into it"}
+
+
+def _money(cents, currency: str | None) -> str:
+    if isinstance(cents, bool) or not isinstance(cents, int):
+        return str(cents)
+    return format_money(cents, currency) if currency else f"{cents / 100:,.2f}"
+
+
+def human_decision(agent: str, decision, *, currency: str | None = None) -> str:
+    """One agent's decision as a support lead says it: "a full refund", "$75.00 paid back", "an email
+    confirming the $75.00 refund". Decisions of other shapes read through `describe`; None reads "" (the
+    action did not decide anything on that side of the repair)."""
+    if decision is None:
+        return ""
+    if not isinstance(decision, dict):
+        return describe(decision, currency=currency)
+    keys = set(decision)
+    if keys == {"choice", "level"}:
+        choice, level = decision["choice"], decision["level"]
+        if choice == "refund":
+            return f"a {level} refund" if isinstance(level, str) and level not in ("", "none") else "a refund"
+        return _CHOICES.get(choice, f"{choice}")
+    if keys == {"amount", "level"}:
+        return f"{_money(decision['amount'], currency)} refunded"
+    if keys == {"template", "amount"}:
+        template = decision["template"]
+        if template == "refund_confirmation":
+            return f"an email confirming the {_money(decision['amount'], currency)} refund"
+        return _TEMPLATES.get(template, f"a {str(template).replace('_', ' ')} email")
+    return describe(decision, currency=currency)

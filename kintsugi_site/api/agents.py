@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from kintsugi_site.api import views
 from kintsugi_site.api.serializers import WorkspaceSerializer
 from provenance import onboarding, remote
-from provenance.models import AgentRegistration, AgentToken
+from provenance.models import AgentRegistration, AgentToken, Source
 
 VIA = views.VIA
 
@@ -206,6 +206,8 @@ class SourcePutSerializer(views.ReasonSerializer):
     source_id = serializers.CharField(max_length=200)
     title = serializers.CharField(max_length=200, required=False, allow_blank=True)
     content = serializers.CharField(max_length=256 * 1024, trim_whitespace=False)
+    trust = serializers.ChoiceField(choices=Source.Trust.choices, required=False,
+                                    help_text="A new source's trust; changing it later needs the Support lead role.")
 
 
 class TicketPutSerializer(views.ReasonSerializer):
@@ -282,7 +284,7 @@ class WorkspaceViewSet(views.WorkspaceViewSet):
         data = views._valid(SourcePutSerializer, request.data)
         source, _ = onboarding.put_source(workspace=self.get_object(), source_id=data["source_id"],
                                           content=data["content"], title=data.get("title", ""),
-                                          actor=request.user, reason=data["reason"], via=VIA)
+                                          trust=data.get("trust"), actor=request.user, reason=data["reason"], via=VIA)
         return Response(views.SourceSerializer(source, context={"request": request}).data)
 
     @extend_schema(summary="Create a ticket or change its fields", request=TicketPutSerializer,

@@ -91,8 +91,16 @@ class ExplainQuerySerializer(serializers.Serializer):
 
 class FactQuerySerializer(serializers.Serializer):
     as_of = serializers.DateTimeField(required=False, help_text="ISO 8601; also answer what held at this time.")
-    clock = serializers.ChoiceField(choices=["known", "valid"], default="known",
-                                    help_text="known: what the system believed then; valid: what held in the world.")
+    as_of_action = serializers.IntegerField(required=False, min_value=1, max_value=10 ** 18 - 1,
+                                            help_text="An action's id: answer what held when it ran (instead of as_of).")
+    clock = serializers.ChoiceField(choices=["known", "valid", "system"], default="known",
+                                    help_text="known: what the system believed then; valid: what held in the world; "
+                                              "system: what was stored then.")
+
+    def validate(self, attrs):
+        if "as_of" in attrs and "as_of_action" in attrs:
+            raise serializers.ValidationError({"as_of_action": "give as_of or as_of_action, not both"})
+        return attrs
 
 
 class IncidentReportQuerySerializer(serializers.Serializer):
@@ -146,8 +154,10 @@ class SourceSerializer(serializers.ModelSerializer):
         fields = ["id", "workspace", "workspace_name", "source_id", "title", "created_at", "open_incident"]
 
     def get_open_incident(self, source: Source) -> int | None:
-        return (Incident.objects.filter(workspace_id=source.workspace_id, source_id=source.source_id)
-                .exclude(status=Incident.Status.CLOSED).values_list("pk", flat=True).first())
+        if hasattr(source, "open_incident_id"):  # annotated by the list's own query (SourceViewSet)
+            return source.open_incident_id
+        return (Incident.objects.open_of_source(workspace=source.workspace_id, source_id=source.source_id)
+                .values_list("pk", flat=True).first())
 
 
 class SourceDetailSerializer(SourceSerializer):
@@ -281,6 +291,8 @@ class FactVersionSerializer(serializers.Serializer):
     invalidated_by = serializers.IntegerField(allow_null=True, help_text="The incident that invalidated it.")
     writer = serializers.IntegerField()
     writer_agent = serializers.CharField()
+    sources = serializers.ListField(child=serializers.CharField(), help_text="The sources its writer ingested.")
+    trust = serializers.CharField(help_text="The lowest trust of what it came from: trusted, unknown or untrusted.")
 
 
 class FactHistorySerializer(serializers.Serializer):
@@ -288,6 +300,7 @@ class FactHistorySerializer(serializers.Serializer):
     key = serializers.CharField()
     clock = serializers.CharField()
     as_of = serializers.DateTimeField(allow_null=True)
+    as_of_action = serializers.IntegerField(allow_null=True, help_text="The action whose run as_of is, when asked so.")
     value_as_of = FactVersionSerializer(allow_null=True, help_text="The version that held at as_of on that clock.")
     versions = FactVersionSerializer(many=True)
 

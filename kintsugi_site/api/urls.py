@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, views
+from kintsugi_site.api import agents, decide, views
 
 app_name = "api"
 
@@ -22,6 +22,10 @@ urlpatterns = [
     path("recording/actions/<int:action_id>/abandon/", agents.AbandonView.as_view(), name="recording-abandon"),
     *[path(f"recording/actions/<int:action_id>/{op}/", view.as_view(), name=f"recording-{op}")
       for op, view in agents.CALL_VIEWS.items()],
+    path("sources/<int:pk>/what-if/", decide.WhatIfView.as_view(), name="source-what-if"),
+    path("workspaces/<int:pk>/suspicious-sources/", decide.SuspiciousSourcesView.as_view(),
+         name="workspace-suspicious-sources"),
+    path("workspaces/<int:pk>/actions/<int:action_id>/", decide.ActionAtView.as_view(), name="workspace-action"),
     *router.urls,
     re_path(r"^[\s\S]*$", views.NotFoundView.as_view(), name="not-found"),  # any character, newlines too
 ]

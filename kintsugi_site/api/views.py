@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from kintsugi_site.api import reports
+from repairs import reports
 from kintsugi_site.api.errors import ApiError
 from compensation import selectors as compensation_selectors
 from compensation import services as compensation_services
@@ -42,10 +42,10 @@ from kintsugi_site.api.serializers import (
     WorkspaceSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import selectors as provenance_selectors, tenancy, validation
+from provenance import selectors as provenance_selectors, tenancy, time_travel, validation
 from provenance.models import Source
-from repairs import selectors as repair_selectors, services as repair_services
-from repairs.models import Incident
+from repairs import explain as repair_explain, services as repair_services
+from repairs.models import Incident, open_incident_id
 
 VIA = Incident.Via.API
 
@@ -126,15 +126,14 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
         except validation.InvalidInput as exc:
             raise ApiError(str(exc), code="invalid", details={"key": str(exc)}) from None
         q = _valid(FactQuerySerializer, request.query_params)
-        versions = provenance_selectors.fact_history(workspace=workspace.name, key=key)
-        if not versions:
-            raise ApiError(f"no fact {key!r} in workspace {workspace.name!r}", code="not_found", status_code=404)
+        versions = time_travel.fact_page(workspace=workspace, key=key)["versions"]  # a 404 when there are none
         as_of = q.get("as_of")
-        held = (provenance_selectors.fact_as_of(workspace=workspace.name, key=key, at=as_of, clock=q["clock"])
-                if as_of else None)
+        if q.get("as_of_action"):
+            as_of = time_travel.ran_at(workspace=workspace, action_id=q["as_of_action"])
+        held = provenance_selectors.version_as_of(versions, at=as_of, clock=q["clock"]) if as_of else None
         return Response(FactHistorySerializer({
             "workspace": workspace.name, "key": key, "clock": q["clock"], "as_of": as_of,
-            "value_as_of": held, "versions": versions}).data)
+            "as_of_action": q.get("as_of_action"), "value_as_of": held, "versions": versions}).data)
 
 
 # --- sources --------------------------------------------------------------------------------------------
@@ -146,7 +145,8 @@ class SourceViewSet(viewsets.ReadOnlyModelViewSet):
     throttle_scope = None  # set per action: the expensive ones are throttled by their own scope
 
     def get_queryset(self):
-        qs = Source.objects.filter(workspace__in=_visible(self.request)).select_related("workspace")
+        qs = (Source.objects.filter(workspace__in=_visible(self.request)).select_related("workspace")
+              .annotate(open_incident_id=open_incident_id()))
         workspace = _int_filter(self.request, "workspace") if self.action == "list" else None
         return qs.filter(workspace_id=workspace) if workspace else qs
 
@@ -250,7 +250,7 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         incident = self.get_object()
         _choice_filter(request, "format", ["json", "csv", "pdf"])  # an empty format= is not "json"
         fmt = _valid(IncidentReportQuerySerializer, request.query_params)["format"]
-        body, content_type, filename = reports.render(incident, fmt)
+        body, content_type, filename = reports.render_report(incident, fmt)
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
@@ -322,7 +322,7 @@ class ExplainView(APIView):
         source_pk = _valid(ExplainQuerySerializer, request.query_params)["source"]
         source = get_object_or_404(Source.objects.filter(workspace__in=_visible(request)).select_related("workspace"),
                                    pk=source_pk)
-        steps = repair_selectors.explain_action(workspace=source.workspace, source=source.source_id,
+        steps = repair_explain.explain_action(workspace=source.workspace, source=source.source_id,
                                                 action_id=action_id)
         if not steps:
             raise ApiError(f"action {action_id} does not depend on source {source.source_id!r}", code="no_path",

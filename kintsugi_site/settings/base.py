@@ -86,8 +86,9 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "provenance.context_processors.model_backend",
             ],
-            # kintsugi_site is not an app (no templatetags discovery), so its one library is named here.
-            "libraries": {"money": "kintsugi_site.templatetags.money"},
+            # kintsugi_site is not an app (no templatetags discovery), so its libraries are named here.
+            "libraries": {"money": "kintsugi_site.templatetags.money",
+                          "stories": "kintsugi_site.templatetags.stories"},
         },
     },
 ]
@@ -172,7 +173,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = env("KINTSUGI_BEAT_SCHEDULE_FILE", default=str(
 # tasks wait in the queue and find the work done.
 KINTSUGI_REPAIR_HELPERS = env.bool("KINTSUGI_REPAIR_HELPERS", default=True)
 # Repairs with a radius of at least KINTSUGI_REPAIR_PARALLEL_MIN actions are split into up to
-# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.parts). Off by
+# KINTSUGI_REPAIR_PARTS independent parts that idle workers walk at the same time (repairs.job). Off by
 # default: on a 2-core machine that also runs FalkorDB and Postgres it was not faster (bench workers).
 KINTSUGI_REPAIR_PARTS = env.int("KINTSUGI_REPAIR_PARTS", default=1)
 KINTSUGI_REPAIR_PARALLEL_MIN = env.int("KINTSUGI_REPAIR_PARALLEL_MIN", default=2000)
@@ -226,6 +227,7 @@ REST_FRAMEWORK = {
         "explain": env("KINTSUGI_API_RATE_EXPLAIN", default="120/min"),
         "report": env("KINTSUGI_API_RATE_REPORT", default="30/min"),
         "flag": env("KINTSUGI_API_RATE_FLAG", default="30/min"),
+        "what_if": env("KINTSUGI_API_RATE_WHAT_IF", default="30/min"),
     },
 }
 # Incident report downloads from the admin (JSON, CSV, PDF), per user: PDFs cost seconds of CPU each.
@@ -265,3 +267,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "WARNING"},
 }
 
+# Deciding before flagging (repairs.what_if, repairs.suspicious): a flag page whose radius is over
+# KINTSUGI_WHAT_IF_INLINE_MAX actions computes its what-if in a Celery task behind a progress bar; the
+# ranking of sources worth a look runs a what-if on at most KINTSUGI_SUSPICIOUS_WHAT_IFS of them, each
+# with a radius of at most KINTSUGI_SUSPICIOUS_WHAT_IF_MAX_RADIUS actions.
+KINTSUGI_WHAT_IF_INLINE_MAX = env.int("KINTSUGI_WHAT_IF_INLINE_MAX", default=2000)
+KINTSUGI_SUSPICIOUS_WHAT_IFS = env.int("KINTSUGI_SUSPICIOUS_WHAT_IFS", default=3)
+KINTSUGI_SUSPICIOUS_WHAT_IF_MAX_RADIUS = env.int("KINTSUGI_SUSPICIOUS_WHAT_IF_MAX_RADIUS", default=5000)

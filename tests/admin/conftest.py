@@ -5,13 +5,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.contrib.auth.models import Group
 
 from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
+from tests.helpers import create_user
 
 
 @pytest.fixture
@@ -19,12 +20,7 @@ def make_user(db, django_user_model):
     ensure_roles()
 
     def make(username: str, *groups: str, member_of=None, **extra):
-        user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
-        for name in groups:
-            user.groups.add(Group.objects.get(name=name))
-        if member_of is not None:
-            member_of.members.add(user)
-        return user
+        return create_user(username, *groups, workspaces=[member_of] if member_of is not None else [], **extra)
 
     return make
 

@@ -11,7 +11,8 @@ from provenance.models import Source, Ticket
 from provenance.services import record_root
 from repairs.models import Incident
 from repairs.reports import render_html
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 
 PAYLOADS = ["<script>alert('page')</script>", "<img src=x onerror=alert('body')>", "<svg/onload=alert(1)>",
             "<script>alert('name')</script>", "<script>alert('reason')</script>", "<b>t99</b>"]

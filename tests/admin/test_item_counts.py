@@ -55,6 +55,13 @@ def test_incident_page_queue_link_dashboard_and_reports_give_the_same_counts(cli
     assert "total,all,14" in rows and "refund_reversal,pending,4" in rows
     assert item_counts(incident=repaired).pending == pending
 
+    client.force_login(reviewer)
+    cases = client.get(reverse("admin:compensation_compensationitem_cases") + f"?incident={repaired.pk}&status=all")
+    html = cases.content.decode()
+    assert f"Review items: 10 compensation drafts + 4 held replacements = 14 items, {pending} pending." in html
+    assert cases.context["totals"]["items"] == 14 and cases.context["totals"]["pending_items"] == pending
+    assert cases.context["item_counts"] == item_counts(incident=repaired)
+
 
 def test_close_page_shows_what_closing_does_and_changes_nothing(client, repaired, support_lead):
     client.force_login(support_lead)

@@ -14,7 +14,8 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from repairs.models import Incident
 from repairs.reports import render_report
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 
 # The acceptance check's pattern, plus float-looking action numbers ("#3.0", "seq 3.0").
 CENTS = re.compile(r"\bcents?\b|_cents\b|\b\d{4,} (USD|EUR|GBP)\b|\bamount: \d{3,}\b", re.I)
@@ -66,15 +67,28 @@ def test_no_page_of_a_repaired_incident_shows_cents_or_float_action_numbers(clie
         "incident's audit trail": read(client, reverse("admin:compensation_auditevent_changelist")
                                        + f"?incident__id__exact={incident.pk}"),
     })
+    cases = reverse("admin:compensation_compensationitem_cases")
+    pages.update({"cases": read(client, cases), "incident's cases": read(client, f"{cases}?incident={incident.pk}"),
+                  "all cases": read(client, f"{cases}?incident={incident.pk}&status=all"),
+                  "verify the audit chain": read(client, reverse("admin:compensation_auditevent_verify"))})
     for item in items:
         pages[f"review page of {item.kind} #{item.pk}"] = read(
             client, reverse("admin:compensation_compensationitem_change", args=[item.pk]))
+        pages[f"audit trail of item #{item.pk}"] = read(
+            client, reverse("admin:compensation_auditevent_changelist") + f"?item={item.pk}")
+    for ticket in sorted({i.ticket_id for i in items}):
+        pages[f"case {ticket}"] = read(client, reverse("admin:compensation_compensationitem_case",
+                                                       args=[incident.pk, ticket]) + f"?incident={incident.pk}")
+        pk = canonical_desk.tickets.get(ticket_id=ticket).pk
+        pages[f"ticket page {ticket}"] = read(client, reverse("admin:provenance_ticket_change", args=[pk]))
     client.force_login(make_user("auditor-admin", AUDITOR, member_of=canonical_desk))  # ledger and outbox are theirs
     pages.update({"ledger": read(client, reverse("admin:provenance_ledgerentry_changelist")),
                   "outbox": read(client, reverse("admin:provenance_outboxemail_changelist"))})
     assert {name: code for name, (code, _) in pages.items() if code != 200} == {}
     # The pages do show money, as money: the preview's stake, the queue's total, a reversal's amount.
     assert "$750.00" in pages["flag preview"][1] and "$75.00" in pages["review queue"][1]
+    assert "$400.00" in pages["incident's cases"][1] and "$75.00 refunded" in pages["ticket page t05"][1]
+    assert len([name for name in pages if name.startswith("case ")]) == 5
     bad = {name: sorted(set(offences(text))) for name, (_, text) in pages.items() if offences(text)}
     assert bad == {}
 
@@ -86,3 +100,10 @@ def test_pdf_report_shows_money_as_money(repaired, tmp_path):
                           check=True).stdout
     assert "$75.00" in text
     assert offences(text) == []
+
+
+def test_the_money_check_catches_cents_bare_amounts_and_float_action_numbers():
+    # Red: what the pages used to say is caught; money as money and whole action numbers pass.
+    assert offences("moves 17000 cents USD") and offences("AMOUNT (CENTS) 10000 USD") and offences("amount: 12000")
+    assert offences("triage #3.0 re-ran") and offences("seq 12.0")
+    assert offences("$75.00 refunded by triage #3; 10 compensation drafts, 87%") == []

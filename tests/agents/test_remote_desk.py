@@ -8,7 +8,7 @@ from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.replay import ReplayUnavailable
 from provenance.services import desk_run
 from repairs.models import Incident
-from repairs.services import run_repair
+from repairs.job import run_repair
 from tests.repairs.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)

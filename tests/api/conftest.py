@@ -10,6 +10,7 @@ from compensation.roles import ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from provenance.services import desk_run, get_workspace
+from tests.helpers import create_user
 
 
 def role(name: str) -> Group:
@@ -21,12 +22,7 @@ def role(name: str) -> Group:
 @pytest.fixture
 def make_user(django_user_model):
     def make(username: str, *, roles=(), workspaces=(), superuser: bool = False):
-        user = django_user_model.objects.create_user(username, password="pass-1234-kintsugi",
-                                                     is_superuser=superuser, is_staff=superuser)
-        for name in roles:
-            user.groups.add(role(name))
-        for ws in workspaces:
-            ws.members.add(user)
+        user = create_user(username, *roles, workspaces=workspaces, staff=superuser, is_superuser=superuser)
         Token.objects.create(user=user)
         return user
     return make

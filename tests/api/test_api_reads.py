@@ -124,7 +124,8 @@ def test_explain_of_a_rerun_action_after_the_repair_still_gives_its_path(desk_an
     """After the repair the live graph no longer ties the re-run to the page; the answer comes from the
     repair's own record, over the API as over MCP."""
     from kintsugi_site.mcp_server import explain_path as mcp_explain
-    from repairs.services import flag_source, run_repair
+    from repairs.services import flag_source
+    from repairs.job import run_repair
 
     ws, source, client = desk_and_lead
     radius = client.get(f"/api/v1/sources/{source.pk}/blast-radius/?limit=500").json()["actions"]

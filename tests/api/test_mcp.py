@@ -84,8 +84,9 @@ def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url,
     ws, source, lead = desk
     token = lead.auth_token.key
     tools = {t.name for t in call(mcp_url, token).tools}
-    assert tools == {"blast_radius", "explain_path", "flag_source", "incident_status", "open_action", "memory_get",
-                     "memory_set", "ingest_source", "handoff", "record_effect", "finish_action", "fact_history"}
+    assert {"blast_radius", "explain_path", "flag_source", "incident_status", "review_items", "approve_item",
+            "reject_item", "what_if", "suspicious_sources", "open_action",
+            "memory_get", "memory_set", "ingest_source", "handoff", "record_effect", "finish_action", "fact_history"} <= tools
 
     radius = call(mcp_url, token, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
     assert not radius.is_error, radius.content
@@ -155,3 +156,92 @@ def test_the_web_app_serves_the_admin_its_static_files_and_mcp_behind_a_token(mc
     anonymous = httpx2.post(mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
                             headers={"Accept": "application/json, text/event-stream"}, timeout=10)
     assert anonymous.status_code == 401
+
+
+@pytest.fixture
+def repaired_desk(desk, make_user, settings):
+    """The canonical desk flagged by the lead and repaired in-process (committed: the server reads it)."""
+    from repairs.services import flag_source
+    from repairs.job import run_repair
+
+    ws, source, lead = desk
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    incident = flag_source(workspace=ws, source_id=POISONED_PAGE, actor=lead, reason="poisoned partner page",
+                           via=Incident.Via.CLI)
+    return ws, run_repair(incident_id=incident.pk), lead
+
+
+def test_mcp_review_tools_list_and_decide_items_under_the_admins_rules(mcp_url, repaired_desk, make_user):
+    from compensation.models import CompensationItem
+
+    ws, incident, lead = repaired_desk
+    reviewer = make_user("mcp-reviewer", roles=["Reviewer"], workspaces=[ws])
+    listed = call(mcp_url, reviewer.auth_token.key, "review_items", {"workspace": ws.name, "incident": incident.pk})
+    assert not listed.is_error, listed.content
+    page = listed.structured_content
+    assert page["total"] == 14 and {i["kind"] for i in page["items"]} >= {"refund_reversal", "correction_email"}
+    reversal = next(i for i in page["items"] if i["kind"] == "refund_reversal" and i["ticket"] == "t05")
+    email = next(i for i in page["items"] if i["kind"] == "correction_email" and i["ticket"] == "t05")
+    assert reversal["amount"] == "$75.00" and reversal["amount_cents"] == 7500 and email["waits_for"] == reversal["id"]
+
+    approved = call(mcp_url, reviewer.auth_token.key, "approve_item", {"item": reversal["id"], "reason": "matches"})
+    assert not approved.is_error, approved.content
+    assert approved.structured_content["status"] == "approved"
+    assert approved.structured_content["decided_by"] == "mcp-reviewer"
+    event = AuditEvent.objects.get(action="item.approved", subject_id=str(reversal["id"]))
+    assert event.via == "mcp" and event.actor == reviewer and event.reason == "matches"
+    rejected = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": email["id"], "reason": "too stiff"})
+    assert rejected.structured_content["status"] == "rejected"
+    again = call(mcp_url, reviewer.auth_token.key, "approve_item", {"item": email["id"]})
+    assert again.is_error and "already rejected" in again.content[0].text
+    t06 = CompensationItem.objects.get(incident=incident, ticket_id="t06", kind="refund_reversal")
+    no_reason = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": t06.pk, "reason": " "})
+    assert no_reason.is_error and "reason is required" in no_reason.content[0].text
+    t07 = CompensationItem.objects.get(incident=incident, ticket_id="t07", kind="refund_reversal")
+    warned = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": t07.pk, "reason": "kept"})
+    assert "will not go out as written" in warned.structured_content["warning"]
+
+
+def test_mcp_review_keeps_four_eyes_roles_and_tenancy(mcp_url, repaired_desk, make_user, django_user_model):
+    from django.contrib.auth.models import Group
+
+    from compensation.models import CompensationItem
+
+    ws, incident, lead = repaired_desk
+    item = CompensationItem.objects.filter(incident=incident, kind="refund_reversal").order_by("pk").first()
+    lead.groups.add(Group.objects.get(name="Reviewer"))  # both roles: only four-eyes stops the flagger
+    own = call(mcp_url, lead.auth_token.key, "approve_item", {"item": item.pk, "reason": "mine"})
+    assert own.is_error and "four-eyes" in own.content[0].text
+    auditor = make_user("mcp-review-auditor", roles=["Auditor"], workspaces=[ws])
+    role = call(mcp_url, auditor.auth_token.key, "approve_item", {"item": item.pk})
+    assert role.is_error and "Reviewer role needed" in role.content[0].text
+    outsider = make_user("mcp-review-outsider", roles=["Reviewer"])
+    hidden = call(mcp_url, outsider.auth_token.key, "approve_item", {"item": item.pk})
+    assert hidden.is_error and f"unknown compensation item {item.pk}" in hidden.content[0].text
+    listing = call(mcp_url, outsider.auth_token.key, "review_items", {"workspace": ws.name})
+    assert listing.is_error and "unknown workspace" in listing.content[0].text
+    bad = call(mcp_url, auditor.auth_token.key, "review_items", {"workspace": ws.name, "status": "maybe"})
+    assert bad.is_error and "status must be one of" in bad.content[0].text
+    item.refresh_from_db()
+    assert item.status == "pending" and not AuditEvent.objects.filter(action="item.approved").exists()
+    refusals = AuditEvent.objects.filter(action__in=("item.refused", "refused"), via="mcp")
+    assert {e.actor_name for e in refusals} >= {lead.username, auditor.username, outsider.username}
+
+
+def test_mcp_what_if_tells_the_exact_outcome_and_changes_nothing(mcp_url, desk, make_user):
+    ws, source, lead = desk
+    answer = call(mcp_url, lead.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert not answer.is_error, answer.content
+    wi = answer.structured_content
+    assert (wi["blast_radius"], wi["compensations"], wi["amount_reversed"]) == (25, 10, {"USD": 40000})
+    assert len(wi["tickets_changed"]) == 5 and wi["fingerprint"]
+    assert AuditEvent.objects.filter(action="what_if.viewed", via="mcp", actor=lead).count() == 1
+    ranked = call(mcp_url, lead.auth_token.key, "suspicious_sources", {"workspace": ws.name})
+    assert ranked.structured_content["sources"][0]["source"] == POISONED_PAGE
+    auditor = make_user("mcp-wi-auditor", roles=["Auditor"], workspaces=[ws])
+    refused = call(mcp_url, auditor.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert refused.is_error and "Support lead" in refused.content[0].text
+    outsider = make_user("mcp-wi-outsider", roles=["Support lead"])
+    hidden = call(mcp_url, outsider.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    assert hidden.is_error and "unknown workspace" in hidden.content[0].text
+    assert not Incident.objects.exists()

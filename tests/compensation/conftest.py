@@ -7,25 +7,16 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from django.contrib.auth.models import Group
 from django.db import transaction
 
-from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, ensure_roles
-from provenance.desk.scenario import POISONED_PAGE
+from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
-from repairs.services import flag_source, run_repair
 from tests.fake_gemini import FakeGemini
+from tests.helpers import create_user, flag_and_repair
 
 
-def _make_user(username: str, *groups: str, **extra):
-    from django.contrib.auth import get_user_model
-
-    ensure_roles()  # a transactional test's flush drops the groups the data migration created
-    user = get_user_model().objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
-    for name in groups:
-        user.groups.add(Group.objects.get(name=name))
-    return user
+_make_user = create_user
 
 
 def _make_people() -> SimpleNamespace:
@@ -83,9 +74,7 @@ def repaired_incident(*, flagger, workspace: str | None = None, settings=None, m
     desk_run(workspace=name)
     team = members if members is not None else get_user_model().objects.filter(is_superuser=False)
     get_workspace(name).members.add(*team)
-    incident = flag_source(workspace=get_workspace(name), source_id=POISONED_PAGE, actor=flagger,
-                           reason="poisoned partner page", via=Incident.Via.CLI)
-    return run_repair(incident_id=incident.pk)
+    return flag_and_repair(name, actor=flagger, reason="poisoned partner page")
 
 
 @pytest.fixture

@@ -78,3 +78,25 @@ def test_the_audit_list_reads_for_a_person_hashes_and_filters_by_actor_within_th
     filtered = client.get(url, {"actor_name": "alice-actor"}).content.decode()
     assert "by alice" in filtered and "mine-event" not in filtered
     assert "by mallory" not in client.get(url, {"actor_name": "mallory-actor"}).content.decode()
+
+
+def test_the_audit_list_filters_by_item_and_the_item_page_links_to_it(client, canonical):
+    from compensation.models import AuditEvent, CompensationItem
+    from compensation.services import reject_item
+
+    incident, reviewer = canonical.incident, canonical.people.reviewer
+    item, other = incident.compensation_items.filter(kind=CompensationItem.Kind.REFUND_REVERSAL).order_by("pk")[:2]
+    reject_item(item=item, actor=reviewer, reason="kept the goods, reversal refused", via="admin")
+    client.force_login(reviewer)
+    url = reverse("admin:compensation_auditevent_changelist")
+    response = client.get(url, {"item": item.pk})
+    shown = list(response.context["cl"].result_list)
+    assert {e.subject_id for e in shown} == {str(item.pk)} and len(shown) == AuditEvent.objects.filter(
+        subject_type="compensation_item", subject_id=str(item.pk)).count() >= 2
+    assert "kept the goods, reversal refused" in response.content.decode()
+    assert not list(client.get(url, {"item": "abc"}).context["cl"].result_list)
+    # The sidebar offers the chosen incident's items; the item page links to its own trail.
+    choices = client.get(url, {"incident__id__exact": incident.pk}).content.decode()
+    assert f"?incident__id__exact={incident.pk}&amp;item={other.pk}" in choices
+    page = client.get(reverse("admin:compensation_compensationitem_change", args=[item.pk])).content.decode()
+    assert f'href="{url}?item={item.pk}"' in page

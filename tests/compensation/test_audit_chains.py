@@ -2,6 +2,7 @@
 against the signed checkpoints kept outside the database."""
 import json
 import os
+from html import unescape
 import stat
 
 import psycopg
@@ -171,3 +172,51 @@ def test_a_missing_signing_key_is_generated_unless_required(settings, tmp_path):
     checkpoints.signing_key()
     assert stat.S_IMODE(os.stat(tmp_path / "keys" / "signing-key.pem").st_mode) == 0o600
     assert (tmp_path / "keys" / "signing-key.pub.pem").exists()
+
+
+def _verify_page(client, query=""):
+    response = client.get(reverse("admin:compensation_auditevent_verify") + query)
+    if response.status_code != 200:
+        return response.status_code, None, None
+    html = response.content.decode()
+
+    def pre(element_id):
+        if f'id="{element_id}"' not in html:
+            return []
+        start = html.index(">", html.index(f'id="{element_id}"')) + 1
+        return [unescape(line) for line in html[start:html.index("</pre>", start)].splitlines() if line]
+    return 200, pre("verify-stdout"), pre("verify-stderr")
+
+
+def test_the_verify_page_prints_what_the_command_prints_and_breaks_with_it(ws, client, django_user_model, capsys):
+    admin_user = django_user_model.objects.create_superuser("verifier", password="pass-1234-kintsugi")
+    client.force_login(admin_user)
+    checkpoints.flush()  # so the page and the command see the same signed heads
+    code, out, err = _verify_page(client)
+    cmd_code, cmd_out = run_command(capsys, "verify_audit")
+    assert code == 200 and cmd_code == 0 and err == []
+    assert out == cmd_out.splitlines()  # a superuser's page covers every chain, line for line
+    # Red: a row edited behind the triggers' back breaks the page exactly as it breaks the command.
+    behind_the_triggers_back(f"UPDATE {TABLE} SET reason = 'rewritten' WHERE workspace_id = %s AND seq = 3", [ws.a.pk])
+    code, out, err = _verify_page(client)
+    cmd_code, cmd_out = run_command(capsys, "verify_audit")
+    assert cmd_code == 1 and 'data-holds="0"' in client.get(reverse("admin:compensation_auditevent_verify")).content.decode()
+    assert err == [str(chains.verify_chain(workspace=ws.a).broken)] and "seq=3" in err[0]
+    assert sorted(out + err) == sorted(cmd_out.splitlines())
+
+
+def test_a_member_verifies_only_the_chains_of_their_workspaces(ws, client, django_user_model):
+    from django.contrib.auth.models import Group
+
+    from compensation.roles import AUDITOR, ensure_roles
+
+    ensure_roles()
+    auditor = django_user_model.objects.create_user("chain-auditor", password="pass-1234-kintsugi", is_staff=True)
+    auditor.groups.add(Group.objects.get(name=AUDITOR))
+    ws.a.members.add(auditor)
+    client.force_login(auditor)
+    code, out, err = _verify_page(client)
+    assert code == 200 and len(out) == 1 and out[0].startswith("audit chain holds: audit-a: 10 rows")
+    for other in (f"?workspace={ws.b.pk}", "?workspace=system", "?workspace=nope"):
+        assert _verify_page(client, other)[0] == 404, other
+    assert _verify_page(client, f"?workspace={ws.a.pk}")[1] == out

@@ -9,7 +9,7 @@ from django.urls import reverse
 from compensation import cases as case_selectors
 from compensation.case_decisions import decide_case
 from compensation.execution import execute_approved, execute_item
-from compensation.models import CompensationItem
+from compensation.models import AuditEvent, CompensationItem
 from compensation.services import DecisionRefused, approve_item, reject_item
 from provenance.models import OutboxEmail
 
@@ -88,20 +88,59 @@ def test_an_email_approved_before_its_reversal_waits_and_leaves_once_after_it(
     assert _mail_of(email) == 1
 
 
-def test_rejecting_a_reversal_marks_the_email_that_explains_it(canonical, client):
+def test_rejecting_a_reversal_marks_the_emails_that_speak_of_it(canonical, client):
     incident, reviewer = canonical.incident, canonical.people.reviewer
     reject_item(item=_item(incident, K.REFUND_REVERSAL, "t05"), actor=reviewer, reason="customer kept the goods",
                 via="admin")
-    email = _item(incident, K.CORRECTION_EMAIL, "t05")
+    email, reply = _item(incident, K.CORRECTION_EMAIL, "t05"), _item(incident, K.REPLACEMENT_EMAIL, "t05")
     assert not email.valid and "which was rejected" in email.problems[-1]
-    with pytest.raises(DecisionRefused, match="was rejected"):
-        approve_item(item=email, actor=reviewer, reason="", via="admin")
+    # The reply says "this order does not qualify for a refund": untrue while the customer keeps it.
+    assert not reply.valid and "which was rejected" in reply.problems[-1]
+    for item in (email, reply):
+        with pytest.raises(DecisionRefused, match="was rejected"):
+            approve_item(item=item, actor=reviewer, reason="", via="admin")
     client.force_login(reviewer)
     page = client.get(_case_url(incident, "t05")).content.decode()
-    assert "was rejected: reject this email, or edit it so it stands alone" in page
-    # The replacement reply does not explain the reversal: it still leaves.
-    leaving = case_selectors.case(user=reviewer, incident_id=incident.pk, ticket="t05").leaving
-    assert [c.item.kind for c in leaving] == [K.REPLACEMENT_EMAIL]
+    assert page.count("was rejected: reject this email, or edit it so it stands alone") == 2
+    assert case_selectors.case(user=reviewer, incident_id=incident.pk, ticket="t05").leaving == []
+
+
+def test_an_email_held_behind_a_reversal_that_is_then_rejected_is_reopened_with_a_warning(
+        canonical, client, eager_celery, outbox_backend, django_capture_on_commit_callbacks):
+    incident, reviewer = canonical.incident, canonical.people.reviewer
+    reversal, email = _item(incident, K.REFUND_REVERSAL, "t07"), _item(incident, K.CORRECTION_EMAIL, "t07")
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_item(item=email, actor=reviewer, reason="reads well", via="admin")
+    assert _item(incident, K.CORRECTION_EMAIL, "t07").status == St.APPROVED  # held: not sent
+    client.force_login(reviewer)
+    response = client.post(_decide_url(incident, "t07"), {"item": reversal.pk, "decision": "reject",
+                                                           "reason": "the customer returned the goods"}, follow=True)
+    email.refresh_from_db()
+    # Not left waiting for an approval that cannot come: back to a decision, saying why, never sent.
+    assert email.status == St.PENDING and not email.valid and email.decided_by is None
+    assert "which was rejected" in email.problems[-1] and _mail_of(email) == 0
+    warnings = [str(m) for m in response.context["messages"] if m.level_tag == "warning"]
+    assert any(f"#{email.pk}" in w and "will not go out as written" in w for w in warnings), warnings
+    assert AuditEvent.objects.filter(subject_id=str(email.pk), action="item.reopened", from_status="approved",
+                                     to_status="pending").exists()
+    case = case_selectors.case(user=reviewer, incident_id=incident.pk, ticket="t07")
+    assert case.state == "needs decision" and case.leaving == []
+    with django_capture_on_commit_callbacks(execute=True):
+        reject_item(item=email, actor=reviewer, reason="nothing to correct now", via="admin")
+    assert _mail_of(email) == 0
+
+
+def test_a_reply_waits_for_the_reversal_of_its_ticket_and_leaves_once_after_it(
+        canonical, eager_celery, outbox_backend, django_capture_on_commit_callbacks):
+    incident, reviewer = canonical.incident, canonical.people.reviewer
+    reply, reversal = _item(incident, K.REPLACEMENT_EMAIL, "t06"), _item(incident, K.REFUND_REVERSAL, "t06")
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_item(item=reply, actor=reviewer, reason="fine", via="admin")
+    assert _mail_of(reply) == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_item(item=reversal, actor=reviewer, reason="ok", via="admin")
+    reply.refresh_from_db()
+    assert reply.status == St.EXECUTED and _mail_of(reply) == 1
 
 
 def test_the_case_page_says_what_leaves_in_order_before_confirming(canonical, client):

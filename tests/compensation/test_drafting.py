@@ -4,7 +4,8 @@ from compensation.drafting import plan_items
 from compensation.models import CompensationItem
 from compensation.drafts import draft_compensations
 from compensation.services import approve_item
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 from tests.compensation.conftest import repaired_incident
 
 K = CompensationItem.Kind

@@ -6,11 +6,13 @@ import pytest
 from django.db import connection
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.drafts import DRAFT_LOCK, DRAFT_PARTS, _in_part, draft_ahead, draft_compensations
+from compensation.drafts import DRAFT_PARTS, _in_part, draft_compensations
+from compensation.drafts import draft_repair as draft_ahead
+from kintsugi_site.locks import DRAFT_PART as DRAFT_LOCK
 from compensation.services import DecisionRefused, approve_item
-from repairs import services
+from repairs import job
 from repairs.models import Incident
-from repairs.services import run_repair
+from repairs.job import run_repair
 from repairs.tasks import draft_ahead_task
 from tests.compensation.conftest import repaired_incident
 
@@ -24,7 +26,7 @@ def planned(people, monkeypatch):
     def stop(incident):
         raise RuntimeError("stopped before verification")
 
-    monkeypatch.setattr(services, "_prepare_finish", stop)
+    monkeypatch.setattr(job, "verify_and_draft", stop)
     incident = repaired_incident(flagger=people.lead)
     monkeypatch.undo()
     assert incident.status == "failed" and incident.plan is not None and incident.effects.exists()

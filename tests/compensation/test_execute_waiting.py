@@ -10,7 +10,7 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
-from repairs.services import run_repair
+from repairs.job import run_repair
 from tests.audit_helpers import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)

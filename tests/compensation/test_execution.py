@@ -11,7 +11,8 @@ from compensation.tasks import execute_compensation
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry, OutboxEmail
 from provenance.services import desk_run, get_workspace
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 from tests.compensation.conftest import repaired_incident
 from tests.conftest import purge_broker, wait_for
 

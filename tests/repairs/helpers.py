@@ -5,7 +5,8 @@ from django.contrib.auth import get_user_model
 from provenance.graph import workspace_graph
 from provenance.services import get_workspace
 from repairs.models import Incident
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 
 
 def flagger(name: str = "flagger"):

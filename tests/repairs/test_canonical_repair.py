@@ -1,20 +1,15 @@
 import pytest
-from django.contrib.auth import get_user_model
 
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.selectors import export_state
-from provenance.services import desk_run, get_workspace
-from repairs.models import Incident
-from repairs.services import flag_source, run_repair
+from provenance.services import desk_run
+from repairs.engine import RepairWalk
+from tests.helpers import flag_and_repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _flag_and_repair(workspace: str, source: str = POISONED_PAGE, **kw) -> Incident:
-    user, _ = get_user_model().objects.get_or_create(username="flagger")
-    incident = flag_source(workspace=get_workspace(workspace), source_id=source, actor=user, reason="poisoned",
-                           via=Incident.Via.CLI)
-    return run_repair(incident_id=incident.pk, **kw)
+_flag_and_repair = flag_and_repair
 
 
 def test_canonical_repair_matches_the_article(settings):
@@ -33,10 +28,12 @@ def test_canonical_repair_matches_the_article(settings):
     assert export_state(workspace="rep") == export_state(workspace="rep-clean")
 
 
-def test_broken_repair_without_supersession_shows_a_verification_diff(settings):
+def test_broken_repair_without_supersession_shows_a_verification_diff(settings, monkeypatch):
     settings.CELERY_TASK_ALWAYS_EAGER = False
     desk_run(workspace="broken")
-    incident = _flag_and_repair("broken", supersede=False)
+    # The red case of the verification gate: a walk that forgets to supersede stale handoffs.
+    monkeypatch.setattr(RepairWalk, "_supersede", lambda self, aid: None)
+    incident = _flag_and_repair("broken")
     v = incident.verification
     assert v["decisions"] == 0  # triage decisions are re-run either way
     assert v["effects"] > 0  # but the superseded refunds and emails stay live

@@ -7,7 +7,7 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from provenance.paths import Edge, shortest_path
 from provenance.selectors import blast_radius, explain_path
-from repairs.selectors import explain_action
+from repairs.explain import explain_action
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ import pytest
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run
 from repairs.models import Incident
-from repairs.services import run_repair
+from repairs.job import run_repair
 from tests.repairs.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)

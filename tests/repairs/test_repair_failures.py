@@ -4,7 +4,8 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import GraphUnavailable
 from provenance.services import desk_run
 from repairs.models import Incident
-from repairs.services import retry_incident, run_repair
+from repairs.services import retry_incident
+from repairs.job import run_repair
 from tests.repairs.helpers import flagger, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)

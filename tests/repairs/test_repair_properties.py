@@ -11,7 +11,8 @@ from provenance.desk.scenario import PAGES, POISONED_PAGE
 from provenance.selectors import export_state
 from provenance.services import desk_run
 from repairs.models import Incident, RepairEffect
-from repairs.services import IncidentAlreadyOpen, run_repair
+from repairs.services import IncidentAlreadyOpen
+from repairs.job import run_repair
 from tests.conftest import Worker, purge_broker, wait_for, worker_env
 from tests.repairs.helpers import flagger, graph_dump, inputs_by_step, open_incident, repair, wait_until_finished
 

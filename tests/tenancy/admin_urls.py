@@ -106,7 +106,9 @@ def requests_for(name: str, b) -> list[Request] | None:
                                    Request("POST", reverse("admin:repairs_incident_close", args=[incident]), {"reason": "x"})],
         "compensation_compensationitem_decide": [
             Request("POST", reverse("admin:compensation_compensationitem_decide", args=[item]), {"decision": d, "reason": "x"})
-            for d in ("approve", "reject", "redraft", "edit_approve")],
+            for d in ("approve", "reject", "redraft", "edit_approve")] + [
+            Request("POST", reverse("admin:compensation_compensationitem_decide", args=[item]),
+                    {"decision": "set_customer", "customer_email": "x@team-a.example", "reason": "x"})],
         # Cases: B's case by its incident and ticket, its decisions, and the list filtered to B's incident.
         "compensation_compensationitem_cases": [
             Request("GET", reverse("admin:compensation_compensationitem_cases"), kind="list"),
@@ -121,6 +123,20 @@ def requests_for(name: str, b) -> list[Request] | None:
                     data) for data in ({"decision": "approve_all"}, {"decision": "reject_all", "reason": "x"},
                                        {"decision": "approve", "item": item}, {"decision": "reject", "item": item,
                                                                                  "reason": "x"})],
+        # Verifying: every chain A may see (a list: nothing of B on it), and B's chain by id (a 404).
+        "compensation_auditevent_verify": [
+            Request("GET", reverse("admin:compensation_auditevent_verify"), kind="list"),
+            Request("GET", reverse("admin:compensation_auditevent_verify") + f"?workspace={b.workspace.pk}")],
+        "provenance_source_trust": [Request("POST", reverse("admin:provenance_source_trust", args=[source]),
+                                            {"trust": "untrusted", "reason": "x"})],
+        "provenance_source_what_if_progress": [Request("GET", reverse("admin:provenance_source_what_if_progress",
+                                                                      args=[source]))],
+        "provenance_workspace_suspicious": [Request("GET", reverse("admin:provenance_workspace_suspicious",
+                                                                   args=[b.workspace.pk]))],
+        "provenance_workspace_action": [Request("GET", reverse("admin:provenance_workspace_action",
+                                                               args=[b.workspace.pk, b.action_id]))],
+        "provenance_workspace_fact": [Request("GET", reverse("admin:provenance_workspace_fact",
+                                                             args=[b.workspace.pk, "vip_rules"]))],
         "compensation_auditevent_export": [
             Request("GET", reverse("admin:compensation_auditevent_export") + q, kind="export")
             for q in ("?format=json", f"?format=json&incident={incident}", "?format=csv")],

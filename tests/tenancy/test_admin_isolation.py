@@ -8,7 +8,6 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 from rest_framework.authtoken.models import Token
@@ -20,8 +19,10 @@ from provenance.graph import workspace_graph
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
-from repairs.services import flag_source, run_repair
+from repairs.services import flag_source
+from repairs.job import run_repair
 from tests.tenancy import admin_urls
+from tests.helpers import create_user
 
 ROLES = {
     "lead": [SUPPORT_LEAD], "reviewer": [REVIEWER], "auditor": [AUDITOR], "workspace_admin": [WORKSPACE_ADMIN],
@@ -30,10 +31,7 @@ ROLES = {
 
 
 def _user(username: str, groups: list[str], **extra):
-    user = get_user_model().objects.create_user(username, password="pass-1234-kintsugi", is_staff=True, **extra)
-    for name in groups:
-        user.groups.add(Group.objects.get(name=name))
-    return user
+    return create_user(username, *groups, **extra)
 
 
 def _desk(name: str, *, members, flagger, emails: str | None = None) -> Incident:

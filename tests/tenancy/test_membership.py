@@ -2,25 +2,19 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.urls import reverse
 
 from compensation.models import AuditEvent
-from compensation.roles import REVIEWER, WORKSPACE_ADMIN, ensure_roles
+from compensation.roles import REVIEWER, WORKSPACE_ADMIN
 from provenance import membership
 from provenance.models import Workspace
+from tests.helpers import create_user
 
 pytestmark = pytest.mark.django_db
 
 
-def _user(name, *groups, **extra):
-    ensure_roles()
-    user = get_user_model().objects.create_user(name, password="pass-1234-kintsugi", is_staff=True, **extra)
-    for g in groups:
-        user.groups.add(Group.objects.get(name=g))
-    return user
+_user = create_user
 
 
 @pytest.fixture

@@ -20,18 +20,13 @@ class Command(KintsugiCommand):
             statuses = chains.verify_all(workspace_ids=ids)
         else:
             statuses = chains.verify_all()
-        broken = [s for s in statuses if not s.holds]
+        result = chains.verify_output(statuses)  # the admin's "verify the chain" page prints the same
         if o["json"]:
-            self.print_json({"holds": not broken, "chains": [s.as_dict() for s in statuses]})
+            self.print_json({"holds": result.holds, "chains": [s.as_dict() for s in statuses]})
         else:
-            for status in statuses:
-                if status.holds:
-                    self.stdout.write(status.summary())
-                else:
-                    sys.stderr.write(f"{status.broken}\n")
-            for status in broken:
-                self.stdout.write(f"checked {status.rows} rows of chain {status.name}; first broken row: "
-                                  f"chain={status.name} seq={status.broken.seq}"
-                                  + (f" id={status.broken.id}" if status.broken.id is not None else ""))
-        if broken:
-            sys.exit(1)
+            for line in result.stderr:
+                sys.stderr.write(f"{line}\n")
+            for line in result.stdout:
+                self.stdout.write(line)
+        if not result.holds:
+            sys.exit(result.exit_code)

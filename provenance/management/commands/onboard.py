@@ -31,6 +31,7 @@ class Command(KintsugiCommand):
         p.add_argument("--workspace", required=True)
         p.add_argument("--source", required=True)
         p.add_argument("--title", default="")
+        p.add_argument("--trust", choices=["untrusted", "unknown", "trusted"])
         group = p.add_mutually_exclusive_group(required=True)
         group.add_argument("--content")
         group.add_argument("--content-file", type=Path)
@@ -62,7 +63,7 @@ class Command(KintsugiCommand):
         if what == "source":
             content = o["content"] if o["content"] is not None else o["content_file"].read_text()
             source, created = onboarding.put_source(workspace=ws, source_id=o["source"], content=content,
-                                                    title=o["title"], **common)
+                                                    title=o["title"], trust=o["trust"], **common)
             return self._out(o, {"source": source.source_id, "created": created},
                              f"{'created' if created else 'changed'} source {source.source_id}")
         if what == "ticket":

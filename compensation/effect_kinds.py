@@ -1,0 +1,174 @@
+"""Effect kinds: for each kind of external effect an agent records (`rec.effect(kind, ...)`), how it
+leaves the system, how it is compensated once a repair invalidates it, and how that compensation's draft
+is validated and delivered.
+
+Two registries, one per side of a repair:
+- `EffectKind` (by the effect's kind, "refund", "email", ...): `dispatch` sends a live effect when the
+  recorder flushes it (None: kintsugi records the effect and the agent performs it itself); `compensated_by`
+  and `replaced_by` name the review item drafted for an invalidated effect and for a held replacement;
+  `netted` kinds go through the per-ticket netting of compensation.drafting (refunds, and the emails that
+  explain them); the others get one item per effect.
+- `ItemKind` (by the review item's kind): what the reviewer decides, which checks its draft must pass,
+  and how an approved item is delivered (exactly once, through its execution key).
+A kind nobody registered is never dropped: it falls back to `MANUAL`, whose item carries the original
+effect and asks a person to compensate it by hand (its approval records what they did).
+
+Limits: item kinds are the CompensationItem.Kind choices (a column with a constraint in the queue's
+totals and indexes), so a team's own effect kind registers with one of them (usually the manual one)
+rather than inventing a new item kind at run time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from django.core.mail import EmailMessage
+
+from compensation import validation
+from compensation.models import CompensationItem
+from kintsugi_site.money import format_money
+from provenance import effects as dispatchers
+from provenance.models import LedgerEntry, OutboxEmail
+
+K = CompensationItem.Kind
+
+
+@dataclass(frozen=True)
+class ItemKind:
+    name: str
+    decides: str  # what the reviewer decides, in the reviewer's words
+    validate: Callable[[dict, dict], list[str]]  # (draft, facts) -> problems
+    deliver: Callable[[CompensationItem], dict]  # sends an approved item; safe to repeat (execution key)
+    moves_money: bool = False
+    needs_ticket: bool = True  # drafted from the ticket's customer and payment
+    reason_required: bool = False  # approving must say what was done
+
+
+@dataclass(frozen=True)
+class EffectKind:
+    name: str
+    dispatch: Callable[..., None] | None  # (workspace, run_number, [(row, details, key)]); None: not ours to send
+    compensated_by: str
+    replaced_by: str
+    netted: bool = False
+    decides: str = ""  # overrides the item kind's wording for this effect kind (e.g. a registered custom kind)
+
+
+# --- delivering approved items (compensation.execution calls these with the item locked out) ----------------
+def _file_in_ledger(item: CompensationItem) -> dict:
+    incident = item.incident
+    invalidated = [e["effect_id"] for e in item.original if e["role"] == "invalidated"]
+    entry, created = LedgerEntry.objects.get_or_create(idempotency_key=item.execution_key, defaults=dict(
+        workspace_id=incident.workspace_id, run_number=incident.run_number,
+        kind=LedgerEntry.Kind.REVERSAL_REQUEST if item.kind == K.REFUND_REVERSAL else LedgerEntry.Kind.PAYMENT,
+        ticket_id=item.ticket_id, amount_cents=item.amount_cents, currency=item.currency,
+        effect_id=(invalidated or [e["effect_id"] for e in item.original] or [None])[0],
+        reference=item.payment_reference,
+    ))
+    return {"ledger_entry": entry.pk, "created": created}
+
+
+def _send_email(item: CompensationItem) -> dict:
+    key = item.execution_key
+    if OutboxEmail.objects.filter(idempotency_key=key).exists():
+        return {"outbox": "already filed", "created": False}
+    incident = item.incident
+    # The recipient is the ticket's customer (validated equal to the draft's `to` at approval).
+    sent = EmailMessage(
+        subject=item.subject, body=item.body, to=[item.customer_email],
+        headers={"X-Kintsugi-Workspace": incident.workspace.name, "X-Kintsugi-Run": str(incident.run_number),
+                 "X-Kintsugi-Idempotency": key, "X-Kintsugi-Compensation": str(item.pk)},
+    ).send()
+    return {"outbox": "sent", "created": bool(sent)}
+
+
+def _done_by_hand(item: CompensationItem) -> dict:
+    # Nothing leaves through kintsugi: the approval's reason is the record of what a person did.
+    return {"manual": True, "recorded": item.decision_reason}
+
+
+ITEM_KINDS: dict[str, ItemKind] = {}
+EFFECT_KINDS: dict[str, EffectKind] = {}
+
+
+def register_item_kind(kind: ItemKind) -> ItemKind:
+    ITEM_KINDS[kind.name] = kind
+    return kind
+
+
+def register(kind: EffectKind) -> EffectKind:
+    """Register (or replace) how an effect kind is dispatched and compensated. Its item kinds must be
+    registered item kinds."""
+    for name in (kind.compensated_by, kind.replaced_by):
+        if name not in ITEM_KINDS:
+            raise ValueError(f"effect kind {kind.name!r}: {name!r} is not a review item kind")
+    EFFECT_KINDS[kind.name] = kind
+    return kind
+
+
+def unregister(name: str) -> None:
+    if name in ("refund", "email"):
+        raise ValueError(f"{name!r} is built in")
+    EFFECT_KINDS.pop(name, None)
+
+
+MONEY_DECIDES = "whether the money goes back (you may lower the amount, never raise it)"
+EMAIL_DECIDES = "whether this email goes to the customer as written (you may edit it first)"
+register_item_kind(ItemKind(K.REFUND_REVERSAL, MONEY_DECIDES, validation.money_draft_problems, _file_in_ledger,
+                            moves_money=True))
+register_item_kind(ItemKind(K.REPLACEMENT_REFUND, "whether the refund the repair produced is paid",
+                            validation.money_draft_problems, _file_in_ledger, moves_money=True))
+register_item_kind(ItemKind(K.CORRECTION_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email))
+register_item_kind(ItemKind(K.REPLACEMENT_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email))
+register_item_kind(ItemKind(
+    K.MANUAL_COMPENSATION, "that a person compensated it by hand: approve saying what was done, or reject",
+    validation.manual_draft_problems, _done_by_hand, needs_ticket=False, reason_required=True))
+
+register(EffectKind("refund", dispatchers.pay_refunds, K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, netted=True))
+register(EffectKind("email", dispatchers.send_emails, K.CORRECTION_EMAIL, K.REPLACEMENT_EMAIL, netted=True))
+# What every kind nobody registered gets: recorded, never dispatched by kintsugi, compensated by hand.
+MANUAL = EffectKind("", None, K.MANUAL_COMPENSATION, K.MANUAL_COMPENSATION)
+
+
+def effect_kind(name: str) -> EffectKind:
+    """The registration of an effect kind; MANUAL for a kind nobody registered."""
+    return EFFECT_KINDS.get(name, MANUAL)
+
+
+def item_kind(name: str) -> ItemKind | None:
+    return ITEM_KINDS.get(name)
+
+
+def registered(name: str) -> bool:
+    return name in EFFECT_KINDS
+
+
+def decides(item: CompensationItem) -> str:
+    """What the reviewer decides on `item`, in words."""
+    for e in item.original:
+        override = EFFECT_KINDS.get(e.get("kind", ""))
+        if override is not None and override.decides and override.compensated_by == item.kind:
+            return override.decides
+    found = item_kind(item.kind)
+    return found.decides if found else ""
+
+
+def item_for(effect: dict) -> str:
+    """The review item kind for one effect (a RepairEffect-shaped dict) outside the netting."""
+    registration = effect_kind(effect["kind"])
+    return registration.compensated_by if effect["role"] == "invalidated" else registration.replaced_by
+
+
+def manual_note(effect: dict) -> str:
+    """What a manual compensation asks a person to do, from the effect it carries (plain text)."""
+    amount = (f" of {format_money(effect['amount_cents'], effect['currency'])}"
+              if effect.get("amount_cents") else "")
+    where = f" on ticket {effect['ticket']}" if effect.get("ticket") else ""
+    known = "" if registered(effect["kind"]) else " (a kind with no registration)"
+    if effect["role"] == "invalidated":
+        return (f"The repair invalidated a {effect['kind']}{amount}{where} (effect #{effect['effect_id']}, action "
+                f"#{effect['action_id']}) that already left{known}. kintsugi cannot undo it: compensate it by hand, "
+                f"then approve saying what you did, or reject saying why it stands.")
+    return (f"The repair produced a {effect['kind']}{amount}{where} (effect #{effect['effect_id']}, action "
+            f"#{effect['action_id']}){known}; it was held, never performed. Perform it by hand, then approve saying "
+            f"what you did, or reject it.")

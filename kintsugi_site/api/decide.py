@@ -1,0 +1,127 @@
+"""Deciding before flagging, over the API: a source's what-if, the sources worth a look in a workspace,
+and an action's reads when it ran beside now. Thin views over repairs.what_if, repairs.suspicious and
+provenance.time_travel; every lookup starts from the caller's visible workspaces (another workspace's
+source, workspace or action answers 404)."""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.generics import get_object_or_404
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
+from provenance import tenancy, time_travel
+from provenance.models import Source
+from repairs.models import Incident
+from repairs.suspicious import suspicious_sources
+from repairs.what_if import what_if
+
+
+class CountsSerializer(serializers.Serializer):
+    poisoned = serializers.IntegerField()
+    rerun_changed = serializers.IntegerField()
+    rerun_same = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    superseded = serializers.IntegerField()
+    new = serializers.IntegerField()
+
+
+class TicketChangeSerializer(serializers.Serializer):
+    ticket = serializers.CharField()
+    action_id = serializers.IntegerField()
+    agent = serializers.CharField()
+    before = serializers.JSONField()
+    after = serializers.JSONField()
+
+
+class WhatIfItemSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    ticket = serializers.CharField()
+    amount_cents = serializers.IntegerField()
+    currency = serializers.CharField()
+    situation = serializers.CharField()
+    valid = serializers.BooleanField()
+
+
+class WhatIfSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    source = serializers.CharField()
+    fingerprint = serializers.CharField(help_text="The desk this what-if holds for; any change to the desk changes it.")
+    blast_radius = serializers.IntegerField()
+    counts = CountsSerializer()
+    effects_invalidated = serializers.IntegerField()
+    effects_by_kind = serializers.DictField(child=serializers.IntegerField())
+    compensations = serializers.IntegerField(help_text="Review items that would compensate invalidated effects.")
+    amount_reversed = serializers.DictField(child=serializers.IntegerField(),
+                                            help_text="Money that would be asked back, in cents per currency.")
+    amount_paid = serializers.DictField(child=serializers.IntegerField(),
+                                        help_text="Corrected refunds that would wait for approval, in cents per currency.")
+    tickets_changed = TicketChangeSerializer(many=True)
+    items = WhatIfItemSerializer(many=True)
+
+
+class SuggestionSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    score = serializers.FloatField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+class SuspiciousSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    sources = SuggestionSerializer(many=True, help_text="Best first. A suggestion, never a flag.")
+
+
+class ActionPageSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    action = serializers.IntegerField()
+    agent = serializers.CharField()
+    seq = serializers.FloatField()
+    ticket = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    ran_at = serializers.CharField(allow_null=True, help_text="When the action ran (recorded).")
+    incident = serializers.IntegerField(allow_null=True, help_text="The incident that last repaired it.")
+    decision = serializers.JSONField()
+    decision_before_repair = serializers.JSONField()
+    facts = serializers.JSONField(help_text="Per fact read: the version seen when it ran, the version its latest run "
+                                            "reads, and on each clock (known, valid, system) the version then and now.")
+
+
+class WhatIfView(APIView):
+    """Flagging's exact outcome before flagging: a Support lead's question (it runs the repair walk)."""
+
+    read_permission = "repairs.flag_source"
+    throttle_classes = [ExpensiveEndpointThrottle]
+    throttle_scope = "what_if"
+
+    @extend_schema(summary="What flagging this source would do, without doing it (the exact repair outcome)",
+                   responses=WhatIfSerializer)
+    def get(self, request, pk: int):
+        source = get_object_or_404(Source.objects.filter(workspace__in=tenancy.visible_workspaces(user=request.user))
+                                   .select_related("workspace"), pk=pk)
+        result = what_if(workspace=source.workspace, source=source.source_id, actor=request.user, via=Incident.Via.API)
+        return Response(WhatIfSerializer(result.to_json()).data)
+
+
+class SuspiciousSourcesView(APIView):
+    read_permission = "provenance.view_source"
+    throttle_classes = [ExpensiveEndpointThrottle]
+    throttle_scope = "what_if"  # it runs a few what-ifs
+
+    @extend_schema(summary="Sources worth a look, best first, each with plain reasons (never a flag)",
+                   responses=SuspiciousSerializer)
+    def get(self, request, pk: int):
+        workspace = get_object_or_404(tenancy.visible_workspaces(user=request.user), pk=pk)
+        ranked = suspicious_sources(workspace=workspace)
+        return Response(SuspiciousSerializer({"workspace": workspace.name,
+                                              "sources": [s.to_json() for s in ranked]}).data)
+
+
+class ActionAtView(APIView):
+    read_permission = "provenance.view_source"
+
+    @extend_schema(summary="An action: when it ran, what it read then, and what holds now on each clock",
+                   responses=ActionPageSerializer)
+    def get(self, request, pk: int, action_id: int):
+        workspace = get_object_or_404(tenancy.visible_workspaces(user=request.user), pk=pk)
+        return Response(ActionPageSerializer(time_travel.action_page(workspace=workspace, action_id=action_id)).data)

@@ -1,0 +1,388 @@
+"""The repair job: from a flagged source to a repaired, verified incident with its items drafted.
+
+`repair()` reads as the job's steps; each is a function below it. Every step checkpoints in Postgres
+before the next starts, so a worker killed anywhere resumes at the step it was in:
+
+1. scope     fix which sources the repair leaves out (its own and those of repairs already applied);
+2. walk      find the blast radius, mask the actions that ingested the source and walk the rest in
+             seq order, re-running an action only when something upstream of it changed
+             (repairs.engine; split into parts that several workers walk at once when it is large);
+3. plan      checkpoint the walk's plan, outcomes and effects (nothing reached the graph before);
+4. apply     apply the plan's steps to the graph, each idempotent, counting them as they land;
+5. verify    re-execute the desk without the flagged sources and diff (repairs.verify), and
+6. draft     turn what already left the building into review items (compensation.drafts),
+             both offered to idle workers as soon as they can start, taken by whoever is first;
+7. finish    mark the incident repaired and wake the repairs that waited for this one.
+
+run_repair() takes the locks that make the job safe to deliver twice and turns an outage into a
+blocked incident (the task retries) and anything else into a failed one.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+from django.conf import settings
+from django.db import OperationalError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from compensation.drafts import compensation_count, draft_repair
+from kintsugi_site import locks
+from kintsugi_site.locks import advisory_lock
+from provenance import queries
+from provenance.graph import Graph, GraphUnavailable, workspace_graph
+from provenance.llm import get_client
+from provenance.recorder import RecordingSession
+from provenance.scrub import scrub_secrets
+from provenance.selectors import ingesters, radius_actions
+from provenance.vocabulary import ActionStatus
+from repairs import parallel
+from repairs.engine import apply_step, compute_plan
+from repairs.faults import fault_point
+from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect, RepairPart
+from repairs.signals import repair_finished
+from repairs.verify import verify_incident
+
+log = logging.getLogger(__name__)
+S, P = Incident.Status, Incident.Phase
+WAITING_FOR = "waiting for incident #"  # how a blocked incident's error starts when it waits for another
+
+
+def run_repair(*, incident_id: int) -> Incident | None:
+    """Repair the workspace after a flag. Safe to call twice at once (the second returns None) and
+    after a crash at any point (it resumes from the checkpoint). Raises GraphUnavailable after marking
+    the incident blocked, so the task can retry."""
+    with advisory_lock(locks.REPAIR, incident_id, wait=False) as mine:
+        if not mine:
+            return None
+        incident = Incident.objects.select_related("workspace").get(pk=incident_id)
+        if incident.status not in Incident.REPAIRABLE:
+            return incident
+        # Repairs of one workspace run one at a time, so overlapping incidents see each other's result.
+        with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+            incident.refresh_from_db()
+            if incident.status not in Incident.REPAIRABLE:
+                return incident
+            unfinished = _half_applied_overlap(incident)
+            if unfinished is not None:
+                return _wait_for(incident, unfinished)
+            try:
+                if incident.status != S.REPAIRING:
+                    transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
+                               attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
+                               error="")
+                return repair(incident)
+            except (GraphUnavailable, OperationalError) as exc:
+                incident.refresh_from_db()
+                message = scrub_secrets(str(exc).splitlines()[0])
+                transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+                raise
+            except Exception as exc:
+                log.exception("repair of incident %s failed", incident.pk)
+                incident.refresh_from_db()
+                transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
+                           error=scrub_secrets(f"{type(exc).__name__}: {exc}"))
+                return incident
+
+
+def repair(incident: Incident) -> Incident:
+    """The job's steps, resumed from wherever the last attempt checkpointed."""
+    graph = workspace_graph(incident.workspace.name)
+    if incident.plan is None:
+        excluded = scope(incident)
+        offer_to_idle_workers("record_baseline_task", incident.pk)  # one records it while this one walks
+        checkpoint_plan(incident, walk(incident, graph, excluded))
+        offer_to_idle_workers("draft_ahead_task", incident.pk)  # one drafts while this one applies
+    apply_plan(incident, graph)
+    verify_and_draft(incident)
+    return finish(incident, graph)
+
+
+# --- 1. scope ---
+def scope(incident: Incident) -> set[str]:
+    """Fix what the repair leaves out as its walk starts (under the workspace lock, so no other repair
+    of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
+    excluded = _excluded_now(incident)
+    incident.excluded = sorted(excluded)
+    Incident.objects.filter(pk=incident.pk).update(excluded=incident.excluded, baseline_for=None, verification=None)
+    return excluded
+
+
+def excluded_sources(incident: Incident) -> set[str]:
+    """The sources this incident's repair leaves out: as fixed when its walk started, or, before that,
+    what scope() would fix now."""
+    return set(incident.excluded) if incident.excluded is not None else _excluded_now(incident)
+
+
+def _excluded_now(incident: Incident) -> set[str]:
+    # Its own source and those of the run's incidents whose repair is in the graph (finished_at is set
+    # only when a repair has been applied whole). Not the sources of overlapping incidents still open:
+    # the graph keeps their effects until their own repairs, which run after this one, so a baseline
+    # without them would show their blast radius as this repair's diff.
+    repaired = (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
+                                        finished_at__isnull=False).exclude(pk=incident.pk)
+                .values_list("source_id", flat=True))
+    return set(repaired) | {incident.source_id}
+
+
+def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:
+    """A session that re-runs actions against the workspace's memory without the excluded sources;
+    effects are held for approval."""
+    ws = incident.workspace
+    return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
+                            sources=dict(ws.sources.values_list("source_id", "content")),
+                            excluded_sources=excluded, incident=incident.pk)
+
+
+# --- 2. walk ---
+def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
+    """The repair plan: walked in parts by several workers when the radius is large and splits,
+    otherwise in one piece here."""
+    plan = _walk_in_parts(incident, graph) if settings.KINTSUGI_REPAIR_PARTS >= 2 else None
+    if plan is None:
+        plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded), source=incident.source_id,
+                            incident=incident.pk, progress=Progress(incident.pk, P.WALKING)).to_json()
+    get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
+    fault_point("walked")
+    return plan
+
+
+def _walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
+    """The plan walked in parts, or None when the radius is small, does not split, or its parts turned
+    out to depend on each other (repairs.parallel says when). A part is walked by whoever takes its lock
+    first: this worker takes every part nobody else has, and waits for the rest."""
+    parts = list(incident.parts.order_by("index")) or _split(incident, graph)
+    if not parts:
+        return None
+    for part in parts[1:]:
+        if part.plan is None:
+            offer_to_idle_workers("walk_repair_part", incident.pk, part.index)
+    while pending := list(incident.parts.filter(plan__isnull=True).values_list("pk", flat=True)):
+        if not any([walk_part(pk) for pk in pending]):
+            _sum_part_progress(incident.pk)
+            time.sleep(0.2)  # every unfinished part is being walked by another worker
+    parts = list(incident.parts.order_by("index"))
+    plans = [p.plan for p in parts]
+    reason = parallel.conflict(plans, [tuple(p.id_base) for p in parts])
+    if reason:
+        log.warning("incident %s: parts depend on each other (%s); walking the radius in one piece",
+                    incident.pk, reason)
+        return None
+    plan = parallel.join(plans, blast_radius=sum(p["blast_radius"] for p in plans))
+    plan["parts"] = [{"index": p.index, "actions": len(p.action_ids), "walked_by": p.walked_by,
+                      "seconds": p.seconds} for p in parts]
+    return plan
+
+
+def _split(incident: Incident, graph: Graph) -> list[RepairPart]:
+    radius = [r.id for r in radius_actions(graph, incident.source_id)]
+    if len(radius) < settings.KINTSUGI_REPAIR_PARALLEL_MIN:
+        return []
+    live = set(radius)
+    groups = parallel.partition(graph, radius, [a for a in ingesters(graph, incident.source_id) if a in live],
+                                settings.KINTSUGI_REPAIR_PARTS)
+    if len(groups) < 2:
+        return []
+    top = graph.ro_query(queries.MAX_IDS)[0]
+    bases = parallel.id_bases([len(g) for g in groups], ((top.action or 0) + 1, (top.fact or 0) + 1,
+                                                         (top.effect or 0) + 1))
+    return RepairPart.objects.bulk_create(
+        RepairPart(incident=incident, index=i, action_ids=g, id_base=list(b), progress_total=len(g))
+        for i, (g, b) in enumerate(zip(groups, bases)))
+
+
+def walk_part(part_id: int) -> bool:
+    """Walk one part unless another worker is walking it. True when the part's plan is there now."""
+    with advisory_lock(locks.REPAIR_PART, part_id, wait=False) as mine:
+        if not mine:
+            return False
+        part = RepairPart.objects.select_related("incident__workspace").filter(pk=part_id).first()
+        if part is None or part.plan is not None:
+            return part is not None
+        graph = workspace_graph(part.incident.workspace.name)
+        session = repair_session(part.incident, graph, excluded_sources(part.incident))
+        session.number_from(*part.id_base)
+        started = time.monotonic()
+        plan = compute_plan(graph=graph, session=session, source=part.incident.source_id, incident=part.incident_id,
+                            progress=_PartProgress(part), only=part.action_ids, mask=part.index == 0)
+        get_client().flush()
+        fault_point(f"part:{part.index}")
+        part.plan = plan.to_json()
+        part.walked_by = f"{socket.gethostname()}:{os.getpid()}"
+        part.seconds = time.monotonic() - started
+        part.save(update_fields=["plan", "walked_by", "seconds"])
+        return True
+
+
+# --- 3. plan ---
+def checkpoint_plan(incident: Incident, plan: dict) -> None:
+    """Store the plan with its outcomes and effects in one transaction: from here on a resumed job
+    applies this plan instead of walking again."""
+    with transaction.atomic():
+        ActionOutcome.objects.filter(incident=incident).delete()
+        RepairEffect.objects.filter(incident=incident).delete()
+        ActionOutcome.objects.bulk_create(ActionOutcome(incident=incident, **o) for o in plan["outcomes"])
+        RepairEffect.objects.bulk_create(RepairEffect(incident=incident, **e) for e in plan["effects"])
+        touched = {o["ticket"] for o in plan["outcomes"] if o["ticket"] and o["status"] != ActionStatus.SKIPPED}
+        incident.plan = plan
+        incident.applied_steps = 0
+        incident.blast_radius = plan["blast_radius"]
+        incident.counts = plan["counts"]
+        incident.effects_invalidated = sum(1 for e in plan["effects"] if e["role"] == RepairEffect.Role.INVALIDATED)
+        incident.tickets_untouched = incident.workspace.tickets.exclude(ticket_id__in=touched).count()
+        incident.phase = P.APPLYING
+        incident.save()
+
+
+# --- 4. apply ---
+def apply_plan(incident: Incident, graph: Graph) -> None:
+    """Apply the plan's steps from the first one not yet applied (each is idempotent, so one applied
+    again after a crash between the write and the count changes nothing)."""
+    steps = incident.plan["steps"]
+    progress = Progress(incident.pk, P.APPLYING)
+    for i in range(incident.applied_steps, len(steps)):
+        apply_step(graph, steps[i])
+        Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1)
+        progress(i + 1, len(steps))
+        fault_point(f"applied:{i + 1}")
+
+
+# --- 5. verify and 6. draft ---
+def verify_and_draft(incident: Incident) -> None:
+    """Verification and drafting: neither depends on the other and idle workers may have started
+    either (offered in repair()); take whatever nobody has started, then wait for the rest."""
+    def verification(wait: bool) -> bool:
+        return verify_incident(incident, excluded=excluded_sources(incident), wait=wait)
+
+    def drafting(wait: bool) -> bool:
+        return draft_repair(incident=incident, wait=wait)
+
+    chores = [verification, drafting]
+    Incident.objects.filter(pk=incident.pk).update(phase=P.VERIFYING, progress_done=0, progress_total=len(chores))
+    left = [chore for chore in chores if not chore(False)]
+    Incident.objects.filter(pk=incident.pk).update(progress_done=len(chores) - len(left))
+    for chore in left:
+        chore(True)
+    Incident.objects.filter(pk=incident.pk).update(progress_done=len(chores))
+    fault_point("verified")
+
+
+# --- 7. finish ---
+def finish(incident: Incident, graph: Graph) -> Incident:
+    """Mark the incident repaired, announce it, and enqueue the repairs that waited for this one."""
+    with transaction.atomic():
+        # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
+        incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
+        incident.compensations = compensation_count(incident=incident)
+        ws = incident.workspace
+        ws.action_count = graph.ro_query(queries.ACTION_COUNT)[0].n
+        ws.save(update_fields=["action_count"])
+        transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
+                   finished_at=timezone.now(), phase=P.DONE, progress_done=1, progress_total=1)
+        repair_finished.send(sender=Incident, incident=incident)
+        waiting = list(Incident.objects.filter(workspace=ws, status=S.BLOCKED, error__startswith=WAITING_FOR)
+                       .values_list("pk", flat=True))
+        transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
+    return incident
+
+
+# --- what the steps share ---
+def transition(incident: Incident, to: str, *, actor, via: str, reason: str, **fields) -> Incident:
+    """Change status and record who, from where and why, in one transaction."""
+    before = incident.status
+    with transaction.atomic():
+        incident.status = to
+        for name, value in fields.items():
+            setattr(incident, name, value)
+        incident.save()
+        IncidentTransition.objects.create(incident=incident, actor=actor, via=via, from_status=before, to_status=to,
+                                          reason=reason)
+    return incident
+
+
+def enqueue_repair(incident_id: int) -> None:
+    """Send the repair to a worker; when the broker is down, say so on the incident instead of losing it."""
+    from repairs.tasks import repair_incident  # the tasks call this module
+
+    try:
+        repair_incident.delay(incident_id)
+    except Exception as exc:  # noqa: BLE001 - any broker failure blocks the incident with its reason
+        log.warning("could not enqueue repair of incident %s: %s", incident_id, exc)
+        error = f"could not enqueue the repair: {exc}"
+        with transaction.atomic():
+            if Incident.objects.filter(pk=incident_id, status=S.OPEN).update(status=S.BLOCKED, error=error):
+                # Every status change leaves a transition (and, through it, an audit event).
+                IncidentTransition.objects.create(incident_id=incident_id, via=Incident.Via.WORKER,
+                                                  from_status=S.OPEN, to_status=S.BLOCKED, reason=error)
+
+
+def offer_to_idle_workers(task_name: str, *args: int) -> None:
+    """Offer part of the job to idle workers. Optional: if the broker refuses it, this worker does it."""
+    if not settings.KINTSUGI_REPAIR_HELPERS and task_name != "walk_repair_part":
+        return
+    from repairs import tasks  # the tasks call this module
+
+    try:
+        getattr(tasks, task_name).apply_async(args, retry=False)
+    except Exception as exc:  # noqa: BLE001 - any broker failure; the work is not lost, only not shared
+        log.warning("incident %s: could not hand %s to another worker: %s", args[0], task_name, exc)
+
+
+def _half_applied_overlap(incident: Incident) -> Incident | None:
+    """Another repair of the same workspace run that has walked but not finished (blocked, failed or
+    orphaned): starting this one on top of it would walk a graph that repair is half-way through
+    changing, and verify against a baseline that matches neither."""
+    if incident.plan is not None:
+        return None
+    return (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
+                                    status__in=(S.REPAIRING, S.BLOCKED, S.FAILED), plan__isnull=False,
+                                    finished_at__isnull=True)
+            .exclude(pk=incident.pk).defer("plan").order_by("pk").first())
+
+
+def _wait_for(incident: Incident, other: Incident) -> Incident:
+    """Block the incident until the other repair finishes (the sweep, or that repair's end, enqueues it
+    again); a repeated wait for the same reason records nothing new."""
+    message = (f"{WAITING_FOR}{other.pk} ({other.status}): its repair of this workspace is half-applied; "
+               f"it resumes on its own after an outage, a failed one needs a retry or a close")
+    if incident.status == S.BLOCKED and incident.error == message:
+        return incident
+    return transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+
+
+class Progress:
+    """Progress of one phase on the incident, written at most every 0.3 s (and always at the end)."""
+
+    def __init__(self, incident_id: int, phase: str):
+        self.incident_id, self.phase, self.last = incident_id, phase, 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < 0.3:
+            return
+        self.last = now
+        self.write(done, total)
+
+    def write(self, done: int, total: int) -> None:
+        Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
+
+
+class _PartProgress(Progress):
+    """A part's progress, summed over all parts into the incident's for the admin's bar."""
+
+    def __init__(self, part: RepairPart):
+        super().__init__(part.incident_id, P.WALKING)
+        self.part_id = part.pk
+
+    def write(self, done: int, total: int) -> None:
+        RepairPart.objects.filter(pk=self.part_id).update(progress_done=done, progress_total=total)
+        _sum_part_progress(self.incident_id)
+
+
+def _sum_part_progress(incident_id: int) -> None:
+    total = RepairPart.objects.filter(incident_id=incident_id).aggregate(d=Sum("progress_done"), t=Sum("progress_total"))
+    Incident.objects.filter(pk=incident_id).update(phase=P.WALKING, progress_done=total["d"] or 0,
+                                                   progress_total=total["t"] or 0)
