@@ -23,34 +23,41 @@ ROOTS = {"full": 200, "quick": 30}
 OPS_PER_ROOT = 8
 
 
-def _writer(rec, p):
-    rec.set(f"faq/{p['n']}", f"answer {p['n']}")
-    rec.set("shared", p["n"])
-    rec.handoff("bench_http_reader", {"n": p["n"], "ticket": f"t{p['n']}"})
-    return {"n": p["n"]}
+def _desk_agents(prefix: str) -> dict:
+    """The writer and reader under names of their own (in-process, or registered as remote)."""
+    writer_name, reader_name = f"{prefix}_writer", f"{prefix}_reader"
+
+    def writer(rec, p):
+        rec.set(f"faq/{p['n']}", f"answer {p['n']}")
+        rec.set("shared", p["n"])
+        rec.handoff(reader_name, {"n": p["n"], "ticket": f"t{p['n']}"})
+        return {"n": p["n"]}
+
+    def reader(rec, p):
+        rec.get(f"faq/{p['n']}")
+        rec.get("shared")
+        rec.effect("note", amount=0, ticket=p["ticket"])
+        return {"read": True}
+
+    return {writer_name: writer, reader_name: reader}
 
 
-def _reader(rec, p):
-    rec.get(f"faq/{p['n']}")
-    rec.get("shared")
-    rec.effect("note", amount=0, ticket=p["ticket"])
-    return {"read": True}
+IN_PROCESS, REMOTE = _desk_agents("bench_local"), _desk_agents("bench_remote")
 
 
 def _agents() -> None:
-    """The same two functions, registered in-process and run over HTTP by kintsugi_client."""
     from provenance.agents import agent
 
-    agent("bench_http_writer")(_writer)
-    agent("bench_http_reader")(_reader)
+    for name, fn in IN_PROCESS.items():
+        agent(name)(fn)
 
 
 def _http_desk(client):
     from kintsugi_client import Desk
 
     desk = Desk(client)
-    desk.agent("bench_http_writer")(_writer)
-    desk.agent("bench_http_reader")(_reader)
+    for name, fn in REMOTE.items():
+        desk.agent(name)(fn)
     return desk
 
 
@@ -90,7 +97,7 @@ def run(quick: bool) -> dict:
         workspace_graph(name).delete()
         Workspace.objects.create(name=name)
     http_ws = Workspace.objects.get(name=names["http"])
-    for agent in ("bench_http_writer", "bench_http_reader"):
+    for agent in REMOTE:
         register_agent(workspace=http_ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin,
                        reason="bench", via="cli")
     _, key = issue_agent_token(workspace=http_ws, label="bench", actor=admin, reason="bench", via="cli")
@@ -100,24 +107,24 @@ def run(quick: bool) -> dict:
     session = RecordingSession(graph=workspace_graph(names["session"]), workspace=names["session"], sources={},
                                effects="sandbox", load=False)
     for n in range(roots):
-        session.run_root("bench_http_writer", {"n": n})
+        session.run_root("bench_local_writer", {"n": n})
     session.flush()
     out["session_s"] = time.perf_counter() - t0
     assert session.ops == roots * OPS_PER_ROOT, session.ops
 
     t0 = time.perf_counter()
     for n in range(roots):
-        record_root(workspace=names["record_root"], agent="bench_http_writer", payload={"n": n})
+        record_root(workspace=names["record_root"], agent="bench_local_writer", payload={"n": n})
     out["record_root_s"] = time.perf_counter() - t0
 
     port = common._free_port()
     server = _server(port)
     try:
         desk = _http_desk(Client(f"http://127.0.0.1:{port}", key))
-        desk.run_root("bench_http_writer", {"n": -1})  # warm the workers (imports, connections)
+        desk.run_root("bench_remote_writer", {"n": -1})  # warm the workers (imports, connections)
         t0 = time.perf_counter()
         for n in range(roots):
-            desk.run_root("bench_http_writer", {"n": n})
+            desk.run_root("bench_remote_writer", {"n": n})
         out["http_s"] = time.perf_counter() - t0
     finally:
         server.terminate()

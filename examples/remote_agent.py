@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from kintsugi_client import Client, Desk, KintsugiError  # noqa: E402  (the standard library only)
 
 POISONED_PAGE = "partner-blog/policy-update"
+# The built-in desk's roles under names of their own: a deployment's in-process agents keep theirs.
+AGENT = {role: f"desk_{role}" for role in ("research", "triage", "refund", "notifier")}
 PAGES = [
     ("acme/refund-policy", "Acme refund policy", (
         "# Acme support handbook\n\n## Refunds\nDamaged or missing items: full refund.\n"
@@ -149,7 +151,7 @@ def build_desk(client: Client, effects_log: str | None) -> Desk:
 
     desk = Desk(client, perform=perform)
 
-    @desk.agent("research")
+    @desk.agent(AGENT["research"])
     def research(rec, payload):
         content = rec.ingest(payload["source"])
         if content is None:
@@ -159,18 +161,18 @@ def build_desk(client: Client, effects_log: str | None) -> Desk:
             rec.set(key, value, observed_at=payload.get("observed_at"))
         return {"source": payload["source"], "keys": sorted(facts)}
 
-    @desk.agent("triage")
+    @desk.agent(AGENT["triage"])
     def triage(rec, payload):
         policy = rec.get("refund_policy")
         vip_rules = rec.get("vip_rules") if "vip" in payload.get("body", "").lower() else None
         choice, level = decide(payload, policy, vip_rules)
         if choice == "refund":
-            rec.handoff("refund", {**payload, "level": level})
+            rec.handoff(AGENT["refund"], {**payload, "level": level})
         else:
-            rec.handoff("notifier", {**payload, "template": choice, "refund_cents": 0})
+            rec.handoff(AGENT["notifier"], {**payload, "template": choice, "refund_cents": 0})
         return {"choice": choice, "level": level}
 
-    @desk.agent("refund")
+    @desk.agent(AGENT["refund"])
     def refund(rec, payload):
         policy = rec.get("refund_policy") or ""
         percent = 100
@@ -181,10 +183,10 @@ def build_desk(client: Client, effects_log: str | None) -> Desk:
         rec.effect("refund", amount=amount, ticket=payload["ticket"], currency=payload.get("currency", "USD"),
                    idempotency_key=f"refund-{payload['ticket']}-{amount}", customer=payload.get("email"),
                    reference=f"pay-{payload['ticket']}-{payload.get('payment_reference', '')}")
-        rec.handoff("notifier", {**payload, "template": "refund_confirmation", "refund_cents": amount})
+        rec.handoff(AGENT["notifier"], {**payload, "template": "refund_confirmation", "refund_cents": amount})
         return {"amount": amount, "level": payload["level"]}
 
-    @desk.agent("notifier")
+    @desk.agent(AGENT["notifier"])
     def notifier(rec, payload):
         subject, body = compose_email(payload)
         rec.effect("email", amount=payload.get("refund_cents", 0), ticket=payload["ticket"],
@@ -206,7 +208,7 @@ def set_up(admin: Client, workspace: str, replay_url: str) -> str:
                          customer_email=p["email"], subject=p["subject"], body=p["body"],
                          amount_cents=p["amount_cents"], currency=p["currency"], tier=p["tier"],
                          payment_reference=p["payment_reference"])
-    for name in ("research", "triage", "refund", "notifier"):
+    for name in AGENT.values():
         admin.register_agent(ws["id"], name, replay_url, reason=reason)
     return admin.issue_agent_token(ws["id"], label=f"remote desk {workspace}", reason=reason)
 
@@ -230,9 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         actions = 0
         if not args.serve_only:
             for source_id, _, _ in PAGES:
-                actions += len(desk.run_root("research", {"source": source_id}))
+                actions += len(desk.run_root(AGENT["research"], {"source": source_id}))
             for payload in ticket_payloads():
-                actions += len(desk.run_root("triage", payload))
+                actions += len(desk.run_root(AGENT["triage"], payload))
     except KintsugiError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,11 @@ def registered() -> list[str]:
     return sorted(_registry)
 
 
+def registered_names():
+    """The in-process agents' names, as a live view (no copy per lookup)."""
+    return _registry.keys()
+
+
 def load_agent_modules() -> None:
     importlib.import_module("provenance.desk.agents")
     for module in settings.KINTSUGI_AGENT_MODULES:

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from provenance import tenancy, validation
-from provenance.agents import NAME_PATTERN
+from provenance.agents import NAME_PATTERN, registered_names
 from provenance.membership import attributed
 from provenance.models import AgentRegistration, AgentToken, Source, Ticket, Workspace
 
@@ -162,6 +162,9 @@ def register_agent(*, workspace: Workspace, name: str, replay: str, timeout_seco
     _require(actor, workspace, MANAGE_AGENTS, via=via, what="register agents")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise validation.InvalidInput(f"agent name must match {NAME_PATTERN.pattern}")
+    if name in registered_names():
+        raise validation.InvalidInput(f"{name!r} is an in-process agent of this deployment; register the remote "
+                                      f"agent under another name")
     replay = replay_url(replay)
     if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int) or \
             not 1 <= timeout_seconds <= MAX_REPLAY_TIMEOUT:

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from provenance import queries, validation
-from provenance.agents import NAME_PATTERN, get_agent
+from provenance.agents import NAME_PATTERN, get_agent, registered_names
 from provenance.fact_index import FactIndex, FactVersion, KeyedFactIndex  # noqa: F401 - FactIndex, FactVersion: part of the recorder's API
 from provenance.graph import Graph, GraphUnavailable
 from provenance.llm import get_client
@@ -271,10 +271,13 @@ class RecordingSession:
 
     # --- execution ---
     def agent(self, name: str):
-        """The agent called `name` here: one the workspace registered as running in another process (it
-        is re-run through its replay endpoint, provenance.replay), else an in-process @agent function.
-        The registrations are read once per session, in the thread that first asks, so the replay's
+        """The agent called `name` here: an in-process @agent function, else one the workspace registered
+        as running in another process (re-run through its replay endpoint, provenance.replay). In-process
+        names come first and need no database (a registration may not take one: provenance.onboarding);
+        the registrations are read once per session, in the thread that first asks, so a replay's
         callback thread never needs a database connection."""
+        if name in registered_names():
+            return get_agent(name)
         if self._remote is None:
             from provenance.replay import remote_agents
 

@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from provenance import protocol, validation
+from provenance.agents import registered_names
 from provenance.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.protocol import CallConflict, dump_record, load_record
@@ -148,7 +149,10 @@ def _skip_closed_ids(ws: Workspace, session: RecordingSession) -> None:
 def _resolve_agent(session: RecordingSession, token: AgentToken, agent) -> str:
     if not isinstance(agent, str):
         raise protocol.InvalidCall("agent must be a string")
-    session.agent(agent)  # UnknownAgent: neither registered here nor in-process
+    if agent in registered_names():
+        raise protocol.InvalidCall(f"{agent!r} is an in-process agent here, re-run in-process; an agent in another "
+                                   f"process records under a name the workspace registered for it")
+    session.agent(agent)  # UnknownAgent: not registered in this workspace
     if not token.allows(agent):
         raise PermissionError(f"this token may not record as agent {agent!r}")
     return agent

@@ -37,13 +37,13 @@ def test_workspace_admin_onboards_a_workspace_and_its_agents_through_the_api(mak
     assert api.post(f"{base}/tickets/", {"ticket_id": "t1", "reason": "r", **TICKET}, format="json").status_code == 200
     assert api.post(f"{base}/tickets/", {"ticket_id": "t1", "reason": "typo", "customer_name": "Anna"},
                     format="json").json()["customer"] == "Anna"
-    reg = api.post(f"{base}/agents/", {"name": "triage", "replay_url": "http://10.0.0.5:9100/replay", "reason": "r"},
+    reg = api.post(f"{base}/agents/", {"name": "remote_triage", "replay_url": "http://10.0.0.5:9100/replay", "reason": "r"},
                    format="json")
-    assert reg.status_code == 200 and api.get(f"{base}/agents/").json()[0]["name"] == "triage"
-    issued = api.post(f"{base}/agent-tokens/", {"label": "desk", "agents": ["triage"], "reason": "r"}, format="json")
+    assert reg.status_code == 200 and api.get(f"{base}/agents/").json()[0]["name"] == "remote_triage"
+    issued = api.post(f"{base}/agent-tokens/", {"label": "desk", "agents": ["remote_triage"], "reason": "r"}, format="json")
     assert issued.status_code == 201 and issued.json()["key"].startswith("kag_")
     listed = api.get(f"{base}/agent-tokens/").json()
-    assert "key" not in listed[0] and listed[0]["agents"] == ["triage"]
+    assert "key" not in listed[0] and listed[0]["agents"] == ["remote_triage"]
     revoked = api.post(f"{base}/agent-tokens/{listed[0]['id']}/revoke/", {"reason": "leaked"}, format="json")
     assert revoked.json()["revoked_at"]
     actions = set(AuditEvent.objects.filter(actor=admin).values_list("action", flat=True))
@@ -68,6 +68,7 @@ def test_other_roles_and_other_workspaces_are_refused_with_nothing_written(make_
     admin = make_user("admin-here", roles=["Workspace admin"], workspaces=[other])
     api = client_for(admin)
     for path, body in [("tickets/", {"ticket_id": "t", "reason": "r", "customer_name": "only a name"}),
+                       ("agents/", {"name": "triage", "replay_url": "http://h/replay", "reason": "an in-process name"}),
                        ("agents/", {"name": "a", "replay_url": "ftp://h/replay", "reason": "r"}),
                        ("agents/", {"name": "a", "replay_url": "http://user:pw@h/replay", "reason": "r"}),
                        ("sources/", {"source_id": "bad\x00id", "content": "c", "reason": "r"})]:
@@ -78,19 +79,17 @@ def test_other_roles_and_other_workspaces_are_refused_with_nothing_written(make_
 
 
 def test_the_command_line_onboards_too_and_its_token_records(make_user, capsys):
-    import tests.agents_example  # noqa: F401
-
     make_user("cli-admin", roles=["Workspace admin"])
     call_command("onboard", "workspace", "--name", "desk-cli", "--user", "cli-admin", "--reason", "setup")
-    call_command("onboard", "agent", "--workspace", "desk-cli", "--name", "faq_reader", "--replay-url",
+    call_command("onboard", "agent", "--workspace", "desk-cli", "--name", "faq_remote", "--replay-url",
                  "http://127.0.0.1:9/replay", "--user", "cli-admin", "--reason", "setup")
     capsys.readouterr()
-    call_command("onboard", "token", "--workspace", "desk-cli", "--label", "cli", "--agent", "faq_reader",
+    call_command("onboard", "token", "--workspace", "desk-cli", "--label", "cli", "--agent", "faq_remote",
                  "--user", "cli-admin", "--reason", "setup")
     key = capsys.readouterr().out.strip()
     recorder = APIClient()
     recorder.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    opened = recorder.post("/api/v1/recording/actions/", {"agent": "faq_reader", "payload": {"topic": "x"}},
+    opened = recorder.post("/api/v1/recording/actions/", {"agent": "faq_remote", "payload": {"topic": "x"}},
                            format="json")
     assert opened.status_code == 201, opened.content
     with pytest.raises(SystemExit):

@@ -1,5 +1,6 @@
 """The recording protocol over the API: the in-process recorder's graph, call for call; and bad calls
 answered in the API's error shape with nothing left behind, in Postgres or the graph."""
+import json
 from datetime import timedelta
 
 import pytest
@@ -25,7 +26,7 @@ def setup(django_user_model):
 
     def make(name: str, agents=None):
         ws = Workspace.objects.create(name=name)
-        for agent in ("faq_writer", "faq_reader"):
+        for agent in ("http_faq_writer", "http_faq_reader"):
             register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin,
                            reason="test", via="cli")
         _, key = issue_agent_token(workspace=ws, label="t", agents=agents, actor=admin, reason="test", via="cli")
@@ -42,15 +43,15 @@ def post(client, path, body, status=200):
 
 
 def faq_over_http(client, topic="returns", answer="30 days"):
-    """What the faq_writer and faq_reader functions do, as protocol calls."""
-    opened = post(client, "", {"agent": "faq_writer", "payload": {"topic": topic, "answer": answer,
+    """What the faq_writer and faq_reader functions do, as protocol calls of agents registered as remote."""
+    opened = post(client, "", {"agent": "http_faq_writer", "payload": {"topic": topic, "answer": answer,
                                                                  "valid_from": "2026-01-01"}}, 201)
     a = opened["action"]
     post(client, f"{a}/set/", {"key": f"faq/{topic}", "value": answer, "valid_from": "2026-01-01"})
-    post(client, f"{a}/handoff/", {"agent": "faq_reader", "payload": {"topic": topic}})
+    post(client, f"{a}/handoff/", {"agent": "http_faq_reader", "payload": {"topic": topic}})
     done = post(client, f"{a}/finish/", {"decision": {"topic": topic}})
-    assert done["committed"] is False and done["next"]["agent"] == "faq_reader"
-    child = post(client, "", {"agent": "faq_reader", "parent": a}, 201)["action"]
+    assert done["committed"] is False and done["next"]["agent"] == "http_faq_reader"
+    child = post(client, "", {"agent": "http_faq_reader", "parent": a}, 201)["action"]
     got = post(client, f"{child}/get/", {"key": f"faq/{topic}"})
     assert got == {"key": f"faq/{topic}", "value": answer, "found": True}
     done = post(client, f"{child}/finish/", {"decision": {"has_answer": True}})
@@ -58,7 +59,7 @@ def faq_over_http(client, topic="returns", answer="30 days"):
 
 
 def _shape(workspace):
-    dump = graph_dump(workspace)
+    dump = json.loads(json.dumps(graph_dump(workspace)).replace("http_faq_", "faq_"))  # the same agents, renamed
     facts = workspace_graph(workspace).ro_query(
         "MATCH (f:Fact) RETURN f.key, f.value, f.version, f.seq, f.valid_from, f.writer ORDER BY f.id")
     return dump, facts
@@ -80,14 +81,16 @@ def _nothing_recorded(ws):
 
 def test_bad_calls_answer_the_error_shape_and_leave_nothing_behind(setup):
     ws, client = setup("bad-calls")
-    for body, status in [({"agent": "nobody", "payload": {}}, 404), ({"agent": "faq_writer", "payload": []}, 400),
-                         ({"agent": "faq_writer", "payload": {"x": "a" * 70000}}, 400), ({"agent": "faq_writer",
-                          "payload": {}, "extra": 1}, 400), ({"agent": "faq_reader", "parent": 1}, 404)]:
+    for body, status in [({"agent": "nobody", "payload": {}}, 404), ({"agent": "faq_writer", "payload": {}}, 400),
+                         ({"agent": "http_faq_writer", "payload": []}, 400),
+                         ({"agent": "http_faq_writer", "payload": {"x": "a" * 70000}}, 400),
+                         ({"agent": "http_faq_writer", "payload": {}, "extra": 1}, 400),
+                         ({"agent": "http_faq_reader", "parent": 1}, 404)]:
         error = post(client, "", body, status)["error"]
         assert set(error) == {"code", "message", "details"}
     assert not Recording.objects.exists()
 
-    a = post(client, "", {"agent": "faq_writer", "payload": {"topic": "t"}}, 201)["action"]
+    a = post(client, "", {"agent": "http_faq_writer", "payload": {"topic": "t"}}, 201)["action"]
     for call, body, status in [("set", {"key": "bad\x00key", "value": 1}, 400), ("set", {"key": "k"}, 400),
                                ("get", {"key": ""}, 400), ("effect", {"kind": "refund", "amount": 5}, 400),
                                ("effect", {"kind": "refund", "amount": -5, "idempotency_key": "k"}, 400),
@@ -106,7 +109,7 @@ def test_bad_calls_answer_the_error_shape_and_leave_nothing_behind(setup):
     assert len(Recording.objects.get().state["records"][0]["effects"]) == 1
 
     # Another root waits for the open one; abandoning it records nothing, and the audit says what it announced.
-    assert post(client, "", {"agent": "faq_reader", "payload": {"topic": "t"}}, 409)["error"]["code"] == \
+    assert post(client, "", {"agent": "http_faq_reader", "payload": {"topic": "t"}}, 409)["error"]["code"] == \
         "recording_in_progress"
     post(client, f"{a}/abandon/", {"reason": "agent crashed"})
     assert Recording.objects.get().status == "abandoned"
@@ -118,12 +121,12 @@ def test_bad_calls_answer_the_error_shape_and_leave_nothing_behind(setup):
 
 def test_an_idle_recording_expires_with_nothing_in_the_graph(setup, settings):
     ws, client = setup("idle")
-    a = post(client, "", {"agent": "faq_writer", "payload": {"topic": "t", "answer": "a"}}, 201)["action"]
+    a = post(client, "", {"agent": "http_faq_writer", "payload": {"topic": "t", "answer": "a"}}, 201)["action"]
     post(client, f"{a}/set/", {"key": "faq/t", "value": "a"})
-    post(client, f"{a}/handoff/", {"agent": "faq_reader", "payload": {"topic": "t"}})
+    post(client, f"{a}/handoff/", {"agent": "http_faq_reader", "payload": {"topic": "t"}})
     post(client, f"{a}/finish/", {"decision": {"topic": "t"}})  # the parent finished, its handoff never opened
     Recording.objects.update(touched_at=timezone.now() - timedelta(seconds=settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS + 1))
-    assert post(client, "", {"agent": "faq_reader", "parent": a}, 409)["error"]["code"] == "conflict"
+    assert post(client, "", {"agent": "http_faq_reader", "parent": a}, 409)["error"]["code"] == "conflict"
     _nothing_recorded(ws)
     faq_over_http(client, topic="u")  # the next root expires the idle one and records on its own
     assert Recording.objects.get(first_action=a).status == "expired"
@@ -133,11 +136,11 @@ def test_an_idle_recording_expires_with_nothing_in_the_graph(setup, settings):
 
 
 def test_tokens_are_scoped_to_their_workspace_and_agents(setup):
-    ws, client = setup("scoped", agents=["faq_reader"])
+    ws, client = setup("scoped", agents=["http_faq_reader"])
     other_ws, other = setup("other")
-    assert post(client, "", {"agent": "faq_writer", "payload": {"topic": "t"}}, 403)["error"]["code"] == \
+    assert post(client, "", {"agent": "http_faq_writer", "payload": {"topic": "t"}}, 403)["error"]["code"] == \
         "permission_denied"
-    a = post(other, "", {"agent": "faq_writer", "payload": {"topic": "t"}}, 201)["action"]
+    a = post(other, "", {"agent": "http_faq_writer", "payload": {"topic": "t"}}, 201)["action"]
     assert post(client, f"{a}/get/", {"key": "k"}, 404)["error"]["code"] == "not_found"  # another workspace's
     anonymous = APIClient()
     assert anonymous.post(f"/api/v1/recording/actions/{a}/get/", {"key": "k"}, format="json").status_code == 401
