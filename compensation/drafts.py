@@ -107,8 +107,9 @@ def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None
     return None
 
 
-def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
-    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
+def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = None) -> tuple[dict, str, str, list[str]]:
+    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
+    answers come from (and go to) `workspace`'s cache."""
     kind = planned.kind
     request = _model_request(planned, facts)
     if request is not None:
@@ -116,7 +117,7 @@ def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list
         version = registered_task(task).prompt_version
         try:
             # Deferred: the caller saves every new answer to the shared cache in one write.
-            answer = get_client().complete(task, model_input, defer=True)
+            answer = get_client().complete(task, model_input, defer=True, workspace=workspace)
         except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
             message = scrub_secrets(str(exc).splitlines()[0] if str(exc) else "")
             log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, message)
@@ -193,8 +194,10 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
             if key not in existing:
                 todo.append((key, p, _facts(p, tickets.get(p.ticket), incident)))
         client = get_client()
-        client.prefetch([(*r, None) for r in (_model_request(p, facts) for _, p, facts in todo) if r is not None])
-        drafted = [(key, p, facts, *write_draft(p, facts)) for key, p, facts in todo]
+        ws_name = incident.workspace.name
+        client.prefetch([(*r, None) for r in (_model_request(p, facts) for _, p, facts in todo) if r is not None],
+                        workspace=ws_name)
+        drafted = [(key, p, facts, *write_draft(p, facts, workspace=ws_name)) for key, p, facts in todo]
         client.flush()
         # Loaded once: building each item's path from a fresh query made drafting quadratic.
         index = _outcome_index(incident, part_tickets) if drafted else None

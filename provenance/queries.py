@@ -325,3 +325,9 @@ UNWIND $ids AS id
 MATCH (:Action {id: id})-[:CAUSED]->(e:Effect)
 RETURN e.kind, e.live, e.held, count(e), sum(e.amount)
 """
+
+# --- moving a workspace between servers ---
+# How many nodes a graph holds: a moved copy must hold as many as the original.
+GRAPH_NODE_COUNT = "MATCH (n) RETURN count(n)"
+# How many edges it holds.
+GRAPH_EDGE_COUNT = "MATCH ()-[r]->() RETURN count(r)"
