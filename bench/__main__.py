@@ -1,6 +1,8 @@
 """kintsugi benchmarks: `python -m bench` runs all four and prints a table per benchmark;
 `python -m bench recorder|radius|repair|workers [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
-runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes). Results also go to
+runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench
+multihost [--quick]` runs kintsugi on network-namespace test hosts and loses a worker host mid-repair (root; see
+bench/multihost.py). Results also go to
 bench/results/latest.json (gitignored).
 
 Sizes: recorder and radius take desk sizes in actions; repair and workers take desk sizes in tickets (a ticket is
@@ -25,7 +27,7 @@ DEFAULTS = {
     "workers": {"full": [15_000], "quick": [300]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin",)  # run only when named
+EXTRA = ("admin", "multihost")  # run only when named
 
 
 def _git_commit() -> str:
@@ -49,6 +51,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sizes needs one benchmark: recorder, radius, repair or workers")
 
     started = time.perf_counter()
+    if args.benchmark == "multihost":
+        # Its own hosts and stores (network namespaces): nothing of the local set-up below.
+        from bench import multihost
+
+        out = multihost.run(args.quick)
+        out["seconds"] = time.perf_counter() - started
+        common.write_results({"started_at": datetime.now(timezone.utc).isoformat(), "commit": _git_commit(),
+                              "mode": "quick" if args.quick else "full", "benchmarks": {"multihost": out}},
+                             _path(args.output) or common.RESULTS_DIR / "multihost.json")
+        return 0
     common.setup()
     import redis.utils
 
