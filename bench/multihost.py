@@ -15,7 +15,7 @@ desk into each of two workspaces, which placement puts on different FalkorDB ser
 poisoned page of both through the production server (POST /api/v1/sources/<id>/flag/); once a repair is
 walking, every process of the worker host that holds it (the Postgres client holding the repair's
 lock) is killed; the beat sweep on the web host re-enqueues the orphaned repair and the other worker
-resumes it from its checkpoint. The table gives the time and machine-wide busy cores per phase and
+resumes it from its last checkpoint. The table gives the time and busy cores per phase and
 each workspace's server, radius, attempts and verification diff (facts / decisions / effects), which
 must be 0 / 0 / 0 for both. Namespaces, processes and files are removed whatever happens (try/finally,
 SIGTERM/SIGINT, and a clean-up of a killed run's leftovers at the next start).
