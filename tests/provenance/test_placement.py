@@ -151,3 +151,18 @@ def test_the_admin_shows_each_workspace_s_server(two_falkordb_servers, client):
     ws = Workspace.objects.get(name="shown-b")
     assert second in client.get(f"/admin/provenance/workspace/{ws.pk}/change/").content.decode()
     assert "secret" not in page and "redis://" not in page  # keys only, never URLs with passwords
+
+
+def test_the_move_command_refuses_in_one_line_and_lists_the_servers(two_falkordb_servers, capsys):
+    first, second = two_falkordb_servers
+    desk_run(workspace="cli-move")
+    _admin()
+    with pytest.raises(SystemExit) as exited:
+        call_command("move_workspace", "cli-move", "--to", "10.9.9.9:6379", "--user", "ops", "--reason", "spread")
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and "10.9.9.9:6379" in err and "not configured" in err
+    assert "redis://" not in err  # the configured URLs carry passwords
+    assert Workspace.objects.get(name="cli-move").falkordb_server == first
+    call_command("move_workspace", "--servers")
+    out = capsys.readouterr().out
+    assert f"{first}: 1 workspaces" in out and f"{second}: 0 workspaces" in out
