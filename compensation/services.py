@@ -64,7 +64,8 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
     planned = PlannedItem(refreshed.kind, refreshed.ticket_id, refreshed.facts.get("max_cents") or 0,
                           refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
                           {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
-    draft, drafted_by, version, problems = write_draft(planned, refreshed.facts)
+    draft, drafted_by, version, problems = write_draft(planned, refreshed.facts,
+                                                       workspace=refreshed.incident.workspace.name)
     get_client().flush()
     with transaction.atomic():
         audit.lock_chain(refreshed.incident.workspace_id)

@@ -368,3 +368,9 @@ RETURN a.id, a.agent, a.seq, a.ticket, a.status, a.recorded_at, a.incident, a.de
 ACTION_READ_VERSIONS = Query("MATCH (:Action {id: $id})-[:READ]->(f:Fact) RETURN f.key, f.version", rows.FactRef)
 # When an action ran (Action.recorded_at): the moment an API `as_of_action` stands for.
 ACTION_RAN_AT = Query("MATCH (a:Action {id: $id}) RETURN a.recorded_at", rows.RanAt)
+
+# --- moving a workspace between servers ---
+# How many nodes a graph holds: a moved copy must hold as many as the original.
+GRAPH_NODE_COUNT = Query("MATCH (n) RETURN count(n)", rows.Count)
+# How many edges it holds.
+GRAPH_EDGE_COUNT = Query("MATCH ()-[r]->() RETURN count(r)", rows.Count)
