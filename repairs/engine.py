@@ -21,6 +21,7 @@ from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
+from repairs.lookahead import ModelLookahead
 
 
 @dataclass
@@ -118,6 +119,7 @@ class RepairWalk:
         self.queued: set[int] = set()
         self.changed: set[int] = set()
         self.at = now_iso()
+        self.lookahead = ModelLookahead(self)
 
     # --- loading ---
     def _load(self, ids: list[int]) -> None:
@@ -197,6 +199,7 @@ class RepairWalk:
         if self.preds.get(node.id, set()).isdisjoint(self.changed):
             self._set(node, S.SKIPPED)
             return
+        self.lookahead.before_visit(node.id)
         payload = self.pending_payload.get(node.id, node.payload)
         record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent)
         same = record.outputs() == self._old_outputs(node, payload)
