@@ -39,6 +39,18 @@ class _Unanswered(Exception):
 
 
 class _ProbeRecorder(Recorder):
+    """A recorder for predictions: writes, handoffs and effects are noted unchecked (the real
+    execution checks them) and a model call is answered from the memo only."""
+
+    def set(self, key: str, value: Any, **clocks: Any) -> None:
+        self._record.writes.append({"key": key, "value": value})
+
+    def handoff(self, agent: str, payload: dict) -> None:
+        self._record.handoffs.append((agent, dict(payload)))
+
+    def effect(self, kind: str, **details: Any) -> None:
+        pass
+
     def ask(self, task: str, input: dict) -> dict:
         facts = dict(self._facts_read)
         answer = get_client().memo_answer(task, input, facts)
@@ -75,13 +87,17 @@ class ModelLookahead:
     def _window(self) -> None:
         walk = self.walk
         upcoming = [aid for _, aid in sorted(walk.heap) if aid not in walk.status and aid not in self.probed]
-        first = [aid for aid in upcoming[:WINDOW]]
+        first = upcoming[:WINDOW]
         self.probed.update(first)
         self.windows += 1
-        # (agent, payload, id, seq, parent, old children) of each action to probe
+        # (agent, payload, id, seq, parent, old children) of each action to probe. A handoff child of
+        # an action in the window is probed as its parent's probe hands off to it, with that payload.
         work: list[tuple[str, dict, int, float, int | None, list[int]]] = []
+        window = set(first)
         for aid in first:
             node = walk.nodes[aid]
+            if node.parent in window:
+                continue
             work.append((node.agent, walk.pending_payload.get(aid, node.payload), aid, node.seq, node.parent,
                          node.children))
         client = get_client()
