@@ -53,7 +53,7 @@ class _ProbeRecorder(Recorder):
 
     def ask(self, task: str, input: dict) -> dict:
         facts = dict(self._facts_read)
-        answer = get_client().memo_answer(task, input, facts)
+        answer = self.client.memo_answer(task, input, facts)
         if answer is None:
             raise _Unanswered((task, input, facts))
         return answer
@@ -65,8 +65,10 @@ def _probe(walk: "RepairWalk", agent: str, payload: dict, *, id: int, seq: float
     that is not, or None when the probe failed (the real execution will say why)."""
     record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
                           ticket=payload.get("ticket"))
+    recorder = _ProbeRecorder(walk.session, record)
+    recorder.client = walk.lookahead.client  # once per window: get_client() reads settings on every call
     try:
-        get_agent(agent)(_ProbeRecorder(walk.session, record), payload)
+        get_agent(agent)(recorder, payload)
     except _Unanswered as asked:
         return asked.request
     except Exception:  # noqa: BLE001 - a prediction only; the walk's own execution raises it properly
@@ -79,6 +81,7 @@ class ModelLookahead:
         self.walk = walk
         self.probed: set[int] = set()
         self.windows = 0
+        self.client = get_client()
 
     def before_visit(self, aid: int) -> None:
         if aid not in self.probed:
@@ -100,7 +103,7 @@ class ModelLookahead:
                 continue
             work.append((node.agent, walk.pending_payload.get(aid, node.payload), aid, node.seq, node.parent,
                          node.children))
-        client = get_client()
+        client = self.client = get_client()
         fetched: set[str] = set()
         for _ in range(LEVELS + 1):
             requests: dict[str, tuple] = {}
