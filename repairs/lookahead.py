@@ -99,7 +99,10 @@ class ModelLookahead:
         window = set(first)
         for aid in first:
             node = walk.nodes[aid]
-            if node.parent in window:
+            preds = walk.preds.get(aid, set())
+            # Predecessors come earlier in seq order: visited already, or in this window. With none
+            # changed and none still to come, the walk will skip the action; nothing to fetch for it.
+            if node.parent in window or (preds.isdisjoint(walk.changed) and preds.isdisjoint(window)):
                 continue
             work.append((node.agent, walk.pending_payload.get(aid, node.payload), aid, node.seq, node.parent,
                          node.children))
