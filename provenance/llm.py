@@ -164,6 +164,14 @@ class ModelClient:
             for key, value in cache.ro_query(queries.CACHE_GET_MANY, {"keys": missing[i:i + 1000]}):
                 self._memo[(workspace, key)] = json.loads(value)
 
+    def request_key(self, task: str, input: dict, facts: dict | None = None) -> str:
+        return cache_key(self.model, _tasks[task].prompt_version, input, facts or {})
+
+    def memo_answer(self, task: str, input: dict, facts: dict | None = None) -> dict | None:
+        """The answer this process already holds (fetched, prefetched or computed), without a round
+        trip or a backend call; None when it holds none."""
+        return self._memo.get(self.request_key(task, input, facts))
+
     def flush(self) -> None:
         """Write new answers to their workspaces' caches in FalkorDB."""
         while self._unsaved:

@@ -164,18 +164,46 @@ UNWIND $ids AS id
 MATCH (a:Action {id: id})
 RETURN a.id, a.agent, a.seq, a.ticket, a.status
 """, rows.ActionSummary)
-ACTION_DETAILS = Query("""
-UNWIND $ids AS id
-MATCH (a:Action {id: id})
+# What the repair walk reads of a whole set of actions (its blast radius) at once, the set given
+# as $slot, a list indexed by id - $lo (id_set). UNWIND with one index lookup per id costs ~20 µs an id and
+# `a.id IN $ids` compares against the whole list on every row; a range scan with an O(1) list lookup
+# answers 1,500 ids in ~1 ms instead of ~30 ms. The bounds also keep a.id - $lo from going negative
+# (a negative list index counts from the end).
+IN_SET = "a.id >= $lo AND a.id <= $hi AND $slot[a.id - $lo] > 0"
+
+
+def id_set(ids: list[int]) -> dict:
+    """The parameters of an *_OF_SET query for these ids: $slot[id - $lo] is the position of the id's
+    last occurrence in `ids` plus one, 0 for an id not in the set."""
+    lo, hi = min(ids), max(ids)
+    slot = [0] * (hi - lo + 1)
+    for n, i in enumerate(ids, 1):
+        slot[i - lo] = n
+    return {"lo": lo, "hi": hi, "slot": slot}
+
+
+ACTION_DETAILS_OF_SET = Query(f"""
+MATCH (a:Action) WHERE {IN_SET}
 OPTIONAL MATCH (a)-[:HANDED_OFF]->(c:Action)
 RETURN a.id, a.agent, a.seq, a.ticket, a.payload, a.decision, a.dhash, a.status, a.parent, a.read_keys,
        collect(c.id)
 """, rows.ActionDetail)
-ACTION_WRITES = Query("""
-UNWIND $ids AS id
-MATCH (a:Action {id: id})-[:WROTE]->(f:Fact)
+ACTION_WRITES_OF_SET = Query(f"""
+MATCH (a:Action)-[:WROTE]->(f:Fact) WHERE {IN_SET}
 RETURN a.id, f.id, f.key, f.value
 """, rows.ActionWrite)
+ACTION_EFFECTS_OF_SET = Query(f"""
+MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE {IN_SET}
+RETURN a.id, e.id, e.kind, e.ticket, e.amount, e.currency, e.details, e.live, e.held
+""", rows.ActionEffect)
+ACTION_READS_OF_SET = Query(f"""
+MATCH (a:Action)-[:READ]->(f:Fact)<-[:WROTE]-(w:Action) WHERE {IN_SET}
+RETURN a.id, f.key, f.version, w.id
+""", rows.ActionRead)
+PREDECESSORS_OF_SET = Query(f"""
+MATCH (p:Action)-[r:FEEDS|HANDED_OFF]->(a:Action) WHERE {IN_SET}
+RETURN a.id, p.id, type(r)
+""", rows.Edge)
 # For splitting a repair (repairs.parallel): each action's handoff parent, the keys it read and wrote.
 ACTION_KEYS = Query("""
 UNWIND $ids AS id
@@ -216,35 +244,35 @@ RETURN a.id
 """, rows.ActionId)
 
 # --- repair writes (idempotent: SET and MERGE on ids, so a resumed apply can run a chunk twice) ---
-SET_ACTION_STATUS = """
-UNWIND $rows AS r
-MATCH (a:Action {id: r.id})
-SET a.status = r.status, a.incident = r.incident
-"""
-SET_ACTION_RERUN = """
-UNWIND $rows AS r
-MATCH (a:Action {id: r.id})
-SET a.status = r.status, a.incident = r.incident, a.payload = r.payload, a.decision = r.decision,
-    a.dhash = r.dhash, a.read_keys = r.read_keys, a.prev_decision = r.prev_decision
-"""
-DROP_READS = """
-UNWIND $ids AS id
-MATCH (a:Action {id: id})-[r:READ]->(:Fact)
-DELETE r
-"""
-DROP_FEEDS_INTO = """
-UNWIND $ids AS id
-MATCH (:Action)-[r:FEEDS]->(a:Action {id: id})
-DELETE r
-"""
 INVALIDATE_FACTS = """
 UNWIND $rows AS r
 MATCH (f:Fact {id: r.id})
 SET f.active = false, f.invalidated_at = r.at, f.invalidated_by = r.incident
 """
+# Repair steps of one node per row, through the range scan of ACTION_DETAILS_OF_SET (a row is
+# $rows[$slot[id - $lo] - 1]); ~70 µs less per row than an UNWIND of index lookups.
+DROP_READS = f"""
+MATCH (a:Action)-[r:READ]->(:Fact) WHERE {IN_SET}
+DELETE r
+"""
+DROP_FEEDS_INTO = f"""
+MATCH (:Action)-[r:FEEDS]->(a:Action) WHERE {IN_SET}
+DELETE r
+"""
+SET_ACTION_STATUS = f"""
+MATCH (a:Action) WHERE {IN_SET}
+WITH a, $rows[$slot[a.id - $lo] - 1] AS r
+SET a.status = r.status, a.incident = r.incident
+"""
+SET_ACTION_RERUN = f"""
+MATCH (a:Action) WHERE {IN_SET}
+WITH a, $rows[$slot[a.id - $lo] - 1] AS r
+SET a.status = r.status, a.incident = r.incident, a.payload = r.payload, a.decision = r.decision,
+    a.dhash = r.dhash, a.read_keys = r.read_keys, a.prev_decision = r.prev_decision
+"""
 INVALIDATE_EFFECTS = """
-UNWIND $rows AS r
-MATCH (e:Effect {id: r.id})
+MATCH (e:Effect) WHERE e.id >= $lo AND e.id <= $hi AND $slot[e.id - $lo] > 0
+WITH e, $rows[$slot[e.id - $lo] - 1] AS r
 SET e.live = false, e.invalidated_by = r.incident
 """
 CREATE_ACTIONS_IDEMPOTENT = """
