@@ -167,10 +167,11 @@ class ModelClient:
     def request_key(self, task: str, input: dict, facts: dict | None = None) -> str:
         return cache_key(self.model, _tasks[task].prompt_version, input, facts or {})
 
-    def memo_answer(self, task: str, input: dict, facts: dict | None = None) -> dict | None:
-        """The answer this process already holds (fetched, prefetched or computed), without a round
-        trip or a backend call; None when it holds none."""
-        return self._memo.get(self.request_key(task, input, facts))
+    def memo_answer(self, task: str, input: dict, facts: dict | None = None, *,
+                    workspace: str | None = None) -> dict | None:
+        """The answer this process already holds for `workspace` (fetched, prefetched or computed),
+        without a round trip or a backend call; None when it holds none."""
+        return self._memo.get((workspace, self.request_key(task, input, facts)))
 
     def flush(self) -> None:
         """Write new answers to their workspaces' caches in FalkorDB."""

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from provenance import queries
+from repairs import queries as repair_queries
 from provenance.graph import Graph
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
@@ -73,19 +74,19 @@ class Plan:
 # Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
 # ones are merged, so applying any suffix of the steps again converges to the same graph.
 STEP_QUERIES = {
-    "drop_reads": queries.DROP_READS,
-    "drop_feeds": queries.DROP_FEEDS_INTO,
-    "status": queries.SET_ACTION_STATUS,
-    "rerun": queries.SET_ACTION_RERUN,
-    "invalidate_facts": queries.INVALIDATE_FACTS,
-    "invalidate_effects": queries.INVALIDATE_EFFECTS,
-    "actions": queries.CREATE_ACTIONS_IDEMPOTENT,
+    "drop_reads": repair_queries.DROP_READS,
+    "drop_feeds": repair_queries.DROP_FEEDS_INTO,
+    "status": repair_queries.SET_ACTION_STATUS,
+    "rerun": repair_queries.SET_ACTION_RERUN,
+    "invalidate_facts": repair_queries.INVALIDATE_FACTS,
+    "invalidate_effects": repair_queries.INVALIDATE_EFFECTS,
+    "actions": repair_queries.CREATE_ACTIONS_IDEMPOTENT,
     "handoffs": queries.CREATE_HANDOFFS,
     "ingests": queries.CREATE_INGESTS,
-    "facts": queries.CREATE_FACTS_IDEMPOTENT,
+    "facts": repair_queries.CREATE_FACTS_IDEMPOTENT,
     "reads": queries.CREATE_READS,
     "feeds": queries.CREATE_FEEDS,
-    "effects": queries.CREATE_EFFECTS_IDEMPOTENT,
+    "effects": repair_queries.CREATE_EFFECTS_IDEMPOTENT,
 }
 STEP_ORDER = list(STEP_QUERIES)
 # Steps that take their nodes as an id set (queries.id_set): one range scan instead of a lookup per row.

@@ -53,7 +53,7 @@ class _ProbeRecorder(Recorder):
 
     def ask(self, task: str, input: dict) -> dict:
         facts = dict(self._facts_read)
-        answer = self.client.memo_answer(task, input, facts)
+        answer = self.client.memo_answer(task, input, facts, workspace=self._session.workspace)
         if answer is None:
             raise _Unanswered((task, input, facts))
         return answer
@@ -122,7 +122,7 @@ class ModelLookahead:
                 elif outcome is not None:
                     deeper.extend(self._handoffs(outcome, children))
             if requests:
-                client.prefetch(list(requests.values()))
+                client.prefetch(list(requests.values()), workspace=walk.session.workspace)
                 fetched.update(requests)
             work = retry + deeper
             if not work:
