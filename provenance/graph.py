@@ -95,6 +95,8 @@ def workspace_server(workspace: str) -> str:
     """The placement key of workspace `workspace` ('' for the default server, or no such row)."""
     from provenance.models import Workspace
 
+    if not getattr(settings, "KINTSUGI_FALKORDB_URLS", None):
+        return ""  # one server: every workspace is on it, and no page pays a placement query per graph
     if "\x00" in workspace:
         return ""  # Postgres text cannot hold NUL, so no workspace has this name (and the query would fail)
     return Workspace.objects.filter(name=workspace).values_list("falkordb_server", flat=True).first() or ""
