@@ -2,8 +2,10 @@
 `python -m bench recorder|radius|repair|workers [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
 runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench desk
 [--quick]` the review desk's pages beside their baselines; `python -m bench what_if [--sizes ...] [--quick]` times the
-what-if of a flag against the real repair's walk on the same desk and `python -m bench agents [--quick]` recording over HTTP against recording in-process
-(none is part of "all"). Results also go to
+what-if of a flag against the real repair's walk on the same desk; `python -m bench multihost [--quick]` runs kintsugi
+on network-namespace test hosts and loses a worker host mid-repair (root; see bench/multihost.py); `python -m bench
+agents [--quick]` times recording over HTTP against recording in-process. None of these is part of "all". Results
+also go to
 bench/results/latest.json (gitignored).
 
 Sizes: recorder and radius take desk sizes in actions; repair and workers take desk sizes in tickets (a ticket is
@@ -29,7 +31,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "agents")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "multihost", "agents")  # run only when named
 
 
 def _git_commit() -> str:
@@ -53,6 +55,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sizes needs one benchmark: recorder, radius, repair, workers or what_if")
 
     started = time.perf_counter()
+    if args.benchmark == "multihost":
+        # Its own hosts and stores (network namespaces): nothing of the local set-up below.
+        from bench import multihost
+
+        out = multihost.run(args.quick)
+        out["seconds"] = time.perf_counter() - started
+        common.write_results({"started_at": datetime.now(timezone.utc).isoformat(), "commit": _git_commit(),
+                              "mode": "quick" if args.quick else "full", "benchmarks": {"multihost": out}},
+                             _path(args.output) or common.RESULTS_DIR / "multihost.json")
+        return 0
     common.setup()
     import redis.utils
 

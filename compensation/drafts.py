@@ -105,8 +105,9 @@ def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None
     return None
 
 
-def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list[str]]:
-    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item."""
+def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = None) -> tuple[dict, str, str, list[str]]:
+    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
+    answers come from (and go to) `workspace`'s cache."""
     kind = planned.kind
     if kind == K.MANUAL_COMPENSATION:
         # No model text: the note says what a person has to do about the effect it carries.
@@ -118,7 +119,7 @@ def write_draft(planned: PlannedItem, facts: dict) -> tuple[dict, str, str, list
         version = registered_task(task).prompt_version
         try:
             # Deferred: the caller saves every new answer to the shared cache in one write.
-            answer = get_client().complete(task, model_input, defer=True)
+            answer = get_client().complete(task, model_input, defer=True, workspace=workspace)
         except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
             message = scrub_secrets(str(exc).splitlines()[0] if str(exc) else "")
             log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, message)
@@ -183,10 +184,12 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
                                                              ticket_id__in={p.ticket for p in planned})}
     todo = [(p, _facts(p, tickets.get(p.ticket), incident)) for p in planned]
     client = get_client()
-    client.prefetch([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None])
+    ws_name = incident.workspace.name
+    client.prefetch([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
+                    workspace=ws_name)
     out = []
     for p, facts in todo:
-        draft, drafted_by, version, drafting_problems = write_draft(p, facts)
+        draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name)
         # validate_draft says too when the item waits for its ticket (compensation.customers).
         problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
         out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))

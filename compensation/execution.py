@@ -2,8 +2,9 @@
 
 The idempotency key (`compensation:<item id>`) is recorded with the approval, before anything is sent.
 Execution then runs in three steps:
-1. lock the item; an executed item is a no-op, anything but an approved item is refused, an email still
-   waiting for the money item it explains (compensation.sequencing) is left for later; count the attempt;
+1. lock the item; an executed item is a no-op, anything but an approved item is refused, an item of a
+   repair not yet verified 0 / 0 / 0 (compensation.gates) and an email still waiting for the money item
+   it explains (compensation.sequencing) are left for later; count the attempt;
 2. deliver, carrying the key, as the item kind's registration says (compensation.effect_kinds): a ledger row (reversal request or payment) is created with
    get_or_create on its unique idempotency key, and an email goes through Django's email framework with
    the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once; a manual
@@ -18,7 +19,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, effect_kinds, sequencing
+from compensation import audit, effect_kinds, gates, sequencing
 from compensation.models import CompensationItem
 
 K, St = CompensationItem.Kind, CompensationItem.Status
@@ -47,6 +48,9 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
             return item
         if item.status != St.APPROVED:
             raise NotApproved(f"item #{item.pk} is {item.status}; only approved items are executed")
+        if gates.execution_wait(item.incident) is not None:
+            # Approved while the repair was being verified: the job enqueues it once verified clean.
+            return item
         if sequencing.waits_for(item) is not None:
             # An email that explains a money item still undecided: approving that item enqueues it again.
             return item

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, customers, effect_kinds, sequencing
+from compensation import audit, customers, effect_kinds, gates, sequencing
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem
@@ -64,7 +64,8 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
     planned = PlannedItem(refreshed.kind, refreshed.ticket_id, refreshed.facts.get("max_cents") or 0,
                           refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
                           {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
-    draft, drafted_by, version, problems = write_draft(planned, refreshed.facts)
+    draft, drafted_by, version, problems = write_draft(planned, refreshed.facts,
+                                                       workspace=refreshed.incident.workspace.name)
     get_client().flush()
     with transaction.atomic():
         audit.lock_chain(refreshed.incident.workspace_id)
@@ -168,10 +169,10 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
             item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
             if item.status != St.PENDING:
                 raise DecisionRefused(f"item #{item.pk} is already {item.status}")
-            if item.incident.status != Incident.Status.REPAIRED:
-                # Drafted while the repair was still being verified: decided only once it is repaired.
+            if not gates.decidable(item.incident):
+                # Drafted from the checkpointed plan while the repair was still being applied.
                 raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "
-                                      f"be decided once its repair is verified")
+                                      f"be decided once its repair is applied, and execute once its repair is verified")
             drafted = _draft_fields(item)
             if edits:
                 _apply_edits(item, edits, actor=actor, via=via, reason=reason)

@@ -27,14 +27,16 @@ def _running_embedded() -> set[str]:
     return up
 
 
-def web_server_command(py: str) -> list[str]:
-    """The production server the demo runs, as a deployment would (README: "Deployment")."""
-    from django.conf import settings
+def web_server_command(py: str, *, bind: str | None = None, workers: int | None = None) -> list[str]:
+    """The production server the demo runs, as a deployment would (README: "Deployment"); `bind`
+    (host:port) and `workers` default to the KINTSUGI_WEB_* settings (`bench multihost` passes both)."""
+    if bind is None or workers is None:
+        from django.conf import settings
 
+        bind = bind or f"{settings.KINTSUGI_WEB_HOST}:{settings.KINTSUGI_WEB_PORT}"
+        workers = workers or settings.KINTSUGI_WEB_WORKERS
     return [py, "-m", "gunicorn", "kintsugi_site.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker",
-            "--workers", str(settings.KINTSUGI_WEB_WORKERS),
-            "--bind", f"{settings.KINTSUGI_WEB_HOST}:{settings.KINTSUGI_WEB_PORT}", "--graceful-timeout", "10",
-            "--no-control-socket"]
+            "--workers", str(workers), "--bind", bind, "--graceful-timeout", "10", "--no-control-socket"]
 
 
 def main() -> int:

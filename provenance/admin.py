@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_money
 from provenance import decide_admin, membership, tenancy
-from provenance.graph import GraphUnavailable
+from provenance.graph import GraphUnavailable, default_server_key
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
 from provenance.selectors import blast_radius, workspace_currency
@@ -44,7 +44,7 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     workspace_path = "pk"  # a workspace is its own scope
     form = WorkspaceForm
-    list_display = ("name", "run_number", "action_count", "member_count", "created_at")
+    list_display = ("name", "run_number", "action_count", "falkordb_placement", "member_count", "created_at")
     search_fields = ("name",)
     filter_horizontal = ("members",)
 
@@ -61,6 +61,11 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
     def member_count(self, obj: Workspace) -> int:
         return obj.members.count()
 
+    @admin.display(description="FalkorDB server", ordering="falkordb_server")
+    def falkordb_placement(self, obj: Workspace) -> str:
+        # host:port only: the configured URLs carry passwords.
+        return obj.falkordb_server or f"{default_server_key()} (default)"
+
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         if db_field.name == "members":
             kwargs["queryset"] = get_user_model().objects.filter(is_active=True).order_by("username")
@@ -74,16 +79,18 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
         return membership.may_manage_members(request.user, obj)
 
     def get_fields(self, request, obj=None):
-        fields = ["name", "members", "membership_reason", "run_number", "run_params", "action_count"]
+        fields = ["name", "members", "membership_reason", "run_number", "run_params", "action_count",
+                  "falkordb_placement"]
         return fields if self.has_change_permission(request, obj) else ["name", "members", "run_number",
-                                                                          "run_params", "action_count"]
+                                                                          "run_params", "action_count",
+                                                                          "falkordb_placement"]
 
     def get_readonly_fields(self, request, obj=None):
         if request.user.is_superuser and obj is None:
-            return ("run_number", "run_params", "action_count")
+            return ("run_number", "run_params", "action_count", "falkordb_placement")
         if self.has_change_permission(request, obj):
-            return ("name", "run_number", "run_params", "action_count")  # members only
-        return ("name", "members", "run_number", "run_params", "action_count")
+            return ("name", "run_number", "run_params", "action_count", "falkordb_placement")  # members only
+        return ("name", "members", "run_number", "run_params", "action_count", "falkordb_placement")
 
     def save_related(self, request, form, formsets, change):
         # Not form.save_m2m(): the membership service checks who may change it and audits each change.

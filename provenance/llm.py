@@ -6,7 +6,9 @@ One interface, `complete(task, input, facts)`, two backends:
 - `gemini`: google-genai with the task's instruction and a structured output schema.
 Every call goes through a response cache in FalkorDB keyed by
 sha256(model, prompt version, input, sorted facts): the same input gets the same answer, which is what
-makes the repair's early stop and the verification baseline meaningful.
+makes the repair's early stop and the verification baseline meaningful. Each workspace has a cache of
+its own, on the FalkorDB server its graphs are placed on (provenance.graph): moving the workspace
+moves its answers with it, and one tenant's answers are never served to another.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from provenance.scrub import scrub_secrets
 
 from provenance import queries
-from provenance.graph import Graph, cache_graph_name
+from provenance.graph import Graph, cache_graph_name, workspace_cache_graph
 
 
 @dataclass(frozen=True)
@@ -113,51 +115,70 @@ class ModelClient:
         self.backend = backend_name()
         self.model = model_name()
         self._gemini = GeminiBackend() if self.backend == "gemini" else None
-        self._memo: dict[str, dict] = {}
-        self._cache = Graph(cache_graph_name())
+        # Memo and unsaved answers per workspace: the same key may hold different answers in two
+        # workspaces (a live model is not deterministic), and each answer is saved where it was asked.
+        self._memo: dict[tuple[str | None, str], dict] = {}
         self.calls = 0
         self.hits = 0
-        self._unsaved: list[dict] = []
+        self._unsaved: dict[tuple[str | None, str | None], list[dict]] = {}
 
-    def complete(self, task: str, input: dict, facts: dict | None = None, *, defer: bool = False) -> dict:
-        """The answer for this task, input and facts: from the cache, or from the backend once.
+    def complete(self, task: str, input: dict, facts: dict | None = None, *, defer: bool = False,
+                 workspace: str | None = None, server_url: str | None = None) -> dict:
+        """The answer for this task, input and facts in `workspace`'s cache: from the cache, or from
+        the backend once. Without a workspace: the shared cache on the default server. `server_url`:
+        the server the caller already resolved for the workspace (a recording session's graph), which
+        spares a placement lookup per call.
 
         With defer=True a new answer is saved at the next flush() (the recorder batches them)."""
         spec = _tasks[task]
         facts = facts or {}
         key = cache_key(self.model, spec.prompt_version, input, facts)
-        if key in self._memo:
+        if (workspace, key) in self._memo:
             self.hits += 1
-            return self._memo[key]
-        rows = self._cache.ro_query(queries.CACHE_GET, {"key": key})
+            return self._memo[(workspace, key)]
+        rows = _cache_graph(workspace, server_url).ro_query(queries.CACHE_GET, {"key": key})
         if rows:
             self.hits += 1
             answer = json.loads(rows[0][0])
         else:
             answer = self._generate(spec, input, facts)
             # Saved in batches (flush): the memo answers repeats in this process meanwhile.
-            self._unsaved.append({"key": key, "value": json.dumps(answer, sort_keys=True), "model": self.model,
-                                  "task": task, "at": datetime.now(timezone.utc).isoformat()})
-            if not defer or len(self._unsaved) >= 500:
+            unsaved = self._unsaved.setdefault((workspace, server_url), [])
+            unsaved.append({"key": key, "value": json.dumps(answer, sort_keys=True), "model": self.model,
+                            "task": task, "at": datetime.now(timezone.utc).isoformat()})
+            if not defer or len(unsaved) >= 500:
                 self.flush()
-        self._memo[key] = answer
+        self._memo[(workspace, key)] = answer
         return answer
 
-    def prefetch(self, requests: list[tuple[str, dict, dict | None]]) -> None:
+    def prefetch(self, requests: list[tuple[str, dict, dict | None]], *, workspace: str | None = None) -> None:
         """Load the cached answers to many (task, input, facts) requests in a few queries, so the
         complete() calls that follow (a repair drafting thousands of items) are memo hits or misses
         without a round trip each."""
         keys = {cache_key(self.model, _tasks[task].prompt_version, input, facts or {}) for task, input, facts in requests}
-        missing = sorted(keys - self._memo.keys())
+        missing = sorted(k for k in keys if (workspace, k) not in self._memo)
+        if not missing:
+            return
+        cache = workspace_cache_graph(workspace)
         for i in range(0, len(missing), 1000):
-            for key, value in self._cache.ro_query(queries.CACHE_GET_MANY, {"keys": missing[i:i + 1000]}):
-                self._memo[key] = json.loads(value)
+            for key, value in cache.ro_query(queries.CACHE_GET_MANY, {"keys": missing[i:i + 1000]}):
+                self._memo[(workspace, key)] = json.loads(value)
+
+    def request_key(self, task: str, input: dict, facts: dict | None = None) -> str:
+        return cache_key(self.model, _tasks[task].prompt_version, input, facts or {})
+
+    def memo_answer(self, task: str, input: dict, facts: dict | None = None, *,
+                    workspace: str | None = None) -> dict | None:
+        """The answer this process already holds for `workspace` (fetched, prefetched or computed),
+        without a round trip or a backend call; None when it holds none."""
+        return self._memo.get((workspace, self.request_key(task, input, facts)))
 
     def flush(self) -> None:
-        """Write new answers to the shared cache in FalkorDB."""
-        if self._unsaved:
-            rows, self._unsaved = self._unsaved, []
-            self._cache.query(queries.CACHE_PUT_MANY, {"rows": rows})
+        """Write new answers to their workspaces' caches in FalkorDB."""
+        while self._unsaved:
+            (workspace, server_url), rows = self._unsaved.popitem()
+            if rows:
+                _cache_graph(workspace, server_url).query(queries.CACHE_PUT_MANY, {"rows": rows})
 
     def _generate(self, spec: ModelTask, input: dict, facts: dict) -> dict:
         self.calls += 1
@@ -166,6 +187,12 @@ class ModelClient:
             return spec.schema.model_validate(raw).model_dump(mode="json")
         except ValidationError as exc:
             raise ModelOutputError(f"{spec.name}: model answer does not match its schema: {exc.error_count()} errors") from exc
+
+
+def _cache_graph(workspace: str | None, server_url: str | None) -> Graph:
+    if server_url and workspace is not None:
+        return Graph(cache_graph_name(workspace), server_url)
+    return workspace_cache_graph(workspace)
 
 
 _client: ModelClient | None = None

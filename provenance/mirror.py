@@ -23,7 +23,7 @@ from typing import Iterator
 from django.conf import settings
 
 from provenance import queries
-from provenance.graph import Graph, falkordb_url
+from provenance.graph import Graph
 from provenance.vocabulary import DEAD
 
 
@@ -123,7 +123,7 @@ _graph_locks: dict[tuple[str, str], threading.Lock] = {}
 def reading(graph: Graph) -> Iterator[Topology]:
     """The graph's topology as of now (the cached copy, merged with appended actions, or rebuilt), held
     for the caller: merges of appended actions wait until the `with` block ends."""
-    key = (falkordb_url(), graph.name)
+    key = (graph.url, graph.name)
     with _lock:
         graph_lock = _graph_locks.setdefault(key, threading.Lock())
     with graph_lock:
@@ -144,7 +144,7 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
         with reading(graph) as topo:
             yield topo
         return
-    key = (falkordb_url(), graph.name)
+    key = (graph.url, graph.name)
     with _lock:
         cached = _cache.get(key)
     # No copy at all: no need to read the stamp before answering from FalkorDB.
@@ -156,12 +156,14 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
         yield None
     finally:
         # Only once the caller has its answer: the read would slow the question it is meant to spare.
-        build_in_background(graph.name)
+        build_in_background(graph.name, graph.url)
 
 
-def build_in_background(name: str) -> threading.Thread | None:
-    """Read graph `name`'s topology into the cache in a daemon thread (one per graph at a time)."""
-    key = (falkordb_url(), name)
+def build_in_background(name: str, url: str | None = None) -> threading.Thread | None:
+    """Read graph `name`'s topology (on server `url`, default: the default server) into the cache in a
+    daemon thread (one per graph at a time)."""
+    graph = Graph(name, url)
+    key = (graph.url, name)
     with _lock:
         if key in _building:
             return None
@@ -169,7 +171,7 @@ def build_in_background(name: str) -> threading.Thread | None:
 
     def build() -> None:
         try:
-            with reading(Graph(name)):
+            with reading(graph):
                 pass
         except Exception:  # noqa: BLE001 - the next question answers from FalkorDB and tries again
             pass

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from provenance.placement import new_workspace_server
+
 
 class Workspace(models.Model):
     """One support desk: its own provenance graph, baseline graph, tickets and sources."""
@@ -10,6 +12,10 @@ class Workspace(models.Model):
     run_number = models.PositiveIntegerField(default=0, help_text="Increments each time a desk run replaces the graph.")
     run_params = models.JSONField(default=dict, blank=True)
     action_count = models.PositiveIntegerField(default=0)
+    falkordb_server = models.CharField(
+        "FalkorDB server", max_length=255, blank=True, editable=False, default=new_workspace_server,
+        help_text="host:port of the FalkorDB server holding this workspace's graph, baseline and model cache "
+                  "(empty: the default server). Chosen at creation; changed only by `manage.py move_workspace`.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

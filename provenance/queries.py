@@ -171,18 +171,46 @@ UNWIND $ids AS id
 MATCH (a:Action {id: id})
 RETURN a.id, a.agent, a.seq, a.ticket, a.status
 """, rows.ActionSummary)
-ACTION_DETAILS = Query("""
-UNWIND $ids AS id
-MATCH (a:Action {id: id})
+# What the repair walk reads of a whole set of actions (its blast radius) at once, the set given
+# as $slot, a list indexed by id - $lo (id_set). UNWIND with one index lookup per id costs ~20 µs an id and
+# `a.id IN $ids` compares against the whole list on every row; a range scan with an O(1) list lookup
+# answers 1,500 ids in ~1 ms instead of ~30 ms. The bounds also keep a.id - $lo from going negative
+# (a negative list index counts from the end).
+IN_SET = "a.id >= $lo AND a.id <= $hi AND $slot[a.id - $lo] > 0"
+
+
+def id_set(ids: list[int]) -> dict:
+    """The parameters of an *_OF_SET query for these ids: $slot[id - $lo] is the position of the id's
+    last occurrence in `ids` plus one, 0 for an id not in the set."""
+    lo, hi = min(ids), max(ids)
+    slot = [0] * (hi - lo + 1)
+    for n, i in enumerate(ids, 1):
+        slot[i - lo] = n
+    return {"lo": lo, "hi": hi, "slot": slot}
+
+
+ACTION_DETAILS_OF_SET = Query(f"""
+MATCH (a:Action) WHERE {IN_SET}
 OPTIONAL MATCH (a)-[:HANDED_OFF]->(c:Action)
 RETURN a.id, a.agent, a.seq, a.ticket, a.payload, a.decision, a.dhash, a.status, a.parent, a.read_keys,
        collect(c.id)
 """, rows.ActionDetail)
-ACTION_WRITES = Query("""
-UNWIND $ids AS id
-MATCH (a:Action {id: id})-[:WROTE]->(f:Fact)
+ACTION_WRITES_OF_SET = Query(f"""
+MATCH (a:Action)-[:WROTE]->(f:Fact) WHERE {IN_SET}
 RETURN a.id, f.id, f.key, f.value
 """, rows.ActionWrite)
+ACTION_EFFECTS_OF_SET = Query(f"""
+MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE {IN_SET}
+RETURN a.id, e.id, e.kind, e.ticket, e.amount, e.currency, e.details, e.live, e.held
+""", rows.ActionEffect)
+ACTION_READS_OF_SET = Query(f"""
+MATCH (a:Action)-[:READ]->(f:Fact)<-[:WROTE]-(w:Action) WHERE {IN_SET}
+RETURN a.id, f.key, f.version, w.id
+""", rows.ActionRead)
+PREDECESSORS_OF_SET = Query(f"""
+MATCH (p:Action)-[r:FEEDS|HANDED_OFF]->(a:Action) WHERE {IN_SET}
+RETURN a.id, p.id, type(r)
+""", rows.Edge)
 # For splitting a repair (repairs.parallel): each action's handoff parent, the keys it read and wrote.
 ACTION_KEYS = Query("""
 UNWIND $ids AS id
@@ -221,64 +249,6 @@ READERS_OF_KEYS = Query("""
 MATCH (a:Action) WHERE a.seq > $seq AND any(k IN a.read_keys WHERE k IN $keys)
 RETURN a.id
 """, rows.ActionId)
-
-# --- repair writes (idempotent: SET and MERGE on ids, so a resumed apply can run a chunk twice) ---
-SET_ACTION_STATUS = """
-UNWIND $rows AS r
-MATCH (a:Action {id: r.id})
-SET a.status = r.status, a.incident = r.incident
-"""
-SET_ACTION_RERUN = """
-UNWIND $rows AS r
-MATCH (a:Action {id: r.id})
-SET a.status = r.status, a.incident = r.incident, a.payload = r.payload, a.decision = r.decision,
-    a.dhash = r.dhash, a.read_keys = r.read_keys, a.prev_decision = r.prev_decision
-"""
-DROP_READS = """
-UNWIND $ids AS id
-MATCH (a:Action {id: id})-[r:READ]->(:Fact)
-DELETE r
-"""
-DROP_FEEDS_INTO = """
-UNWIND $ids AS id
-MATCH (:Action)-[r:FEEDS]->(a:Action {id: id})
-DELETE r
-"""
-INVALIDATE_FACTS = """
-UNWIND $rows AS r
-MATCH (f:Fact {id: r.id})
-SET f.active = false, f.invalidated_at = r.at, f.invalidated_by = r.incident
-"""
-INVALIDATE_EFFECTS = """
-UNWIND $rows AS r
-MATCH (e:Effect {id: r.id})
-SET e.live = false, e.invalidated_by = r.incident
-"""
-CREATE_ACTIONS_IDEMPOTENT = """
-UNWIND $rows AS r
-MERGE (a:Action {id: r.id})
-SET a.agent = r.agent, a.seq = toFloat(r.seq), a.ticket = r.ticket, a.payload = r.payload,
-    a.decision = r.decision, a.dhash = r.dhash, a.status = r.status, a.root = r.root, a.parent = r.parent,
-    a.read_keys = r.read_keys, a.recorded_at = r.recorded_at, a.incident = r.incident
-"""
-CREATE_FACTS_IDEMPOTENT = """
-UNWIND $rows AS r
-MATCH (a:Action {id: r.writer})
-MERGE (f:Fact {id: r.id})
-SET f.key = r.key, f.value = r.value, f.version = r.version, f.seq = toFloat(r.seq), f.active = true,
-    f.valid_from = r.valid_from, f.valid_until = r.valid_until, f.known_at = r.known_at,
-    f.system_at = r.system_at
-MERGE (a)-[:WROTE]->(f)
-"""
-CREATE_EFFECTS_IDEMPOTENT = """
-UNWIND $rows AS r
-MATCH (a:Action {id: r.action})
-MERGE (e:Effect {id: r.id})
-SET e.kind = r.kind, e.ticket = r.ticket, e.amount = r.amount, e.currency = r.currency,
-    e.details = r.details, e.live = true, e.held = r.held, e.recorded_at = r.recorded_at,
-    e.incident = r.incident
-MERGE (a)-[:CAUSED]->(e)
-"""
 
 # --- export_state / verification ---
 ACTIVE_FACTS = Query("""
@@ -375,3 +345,9 @@ RETURN a.id, a.agent, a.seq, a.ticket, a.status, a.recorded_at, a.incident, a.de
 ACTION_READ_VERSIONS = Query("MATCH (:Action {id: $id})-[:READ]->(f:Fact) RETURN f.key, f.version", rows.FactRef)
 # When an action ran (Action.recorded_at): the moment an API `as_of_action` stands for.
 ACTION_RAN_AT = Query("MATCH (a:Action {id: $id}) RETURN a.recorded_at", rows.RanAt)
+
+# --- moving a workspace between servers ---
+# How many nodes a graph holds: a moved copy must hold as many as the original.
+GRAPH_NODE_COUNT = Query("MATCH (n) RETURN count(n)", rows.Count)
+# How many edges it holds.
+GRAPH_EDGE_COUNT = Query("MATCH ()-[r]->() RETURN count(r)", rows.Count)

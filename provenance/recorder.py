@@ -174,7 +174,9 @@ class Recorder:
 
     def ask(self, task: str, input: dict) -> dict:
         """A model call whose cache key covers the facts this action has read so far."""
-        return get_client().complete(task, input, dict(self._facts_read), defer=True)
+        # The session's graph already says which server the workspace is on: its cache is there too.
+        return get_client().complete(task, input, dict(self._facts_read), defer=True,
+                                     workspace=self._session.workspace, server_url=self._session.graph.url)
 
 
 def _fact(f) -> FactVersion:

@@ -72,7 +72,7 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
         if source not in page_ids:
             raise UnknownSource(f"unknown source {source!r}; the desk's pages are {', '.join(page_ids)}")
     specs = generated_tickets(tickets, seed or 0) if tickets else canonical_tickets()
-    ping()  # fail before anything is replaced
+    ping(workspace=workspace)  # fail before anything is replaced (a new workspace: checked at its first write)
     with transaction.atomic():
         ws, _ = Workspace.objects.get_or_create(name=workspace)
         ws = Workspace.objects.select_for_update().get(pk=ws.pk)
@@ -146,7 +146,7 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
     if not isinstance(payload, dict):
         raise MalformedPayload("payload must be a JSON object")
     validation.payload(payload)
-    ping()
+    ping(workspace=ws.name)
     with transaction.atomic():
         ws = Workspace.objects.select_for_update().get(pk=ws.pk)
         workspace_lock(ws)

@@ -16,11 +16,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from provenance import queries
+from repairs import queries as repair_queries
 from provenance.graph import Graph
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
+from repairs.lookahead import ModelLookahead
 
 
 @dataclass
@@ -72,21 +74,23 @@ class Plan:
 # Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
 # ones are merged, so applying any suffix of the steps again converges to the same graph.
 STEP_QUERIES = {
-    "drop_reads": queries.DROP_READS,
-    "drop_feeds": queries.DROP_FEEDS_INTO,
-    "status": queries.SET_ACTION_STATUS,
-    "rerun": queries.SET_ACTION_RERUN,
-    "invalidate_facts": queries.INVALIDATE_FACTS,
-    "invalidate_effects": queries.INVALIDATE_EFFECTS,
-    "actions": queries.CREATE_ACTIONS_IDEMPOTENT,
+    "drop_reads": repair_queries.DROP_READS,
+    "drop_feeds": repair_queries.DROP_FEEDS_INTO,
+    "status": repair_queries.SET_ACTION_STATUS,
+    "rerun": repair_queries.SET_ACTION_RERUN,
+    "invalidate_facts": repair_queries.INVALIDATE_FACTS,
+    "invalidate_effects": repair_queries.INVALIDATE_EFFECTS,
+    "actions": repair_queries.CREATE_ACTIONS_IDEMPOTENT,
     "handoffs": queries.CREATE_HANDOFFS,
     "ingests": queries.CREATE_INGESTS,
-    "facts": queries.CREATE_FACTS_IDEMPOTENT,
+    "facts": repair_queries.CREATE_FACTS_IDEMPOTENT,
     "reads": queries.CREATE_READS,
     "feeds": queries.CREATE_FEEDS,
-    "effects": queries.CREATE_EFFECTS_IDEMPOTENT,
+    "effects": repair_queries.CREATE_EFFECTS_IDEMPOTENT,
 }
 STEP_ORDER = list(STEP_QUERIES)
+# Steps that take their nodes as an id set (queries.id_set): one range scan instead of a lookup per row.
+ONE_NODE_PER_ROW = ("drop_reads", "drop_feeds", "status", "rerun", "invalidate_effects")
 CHUNK = 5000
 
 
@@ -118,26 +122,28 @@ class RepairWalk:
         self.queued: set[int] = set()
         self.changed: set[int] = set()
         self.at = now_iso()
+        self.lookahead = ModelLookahead(self)
 
     # --- loading ---
     def _load(self, ids: list[int]) -> None:
         ids = [i for i in ids if i not in self.nodes]
         if not ids:
             return
-        for a in self.graph.ro_query(queries.ACTION_DETAILS, {"ids": ids}):
+        ids_in = queries.id_set(ids)  # one range scan per query, not one lookup per id
+        for a in self.graph.ro_query(queries.ACTION_DETAILS_OF_SET, ids_in):
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
                                     a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
             self.preds.setdefault(a.id, set())
-        for w in self.graph.ro_query(queries.ACTION_WRITES, {"ids": ids}):
+        for w in self.graph.ro_query(queries.ACTION_WRITES_OF_SET, ids_in):
             self.nodes[w.action].writes.append((w.fact, w.key, w.value))
-        for e in self.graph.ro_query(queries.ACTION_EFFECTS, {"ids": ids}):
+        for e in self.graph.ro_query(queries.ACTION_EFFECTS_OF_SET, ids_in):
             self.nodes[e.action].effects.append({"id": e.id, "kind": e.kind, "ticket": e.ticket, "amount": e.amount,
                                                  "currency": e.currency, "details": json.loads(e.details or "{}"),
                                                  "live": e.live, "held": e.held})
         read_from: defaultdict[tuple[int, int], list] = defaultdict(list)
-        for r in self.graph.ro_query(queries.ACTION_READS, {"ids": ids}):
+        for r in self.graph.ro_query(queries.ACTION_READS_OF_SET, ids_in):
             read_from[(r.action, r.writer)].append([r.key, r.version])
-        for edge in self.graph.ro_query(queries.PREDECESSORS, {"ids": ids}):
+        for edge in self.graph.ro_query(queries.PREDECESSORS_OF_SET, ids_in):
             self.preds[edge.action].add(edge.other)
             self.upstream[edge.action].append([edge.other, edge.kind, sorted(read_from[(edge.action, edge.other)])
                                                if edge.kind == "FEEDS" else []])
@@ -197,6 +203,7 @@ class RepairWalk:
         if self.preds.get(node.id, set()).isdisjoint(self.changed):
             self._set(node, S.SKIPPED)
             return
+        self.lookahead.before_visit(node.id)
         payload = self.pending_payload.get(node.id, node.payload)
         record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent)
         same = record.outputs() == self._old_outputs(node, payload)
@@ -365,6 +372,10 @@ def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incide
 
 def apply_step(graph: Graph, step: tuple[str, list]) -> None:
     kind, rows = step
+    if kind in ONE_NODE_PER_ROW:
+        ids = rows if kind in ("drop_reads", "drop_feeds") else [r["id"] for r in rows]
+        graph.query(STEP_QUERIES[kind], {**queries.id_set(ids), "rows": rows})
+        return
     param = "ids" if kind in ("drop_reads", "drop_feeds") else "rows"
     graph.query(STEP_QUERIES[kind], {param: rows})
 

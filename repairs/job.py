@@ -30,6 +30,8 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from compensation.drafts import compensation_count, draft_repair
+from compensation.models import CompensationItem
+from compensation.services import enqueue_execution
 from kintsugi_site import locks
 from kintsugi_site.locks import advisory_lock
 from provenance import queries
@@ -286,6 +288,10 @@ def finish(incident: Incident, graph: Graph) -> Incident:
         waiting = list(Incident.objects.filter(workspace=ws, status=S.BLOCKED, error__startswith=WAITING_FOR)
                        .values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
+        # Items approved while the repair was verified waited for this (compensation.gates).
+        approved = list(incident.compensation_items.filter(status=CompensationItem.Status.APPROVED)
+                        .values_list("pk", flat=True))
+        transaction.on_commit(lambda: [enqueue_execution(pk) for pk in approved])
     return incident
 
 

@@ -51,14 +51,34 @@ os.environ["KINTSUGI_AUDIT_SIGNING_KEY"] = str(_AUDIT_DIR / "signing-key.pem")
 os.environ["KINTSUGI_AUDIT_CHECKPOINT_LOG"] = str(_AUDIT_DIR / "checkpoints.jsonl")
 
 
+# A second FalkorDB server for the placement tests, started by the first test that asks for it.
+_SECOND: dict = {}
+
+
+def second_falkordb_url() -> str:
+    """The session's second FalkorDB server (started on first use, gone with the session)."""
+    if not _SECOND:
+        proc, url, data = _start_falkordb()
+        _SECOND.update(proc=proc, url=url, dir=data)
+    return _SECOND["url"]
+
+
+def session_falkordb_urls() -> list[str]:
+    """Every FalkorDB server this session has started."""
+    return [FALKORDB_URL] + ([_SECOND["url"]] if _SECOND else [])
+
+
 def _stop_falkordb() -> None:
-    if _FALKOR.poll() is None:
-        _FALKOR.terminate()
-        try:
-            _FALKOR.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            _FALKOR.kill()
+    for proc in [_FALKOR] + ([_SECOND["proc"]] if _SECOND else []):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     shutil.rmtree(_FALKOR_DIR, ignore_errors=True)
+    if _SECOND:
+        shutil.rmtree(_SECOND["dir"], ignore_errors=True)
     shutil.rmtree(_AUDIT_DIR, ignore_errors=True)
 
 
@@ -112,7 +132,7 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
 def pytest_sessionfinish(session, exitstatus):
     from tests.processes import stop_leftovers
 
-    leftovers = stop_leftovers(keep={_FALKOR.pid})
+    leftovers = stop_leftovers(keep={_FALKOR.pid} | ({_SECOND["proc"].pid} if _SECOND else set()))
     if leftovers:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         sys.stderr.write("\nERROR: the suite left these processes running (now stopped): "
@@ -137,12 +157,34 @@ def falkordb_url() -> str:
 
 
 @pytest.fixture
+def two_falkordb_servers(settings):
+    """Workspaces placed on two FalkorDB servers: the session's and a second one. Yields their
+    placement keys in the configured order."""
+    from provenance.graph import server_key
+
+    urls = [FALKORDB_URL, second_falkordb_url()]
+    settings.KINTSUGI_FALKORDB_URLS = urls
+    yield [server_key(u) for u in urls]
+
+
+def delete_model_caches() -> None:
+    """Delete every model response cache (the shared one and each workspace's) on every server."""
+    from django.conf import settings
+
+    from provenance.graph import Graph, _db
+
+    for url in session_falkordb_urls():
+        for name in _db(url).list_graphs():
+            if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name.endswith(":llm_cache"):
+                Graph(name, url).delete()
+
+
+@pytest.fixture
 def fresh_model_cache():
     """An empty model response cache and a new client, for tests that count real model calls."""
     from provenance import llm
-    from provenance.graph import Graph, cache_graph_name
 
-    Graph(cache_graph_name()).delete()
+    delete_model_caches()
     llm.reset_client()
     yield
     llm.reset_client()
@@ -157,6 +199,7 @@ def worker_env(db_name: str, **extra: str) -> dict:
         "DJANGO_SETTINGS_MODULE": "kintsugi_site.settings.test",
         "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db_name}",
         "FALKORDB_URL": FALKORDB_URL,
+        "KINTSUGI_FALKORDB_URLS": ",".join(settings.KINTSUGI_FALKORDB_URLS),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "KINTSUGI_GRAPH_PREFIX": settings.KINTSUGI_GRAPH_PREFIX,
         "CELERY_TASK_ALWAYS_EAGER": "0",
@@ -252,14 +295,16 @@ def _fresh_cache():
 
 @pytest.fixture(autouse=True)
 def _empty_graphs():
-    """Each test starts without workspace graphs (the model cache stays: it is content-addressed)."""
+    """Each test starts without workspace graphs on any of the session's servers (workspace model
+    caches go with them; the shared cache stays: it is content-addressed)."""
     yield
     from django.conf import settings
     from provenance.graph import Graph, _db, cache_graph_name
 
-    for name in _db().list_graphs():
-        if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name():
-            Graph(name).delete()
+    for url in session_falkordb_urls():
+        for name in _db(url).list_graphs():
+            if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name():
+                Graph(name, url).delete()
 
 
 @pytest.fixture

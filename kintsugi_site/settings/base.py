@@ -121,6 +121,9 @@ STORAGES = {
 # FalkorDB: the provenance graphs and the model response cache. Resolved lazily by
 # provenance.graph so that importing settings never starts a graph server.
 FALKORDB_URL = env("FALKORDB_URL", default="")
+# The servers new workspaces are placed on (comma-separated redis:// URLs with their passwords); empty:
+# every workspace on FALKORDB_URL. Each new workspace goes to the one holding the fewest (provenance.placement).
+KINTSUGI_FALKORDB_URLS = env.list("KINTSUGI_FALKORDB_URLS", default=[])
 KINTSUGI_GRAPH_PREFIX = env("KINTSUGI_GRAPH_PREFIX", default="ks")
 
 # The broker is a plain redis-server; the embedded one starts in well under a second when absent.

@@ -67,6 +67,9 @@ def test_a_part_another_worker_is_drafting_is_left_to_it(planned):
         drafted = set(planned.compensation_items.values_list("ticket_id", flat=True))
         assert drafted and not any(_in_part(t, held, DRAFT_PARTS) for t in drafted)  # every other part is drafted
     finally:
+        # Unlocked before closing: a closed connection's backend lets go of its locks a moment later,
+        # which the next line could beat.
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", [DRAFT_LOCK, planned.pk * DRAFT_PARTS + held])
         other.close()
     assert draft_ahead(incident=planned, wait=False) is True
     assert draft_ahead(incident=planned, wait=True) is True  # again: finds every item there

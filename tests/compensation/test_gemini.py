@@ -7,7 +7,7 @@ from compensation.models import CompensationItem
 from compensation.selectors import queue_rows
 from compensation.services import DecisionRefused, approve_item, redraft_item
 from provenance import llm
-from provenance.graph import Graph, cache_graph_name
+from tests.conftest import delete_model_caches
 from tests.compensation.conftest import offline_answer, repaired_incident
 from tests.fake_gemini import FakeReply
 
@@ -117,7 +117,7 @@ REVERSAL_INJECTIONS = [
 def _fresh_cache():
     """Forget cached answers so the next draft asks the fake again. Keeps the client (and its
     google-genai client, whose construction loads the CA bundle) instead of resetting it."""
-    Graph(cache_graph_name()).delete()
+    delete_model_caches()
     llm.get_client()._memo.clear()  # the per-process layer over the FalkorDB cache
 
 

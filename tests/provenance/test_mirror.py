@@ -119,7 +119,7 @@ def test_a_cold_process_answers_from_falkordb_while_the_mirror_is_read_behind_it
     warm = answers()  # read from the mirror
     mirror.forget()
     settings.KINTSUGI_MIRROR_BACKGROUND = True
-    key = (mirror.falkordb_url(), g.name)
+    key = (g.url, g.name)
     with mirror.reading_if_ready(g) as topo:
         assert topo is None  # nothing read yet: the caller asks FalkorDB
     cold = answers()

@@ -1,4 +1,4 @@
-"""The repair walk on small hand-built graphs, without Postgres rows, workers or the canonical desk: a
+"""The repair walk on small hand-built graphs, without workers, incidents or the canonical desk: a
 few agents written here are recorded into a scratch workspace graph, then repairs.engine.compute_plan
 walks it. Each shape pins one rule of the walk: a diamond re-runs its bottom once, a handoff whose
 target changes supersedes the old child and runs a new one, and a re-run that writes a key its
@@ -14,6 +14,10 @@ from repairs.engine import compute_plan
 BAD = "blog/bad"
 CLEAN = "docs/clean"
 SOURCES = {BAD: "refund everything", CLEAN: "refund nothing"}
+
+# Workspace graphs are looked up by their placement in Postgres; these scratch ones have no row (the
+# default server).
+pytestmark = pytest.mark.django_db
 
 
 @agent("shape_reader")

@@ -1,0 +1,36 @@
+"""When a repair's items may be decided, and when an approved one may leave the building.
+
+An item is drafted from the repair's checkpointed plan, which is final: once that plan is applied
+(the incident is verifying, or repaired) a reviewer may decide the item, without waiting for the
+verification that replays the whole desk. Nothing executes before that verification came out
+0 / 0 / 0: an approved item waits, and the repair job enqueues it when the incident is repaired
+clean. A repair whose verification found a difference executes nothing.
+"""
+from __future__ import annotations
+
+from repairs.models import Incident
+
+S, P = Incident.Status, Incident.Phase
+
+
+def decidable(incident: Incident) -> bool:
+    """May a reviewer decide the incident's items now?"""
+    return incident.status == S.REPAIRED or (incident.status == S.REPAIRING and incident.phase == P.VERIFYING)
+
+
+def verified_clean(incident: Incident) -> bool:
+    """Has the incident's repair been verified with no difference from the clean run?"""
+    v = incident.verification or {}
+    return (incident.status in (S.REPAIRED, S.CLOSED) and bool(v)
+            and all(v.get(k) == 0 for k in ("facts", "decisions", "effects")))
+
+
+def execution_wait(incident: Incident) -> str | None:
+    """Why an approved item of the incident may not execute yet (None: it may)."""
+    if verified_clean(incident):
+        return None
+    if incident.status in (S.REPAIRED, S.CLOSED):
+        v = incident.verification or {}
+        return (f"the repair's verification found differences (facts {v.get('facts')}, decisions "
+                f"{v.get('decisions')}, effects {v.get('effects')}): nothing executes")
+    return "waits for the repair's verification (0 / 0 / 0) before it goes out"

@@ -1,0 +1,133 @@
+"""Moving a workspace (graph, baseline, model cache) to another FalkorDB server.
+
+The steps, each safe to repeat (see provenance.placement for why a crash at any point is recovered by
+running the same move again):
+1. refuse unless a superuser gives a reason, the target is configured, and no repair of the workspace
+   is open, running or blocked;
+2. in one transaction, holding the workspace row and its writer lock: copy each graph, check the
+   copy's counts, switch `Workspace.falkordb_server` and record the move in the workspace's chain;
+3. after that commits, delete the old copies.
+A move to where the workspace already is deletes copies an interrupted move left on other servers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from provenance import validation
+from provenance.graph import (
+    copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
+)
+from provenance.models import Workspace
+from provenance.progress import ProgressFn, noop
+from provenance.services import workspace_lock
+
+MOVED = "workspace.moved"
+LEFTOVERS_DELETED = "workspace.leftovers_deleted"
+
+
+class MoveRefused(ValueError):
+    """The move was refused before anything was copied or switched."""
+
+
+@dataclass
+class MoveResult:
+    workspace: str
+    from_server: str
+    to_server: str
+    moved: bool
+    copied: dict[str, dict | None] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+
+
+def _open_repairs(workspace: Workspace) -> list[int]:
+    from repairs.models import Incident
+
+    active = (Incident.Status.OPEN, Incident.Status.REPAIRING, Incident.Status.BLOCKED)
+    return list(Incident.objects.filter(workspace=workspace, status__in=active).values_list("pk", flat=True))
+
+
+def _refuse_while_repairing(workspace: Workspace) -> None:
+    open_ids = _open_repairs(workspace)
+    if open_ids:
+        raise MoveRefused(f"workspace {workspace.name!r} has a repair under way (incident "
+                          f"{', '.join(f'#{i}' for i in open_ids)}); move it once the repair has ended")
+
+
+def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:
+    """(server key, graph name) of this workspace's copies on servers other than `keep`."""
+    from provenance.graph import Graph
+
+    found = []
+    keys = dict(placement_servers())
+    keys.setdefault(default_server_key(), server_url(""))
+    for key, url in keys.items():
+        if key == keep:
+            continue
+        for name in workspace_graph_names(workspace.name):
+            graph = Graph(name, url)
+            if graph.exists() or graph.stamp_key_exists():
+                found.append((key, name))
+    return found
+
+
+def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, via: str,
+                   progress: ProgressFn = noop) -> MoveResult:
+    """Move `workspace`'s graphs to server `to_server` (a `host:port` placement key)."""
+    from compensation import audit
+
+    reason = validation.reason(reason)
+    if actor is None or not actor.is_active or not actor.is_superuser:
+        raise MoveRefused("only a superuser moves a workspace between FalkorDB servers")
+    servers = placement_servers()
+    if to_server not in servers:
+        raise MoveRefused(f"FalkorDB server {to_server!r} is not configured; KINTSUGI_FALKORDB_URLS lists "
+                          f"{', '.join(servers)}")
+    workspace = Workspace.objects.get(pk=workspace.pk)
+    current = workspace.falkordb_server or default_server_key()
+    if current == to_server:
+        return _finish_interrupted(workspace, to_server=to_server, actor=actor, reason=reason, via=via)
+    _refuse_while_repairing(workspace)
+    source_url, target_url = server_url(workspace.falkordb_server), servers[to_server]
+    names = workspace_graph_names(workspace.name)
+    result = MoveResult(workspace.name, current, to_server, moved=True)
+    with transaction.atomic():
+        audit.lock_chain(workspace)  # chain first, like every audited transaction
+        ws = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if ws.falkordb_server != workspace.falkordb_server:
+            raise MoveRefused(f"workspace {ws.name!r} was moved meanwhile (now on {ws.falkordb_server or current})")
+        workspace_lock(ws, wait_seconds=5)
+        _refuse_while_repairing(ws)  # again, now that no repair can start writing
+        for i, name in enumerate(names, start=1):
+            result.copied[name] = copy_graph(name, source_url=source_url, target_url=target_url)
+            progress(i, len(names) + 1)
+        ws.falkordb_server = to_server
+        ws.save(update_fields=["falkordb_server"])
+        audit.record(action=MOVED, subject_type="workspace", subject_id=ws.pk, via=via, actor=actor, reason=reason,
+                     workspace=ws, data={"from": current, "to": to_server, "graphs": result.copied})
+    # Only now: until the switch committed, the old copies were the workspace's data.
+    for name in names:
+        if drop_graph(name, url=source_url):
+            result.deleted.append(f"{current}/{name}")
+    progress(len(names) + 1, len(names) + 1)
+    return result
+
+
+def _finish_interrupted(workspace: Workspace, *, to_server: str, actor, reason: str, via: str) -> MoveResult:
+    """The workspace is on `to_server` already: delete what an interrupted move left elsewhere."""
+    from compensation import audit
+
+    result = MoveResult(workspace.name, to_server, to_server, moved=False)
+    leftovers = _leftovers(workspace, keep=to_server)
+    if not leftovers:
+        return result
+    servers = dict(placement_servers())
+    for key, name in leftovers:
+        drop_graph(name, url=servers.get(key) or server_url(key))
+        result.deleted.append(f"{key}/{name}")
+    with transaction.atomic():
+        audit.lock_chain(workspace)
+        audit.record(action=LEFTOVERS_DELETED, subject_type="workspace", subject_id=workspace.pk, via=via,
+                     actor=actor, reason=reason, workspace=workspace, data={"deleted": result.deleted})
+    return result
