@@ -10,7 +10,7 @@ from compensation.migrations._roles import create_roles
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('provenance', '0003_source_trust'),
+        ('provenance', '0004_workspace_falkordb'),
         ('compensation', '0007_workspace_admin_role'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
