@@ -221,9 +221,9 @@ class PerOpSession:
             name, data, aid, seq = stack.pop()
             rec = PerOpRecorder(self, aid, seq, data.get("ticket"))
             from provenance.agents import get_agent
-            from provenance.recorder import _check_decision, decision_hash
+            from provenance.decisions import check_decision, decision_hash
 
-            decision = _check_decision(name, get_agent(name)(rec, data))
+            decision = check_decision(name, get_agent(name)(rec, data))
             self.q("finish", FINISH, {"id": aid, "decision": json.dumps(decision, sort_keys=True),
                                       "dhash": decision_hash(decision), "read_keys": sorted(rec.read_keys)})
             self.ops += 1

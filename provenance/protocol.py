@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from provenance import validation
-from provenance.recorder import ActionRecord, MalformedDecision, Read, Recorder, _check_decision, decision_hash
+from provenance.decisions import MalformedDecision, check_decision, decision_hash
+from provenance.recorder import ActionRecord, Read, Recorder
 
 OPS = ("ingest", "get", "set", "handoff", "effect")
 IDEMPOTENCY_KEY_MAX = 128
@@ -116,7 +117,7 @@ def finish(record: ActionRecord, body: Any) -> None:
     """Set the action's structured decision and its hash (the in-process agent's return value)."""
     body = _body(body, {"decision"})
     try:
-        decision = _check_decision(record.agent, _field(body, "decision"))
+        decision = check_decision(record.agent, _field(body, "decision"))
         validation.json_value(decision, field="decision", max_bytes=validation.MAX_PAYLOAD_BYTES)
     except MalformedDecision as exc:
         raise InvalidCall(str(exc)) from None

@@ -9,16 +9,15 @@ without changing what any read returns.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from provenance import queries, validation
 from provenance.agents import NAME_PATTERN, get_agent, registered_names
+from provenance.decisions import MalformedDecision, check_decision, decision_hash, now_iso  # noqa: F401 - part of the recorder's API
 from provenance.fact_index import FactIndex, FactVersion, KeyedFactIndex  # noqa: F401 - FactIndex, FactVersion: part of the recorder's API
 from provenance.graph import Graph, GraphUnavailable
 from provenance.llm import get_client
@@ -30,37 +29,6 @@ log = logging.getLogger(__name__)
 
 class UnknownSource(LookupError):
     pass
-
-
-class MalformedDecision(TypeError):
-    pass
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
-
-
-def decision_hash(decision: dict) -> str:
-    """SHA-256 over sorted-key JSON of the structured decision fields (no floats: they drift)."""
-    return hashlib.sha256(json.dumps(decision, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _check_decision(agent: str, decision: Any) -> dict:
-    if not isinstance(decision, dict):
-        raise MalformedDecision(f"agent {agent!r} must return a dict decision, got {type(decision).__name__}")
-
-    def walk(value: Any) -> None:
-        if isinstance(value, float):
-            raise MalformedDecision(f"agent {agent!r} returned a float in its decision; use integers (cents, levels)")
-        if isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    walk(decision)
-    return decision
 
 
 @dataclass
@@ -292,7 +260,7 @@ class RecordingSession:
         validation.payload(payload, field=f"{agent} payload")
         record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
                               ticket=payload.get("ticket"))
-        decision = _check_decision(agent, fn(Recorder(self, record), payload))
+        decision = check_decision(agent, fn(Recorder(self, record), payload))
         record.decision = decision
         record.dhash = decision_hash(decision)
         return record
