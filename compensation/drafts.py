@@ -185,14 +185,14 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     todo = [(p, _facts(p, tickets.get(p.ticket), incident)) for p in planned]
     client = get_client()
     ws_name = incident.workspace.name
-    client.prefetch([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
-                    workspace=ws_name)
     out = []
-    for p, facts in todo:
-        draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name)
-        # validate_draft says too when the item waits for its ticket (compensation.customers).
-        problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
-        out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))
+    with client.prefetched([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
+                           workspace=ws_name):
+        for p, facts in todo:
+            draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name)
+            # validate_draft says too when the item waits for its ticket (compensation.customers).
+            problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
+            out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))
     client.flush()
     return out
 
