@@ -310,7 +310,8 @@ def _superseded_items(incident: Incident, cancelled: set[int], *, lock: bool = T
         effects__effect_id__in=cancelled, effects__role=RepairEffect.Role.REPLACEMENT,
         status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident_id=incident.pk).values_list("pk", flat=True))
     rows = CompensationItem.objects.select_for_update(of=("self",)) if lock else CompensationItem.objects
-    items = list(rows.select_related("incident").filter(pk__in=pks).order_by("pk"))
+    # Without the incidents' plans (megabytes of JSON each on a large repair), or each comes once per item.
+    items = list(rows.select_related("incident").defer("incident__plan").filter(pk__in=pks).order_by("pk"))
     carried, paths = [], {}
     for item in items:
         for p in item.path:
