@@ -285,7 +285,7 @@ def compensation_count(*, incident: Incident) -> int:
 def draft_repair(*, incident: Incident, wait: bool) -> bool:
     """Draft a repair's items as soon as its plan is checkpointed, while the repair is still being
     applied and verified: by the repairing worker and by idle ones meanwhile, each taking the parts
-    nobody has taken. Items cannot be decided before the incident is repaired (_decide). False when
+    nobody has taken. Items are decided once the plan is applied (compensation.gates). False when
     another worker is drafting a part and `wait` is off; with `wait` it returns once every part is
     drafted."""
     done = True
