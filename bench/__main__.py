@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=lambda s: int(s.replace("_", "").replace(",", "")), nargs="+",
                         help="sizes for the one benchmark named (actions; tickets for repair)")
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run under two minutes")
+    parser.add_argument("--drafting", action="store_true",
+                        help="repair: draft the items at every size (off above repair.DRAFTING_MAX_TICKETS), and "
+                             "time flag -> items decidable")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     args = parser.parse_args(argv)
     if args.sizes and args.benchmark in ("all", "admin"):
@@ -109,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from bench import repair
 
-            out = {"runs": [repair.run(n, args.quick) for n in sizes]}
-            if not args.quick and any(n > repair.DRAFTING_MAX_TICKETS for n in sizes):
+            out = {"runs": [repair.run(n, args.quick, with_drafting=args.drafting or None) for n in sizes]}
+            if not args.quick and not args.drafting and any(n > repair.DRAFTING_MAX_TICKETS for n in sizes):
                 out["drafting"] = repair.drafting_probe([100, 300])
         out["seconds"] = time.perf_counter() - t0
         results["benchmarks"][name] = out

@@ -185,14 +185,14 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     todo = [(p, _facts(p, tickets.get(p.ticket), incident)) for p in planned]
     client = get_client()
     ws_name = incident.workspace.name
-    client.prefetch([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
-                    workspace=ws_name)
     out = []
-    for p, facts in todo:
-        draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name)
-        # validate_draft says too when the item waits for its ticket (compensation.customers).
-        problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
-        out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))
+    with client.prefetched([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
+                           workspace=ws_name):
+        for p, facts in todo:
+            draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name)
+            # validate_draft says too when the item waits for its ticket (compensation.customers).
+            problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
+            out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))
     client.flush()
     return out
 
@@ -285,7 +285,7 @@ def compensation_count(*, incident: Incident) -> int:
 def draft_repair(*, incident: Incident, wait: bool) -> bool:
     """Draft a repair's items as soon as its plan is checkpointed, while the repair is still being
     applied and verified: by the repairing worker and by idle ones meanwhile, each taking the parts
-    nobody has taken. Items cannot be decided before the incident is repaired (_decide). False when
+    nobody has taken. Items are decided once the plan is applied (compensation.gates). False when
     another worker is drafting a part and `wait` is off; with `wait` it returns once every part is
     drafted."""
     done = True
@@ -310,7 +310,8 @@ def _superseded_items(incident: Incident, cancelled: set[int], *, lock: bool = T
         effects__effect_id__in=cancelled, effects__role=RepairEffect.Role.REPLACEMENT,
         status__in=(St.PENDING, St.APPROVED, St.EXECUTED)).exclude(incident_id=incident.pk).values_list("pk", flat=True))
     rows = CompensationItem.objects.select_for_update(of=("self",)) if lock else CompensationItem.objects
-    items = list(rows.select_related("incident").filter(pk__in=pks).order_by("pk"))
+    # Without the incidents' plans (megabytes of JSON each on a large repair), or each comes once per item.
+    items = list(rows.select_related("incident").defer("incident__plan").filter(pk__in=pks).order_by("pk"))
     carried, paths = [], {}
     for item in items:
         for p in item.path:

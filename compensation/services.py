@@ -322,7 +322,9 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
     """Cancel an incident's pending items (the incident was closed); decided items keep their state."""
     with transaction.atomic():
         audit.lock_chain(incident.workspace_id)
+        # Without the incident's plan (megabytes of JSON on a large repair), or it comes once per item.
         pending = list(CompensationItem.objects.select_for_update(of=("self",)).select_related("incident")
+                       .defer("incident__plan")
                        .filter(incident=incident, status=St.PENDING))
         for item in pending:
             _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",

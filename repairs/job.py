@@ -9,9 +9,10 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
              (repairs.engine; split into parts that several workers walk at once when it is large);
 3. plan      checkpoint the walk's plan, outcomes and effects (nothing reached the graph before);
 4. apply     apply the plan's steps to the graph, each idempotent, counting them as they land;
-5. verify    re-execute the desk without the flagged sources and diff (repairs.verify), and
-6. draft     turn what already left the building into review items (compensation.drafts),
-             both offered to idle workers as soon as they can start, taken by whoever is first;
+5. draft     turn what already left the building into review items (compensation.drafts), which
+             reviewers may decide from here on, and
+6. verify    re-execute the desk without the flagged sources and diff (repairs.verify), which
+             execution waits for; both offered to idle workers as soon as they can start;
 7. finish    mark the incident repaired and wake the repairs that waited for this one.
 
 run_repair() takes the locks that make the job safe to deliver twice and turns an outage into a
@@ -252,17 +253,19 @@ def apply_plan(incident: Incident, graph: Graph) -> None:
         fault_point(f"applied:{i + 1}")
 
 
-# --- 5. verify and 6. draft ---
+# --- 5. draft and 6. verify ---
 def verify_and_draft(incident: Incident) -> None:
     """Verification and drafting: neither depends on the other and idle workers may have started
-    either (offered in repair()); take whatever nobody has started, then wait for the rest."""
+    either (offered in repair()); take whatever nobody has started, then wait for the rest. Drafting
+    goes first: a reviewer may decide items from here on (compensation.gates), so they should not
+    wait behind the verification's whole-desk replay, which only execution waits for."""
     def verification(wait: bool) -> bool:
         return verify_incident(incident, excluded=excluded_sources(incident), wait=wait)
 
     def drafting(wait: bool) -> bool:
         return draft_repair(incident=incident, wait=wait)
 
-    chores = [verification, drafting]
+    chores = [drafting, verification]
     Incident.objects.filter(pk=incident.pk).update(phase=P.VERIFYING, progress_done=0, progress_total=len(chores))
     left = [chore for chore in chores if not chore(False)]
     Incident.objects.filter(pk=incident.pk).update(progress_done=len(chores) - len(left))

@@ -74,3 +74,21 @@ def test_a_repair_whose_verification_found_differences_executes_nothing(people, 
     # The gate's red case: the same item goes out once the verification is clean.
     Incident.objects.filter(pk=incident.pk).update(verification={"facts": 0, "decisions": 0, "effects": 0, "rows": []})
     assert execute_item(item_id=item.pk).status == "executed" and _paid(item) == 1
+
+
+def test_items_are_drafted_and_decidable_before_the_verification_replay_starts(people, monkeypatch, settings):
+    # One worker and no helpers: the order of the job's chores alone decides when items appear. With
+    # verification first this sees no items (they would wait behind the whole-desk replay).
+    settings.KINTSUGI_REPAIR_HELPERS = False
+    seen = {}
+    verify = job.verify_incident
+
+    def verify_incident(incident, **kw):
+        current = Incident.objects.get(pk=incident.pk)
+        seen.update(items=current.compensation_items.count(), decidable=gates.decidable(current))
+        return verify(incident, **kw)
+
+    monkeypatch.setattr(job, "verify_incident", verify_incident)
+    incident = repaired_incident(flagger=people.lead)
+    assert incident.status == "repaired", incident.error
+    assert seen == {"items": incident.compensation_items.count(), "decidable": True} and seen["items"] == 14
