@@ -10,21 +10,13 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kintsugi_site.api.serializers import OutcomeCountsSerializer
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
 from provenance import tenancy, time_travel
 from provenance.models import Source
 from repairs.models import Incident
 from repairs.suspicious import suspicious_sources
 from repairs.what_if import what_if
-
-
-class CountsSerializer(serializers.Serializer):
-    poisoned = serializers.IntegerField()
-    rerun_changed = serializers.IntegerField()
-    rerun_same = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-    superseded = serializers.IntegerField()
-    new = serializers.IntegerField()
 
 
 class TicketChangeSerializer(serializers.Serializer):
@@ -49,7 +41,7 @@ class WhatIfSerializer(serializers.Serializer):
     source = serializers.CharField()
     fingerprint = serializers.CharField(help_text="The desk this what-if holds for; any change to the desk changes it.")
     blast_radius = serializers.IntegerField()
-    counts = CountsSerializer()
+    counts = OutcomeCountsSerializer(help_text="The six outcome counts, meaning what flag_source reports.")
     effects_invalidated = serializers.IntegerField()
     effects_by_kind = serializers.DictField(child=serializers.IntegerField())
     compensations = serializers.IntegerField(help_text="Review items that would compensate invalidated effects.")
