@@ -2,40 +2,19 @@
 with reads and an effect recorded over MCP appears in the source's blast radius."""
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-
 import pytest
-from django.db import connection
 
 from provenance.models import Source, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 from provenance.selectors import blast_radius
-from tests.api.test_mcp import call, server_command
-from tests.conftest import ROOT, _free_port, worker_env
+from tests.api.test_mcp import call, serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module")
 def web_mcp(django_db_setup, tmp_path_factory):
-    port = _free_port()
-    log = tmp_path_factory.mktemp("mcp-memory") / "web.log"
-    env = worker_env(connection.settings_dict["NAME"], KINTSUGI_WEB_PORT=str(port))
-    proc = subprocess.Popen(server_command("web", port), cwd=ROOT, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=15)
+    yield from serving("web", tmp_path_factory.mktemp("mcp-memory") / "web.log")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 import httpx2
 import pytest
@@ -31,14 +32,11 @@ def server_command(kind: str, port: int) -> list[str]:
     return [sys.executable, "manage.py", "mcp_serve", "--port", str(port)]
 
 
-@pytest.fixture(scope="module", params=["web", "mcp_serve"])
-def mcp_server(request, django_db_setup, tmp_path_factory):
-    """One server process for the module, against the test database (each test commits its own rows:
-    the tests are transactional): the production web server, then the stand-alone MCP server."""
+def serving(kind: str, log) -> "Iterator[str]":
+    """Run a `kind` server against the test database until the generator is closed; yields its /mcp URL."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("mcp") / "mcp.log"
     env = worker_env(connection.settings_dict["NAME"], KINTSUGI_WEB_PORT=str(port))
-    proc = subprocess.Popen(server_command(request.param, port), cwd=ROOT, env=env, stdout=open(log, "wb"),
+    proc = subprocess.Popen(server_command(kind, port), cwd=ROOT, env=env, stdout=open(log, "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30
     while True:
@@ -48,13 +46,22 @@ def mcp_server(request, django_db_setup, tmp_path_factory):
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module", params=["web", "mcp_serve"])
+def mcp_server(request, django_db_setup, tmp_path_factory):
+    """One server process for the module, against the test database (each test commits its own rows:
+    the tests are transactional): the production web server, then the stand-alone MCP server."""
+    yield from serving(request.param, tmp_path_factory.mktemp("mcp") / "mcp.log")
 
 
 @pytest.fixture
