@@ -322,7 +322,7 @@ def hot_key_cost(versions: int) -> dict:
     t0 = time.perf_counter()
     for i in range(1, versions + 1):
         v = idx.next_version("hot")
-        idx.add(FactVersion(i, "hot", i, v, float(i), True, i))
+        idx.add_version(FactVersion(i, "hot", i, v, float(i), True, i))
     total = time.perf_counter() - t0
     return {"versions": versions, "total_s": total, "us_per_write": total / versions * 1e6}
 

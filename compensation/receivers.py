@@ -1,20 +1,32 @@
-"""How the compensation app hears about repairs and people: cancelling on close,
-the audit event for every incident transition and every change of workspace membership."""
+"""How the compensation app hears about repairs and people: cancelling on close, releasing what was
+approved while a repair was verified, the audit event for every incident transition and every change
+of workspace membership."""
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
 from compensation import audit
-from compensation.services import cancel_incident_items
+from compensation.models import CompensationItem
+from compensation.services import cancel_incident_items, enqueue_execution
 from provenance.membership import current_attribution
 from provenance.models import Workspace
 from repairs.models import IncidentTransition
-from repairs.signals import incident_closed
+from repairs.signals import incident_closed, repair_finished
 
 
 @receiver(incident_closed, dispatch_uid="compensation.cancel_for_closed_incident")
 def cancel_for_closed_incident(sender, incident, actor=None, reason="", via="worker", **kwargs) -> None:
     cancel_incident_items(incident=incident, actor=actor, reason=reason or "incident closed", via=via)
+
+
+@receiver(repair_finished, dispatch_uid="compensation.execute_approved_after_repair")
+def execute_approved_after_repair(sender, incident, **kwargs) -> None:
+    # Items approved while the repair was verified waited for it to finish (compensation.gates); they
+    # go to the workers once the repair's own transaction has committed.
+    approved = list(incident.compensation_items.filter(status=CompensationItem.Status.APPROVED)
+                    .values_list("pk", flat=True))
+    transaction.on_commit(lambda: [enqueue_execution(pk) for pk in approved])
 
 
 # Every IncidentTransition row (flag, repair start, blocked, repaired, failed, retry, close) is mirrored

@@ -3,6 +3,7 @@ of the graph's Fact nodes (the latest active version written before the reader's
 from __future__ import annotations
 
 import bisect
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,12 @@ class FactVersion:
     invalidated_at: str | None = None
     invalidated_by: int | None = None
 
+    @classmethod
+    def from_row(cls, f) -> FactVersion:
+        """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEY row."""
+        return cls(f.id, f.key, json.loads(f.value), f.version, f.seq, f.active, f.writer, f.valid_from,
+                   f.valid_until, f.known_at, f.system_at, f.invalidated_at, f.invalidated_by)
+
 
 class FactIndex:
     """Every version of every fact in a workspace, ordered by (seq, version), for read resolution.
@@ -37,7 +44,7 @@ class FactIndex:
         self._order: dict[str, list[tuple[float, int]]] = defaultdict(list)
         self._max_version: dict[str, int] = {}
 
-    def add(self, fv: FactVersion) -> None:
+    def add_version(self, fv: FactVersion) -> None:
         order, position = self._order[fv.key], (fv.seq, fv.version)
         at = len(order) if not order or order[-1] <= position else bisect.bisect(order, position)
         order.insert(at, position)
@@ -76,11 +83,11 @@ class KeyedFactIndex(FactIndex):
         if key not in self._loaded:
             self._loaded.add(key)
             for fv in self._load_key(key):
-                super().add(fv)
+                super().add_version(fv)
 
-    def add(self, fv: FactVersion) -> None:
+    def add_version(self, fv: FactVersion) -> None:
         self._ensure(fv.key)
-        super().add(fv)
+        super().add_version(fv)
 
     def resolve(self, key: str, seq: float, reader: int) -> FactVersion | None:
         self._ensure(key)

@@ -308,3 +308,13 @@ def drop_graph(name: str, *, url: str) -> bool:
         _forget(url)
         raise GraphUnavailable(f"FalkorDB at {server_label(url)} is unreachable: {exc}") from exc
     return found
+
+
+def id_set(ids: list[int]) -> dict:
+    """The parameters of an *_OF_SET query for these ids: $slot[id - $lo] is the position of the id's
+    last occurrence in `ids` plus one, 0 for an id not in the set."""
+    lo, hi = min(ids), max(ids)
+    slot = [0] * (hi - lo + 1)
+    for n, i in enumerate(ids, 1):
+        slot[i - lo] = n
+    return {"lo": lo, "hi": hi, "slot": slot}

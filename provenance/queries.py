@@ -172,21 +172,11 @@ MATCH (a:Action {id: id})
 RETURN a.id, a.agent, a.seq, a.ticket, a.status
 """, rows.ActionSummary)
 # What the repair walk reads of a whole set of actions (its blast radius) at once, the set given
-# as $slot, a list indexed by id - $lo (id_set). UNWIND with one index lookup per id costs ~20 µs an id and
+# as $slot, a list indexed by id - $lo (provenance.graph.id_set). UNWIND with one index lookup per id costs ~20 µs an id and
 # `a.id IN $ids` compares against the whole list on every row; a range scan with an O(1) list lookup
 # answers 1,500 ids in ~1 ms instead of ~30 ms. The bounds also keep a.id - $lo from going negative
 # (a negative list index counts from the end).
 IN_SET = "a.id >= $lo AND a.id <= $hi AND $slot[a.id - $lo] > 0"
-
-
-def id_set(ids: list[int]) -> dict:
-    """The parameters of an *_OF_SET query for these ids: $slot[id - $lo] is the position of the id's
-    last occurrence in `ids` plus one, 0 for an id not in the set."""
-    lo, hi = min(ids), max(ids)
-    slot = [0] * (hi - lo + 1)
-    for n, i in enumerate(ids, 1):
-        slot[i - lo] = n
-    return {"lo": lo, "hi": hi, "slot": slot}
 
 
 ACTION_DETAILS_OF_SET = Query(f"""

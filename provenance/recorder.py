@@ -147,12 +147,6 @@ class Recorder:
                                      workspace=self._session.workspace, server_url=self._session.graph.url)
 
 
-def _fact(f) -> FactVersion:
-    """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEY row."""
-    return FactVersion(f.id, f.key, json.loads(f.value), f.version, f.seq, f.active, f.writer, f.valid_from,
-                       f.valid_until, f.known_at, f.system_at, f.invalidated_at, f.invalidated_by)
-
-
 class RecordingSession:
     """Executes agents in one workspace graph and batches what they did into FalkorDB.
 
@@ -187,15 +181,15 @@ class RecordingSession:
 
     # --- state ---
     def _load(self) -> None:
-        if self._by_key:
-            self.facts = KeyedFactIndex(lambda key: [_fact(f) for f in self.graph.ro_query(queries.LOAD_FACTS_OF_KEY,
-                                                                                         {"key": key})])
-        else:
-            for f in self.graph.ro_query(queries.LOAD_FACTS):
-                self.facts.add(_fact(f))
         top = self.graph.ro_query(queries.MAX_IDS)[0]
         self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.number_from(*(i + 1 for i in self._loaded_ids))
+        if self._by_key:
+            self.facts = KeyedFactIndex(lambda key: [FactVersion.from_row(f) for f in
+                                                     self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})])
+        else:
+            for f in self.graph.ro_query(queries.LOAD_FACTS):
+                self.facts.add_version(FactVersion.from_row(f))
 
     def number_from(self, action: int, fact: int, effect: int) -> None:
         """Give new actions, facts and effects ids from these on (a part of a repair walked beside others
@@ -310,7 +304,7 @@ class RecordingSession:
                              record.seq, True, record.id, write["valid_from"], write["valid_until"],
                              write["known_at"] or at, at)
             self.next_fact += 1
-            self.facts.add(fv)
+            self.facts.add_version(fv)
             pending["facts"].append({
                 "id": fv.id, "writer": record.id, "key": fv.key, "value": json.dumps(fv.value, sort_keys=True),
                 "version": fv.version, "seq": fv.seq, "valid_from": fv.valid_from, "valid_until": fv.valid_until,

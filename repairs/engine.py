@@ -15,14 +15,19 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+from typing import TYPE_CHECKING
+
 from provenance import queries
-from repairs import queries as repair_queries
-from provenance.graph import Graph
+from provenance.graph import Graph, id_set
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.lookahead import ModelLookahead
+from repairs.queries import CHUNK, STEP_ORDER
+
+if TYPE_CHECKING:
+    from repairs.models import Incident
 
 
 @dataclass
@@ -71,29 +76,6 @@ class Plan:
                 "next_ids": self.next_ids}
 
 
-# Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
-# ones are merged, so applying any suffix of the steps again converges to the same graph.
-STEP_QUERIES = {
-    "drop_reads": repair_queries.DROP_READS,
-    "drop_feeds": repair_queries.DROP_FEEDS_INTO,
-    "status": repair_queries.SET_ACTION_STATUS,
-    "rerun": repair_queries.SET_ACTION_RERUN,
-    "invalidate_facts": repair_queries.INVALIDATE_FACTS,
-    "invalidate_effects": repair_queries.INVALIDATE_EFFECTS,
-    "actions": repair_queries.CREATE_ACTIONS_IDEMPOTENT,
-    "handoffs": queries.CREATE_HANDOFFS,
-    "ingests": queries.CREATE_INGESTS,
-    "facts": repair_queries.CREATE_FACTS_IDEMPOTENT,
-    "reads": queries.CREATE_READS,
-    "feeds": queries.CREATE_FEEDS,
-    "effects": repair_queries.CREATE_EFFECTS_IDEMPOTENT,
-}
-STEP_ORDER = list(STEP_QUERIES)
-# Steps that take their nodes as an id set (queries.id_set): one range scan instead of a lookup per row.
-ONE_NODE_PER_ROW = ("drop_reads", "drop_feeds", "status", "rerun", "invalidate_effects")
-CHUNK = 5000
-
-
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True):
@@ -129,7 +111,7 @@ class RepairWalk:
         ids = [i for i in ids if i not in self.nodes]
         if not ids:
             return
-        ids_in = queries.id_set(ids)  # one range scan per query, not one lookup per id
+        ids_in = id_set(ids)  # one range scan per query, not one lookup per id
         for a in self.graph.ro_query(queries.ACTION_DETAILS_OF_SET, ids_in):
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
                                     a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
@@ -370,13 +352,10 @@ def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incide
                       only=only, mask=mask).run()
 
 
-def apply_step(graph: Graph, step: tuple[str, list]) -> None:
-    kind, rows = step
-    if kind in ONE_NODE_PER_ROW:
-        ids = rows if kind in ("drop_reads", "drop_feeds") else [r["id"] for r in rows]
-        graph.query(STEP_QUERIES[kind], {**queries.id_set(ids), "rows": rows})
-        return
-    param = "ids" if kind in ("drop_reads", "drop_feeds") else "rows"
-    graph.query(STEP_QUERIES[kind], {param: rows})
-
-
+def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:
+    """The session a repair walk re-runs actions in: the workspace's memory without the excluded
+    sources, effects held for approval."""
+    ws = incident.workspace
+    return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
+                            sources=dict(ws.sources.values_list("source_id", "content")),
+                            excluded_sources=excluded, incident=incident.pk)

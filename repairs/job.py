@@ -6,7 +6,8 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
 1. scope     fix which sources the repair leaves out (its own and those of repairs already applied);
 2. walk      find the blast radius, mask the actions that ingested the source and walk the rest in
              seq order, re-running an action only when something upstream of it changed
-             (repairs.engine; split into parts that several workers walk at once when it is large);
+             (repairs.engine; split into parts that several workers walk at once when it is large:
+             repairs.parts);
 3. plan      checkpoint the walk's plan, outcomes and effects (nothing reached the graph before);
 4. apply     apply the plan's steps to the graph, each idempotent, counting them as they land;
 5. draft     turn what already left the building into review items (compensation.drafts), which
@@ -21,31 +22,26 @@ blocked incident (the task retries) and anything else into a failed one.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 
 from django.conf import settings
 from django.db import OperationalError, transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from compensation.drafts import compensation_count, draft_repair
-from compensation.models import CompensationItem
-from compensation.services import enqueue_execution
 from kintsugi_site import locks
 from kintsugi_site.locks import advisory_lock
 from provenance import queries
-from provenance.graph import Graph, GraphUnavailable, workspace_graph
+from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.llm import get_client
-from provenance.recorder import RecordingSession
+from provenance.models import Workspace
 from provenance.scrub import scrub_secrets
-from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import ActionStatus
-from repairs import parallel
-from repairs.engine import apply_step, compute_plan
+from repairs import parts
+from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
-from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect, RepairPart
+from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
+from repairs.queries import apply_step
 from repairs.signals import repair_finished
 from repairs.verify import verify_incident
 
@@ -93,15 +89,12 @@ def run_repair(*, incident_id: int) -> Incident | None:
 
 def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
-    graph = workspace_graph(incident.workspace.name)
     if incident.plan is None:
         excluded = scope(incident)
-        offer_to_idle_workers("record_baseline_task", incident.pk)  # one records it while this one walks
-        checkpoint_plan(incident, walk(incident, graph, excluded))
-        offer_to_idle_workers("draft_ahead_task", incident.pk)  # one drafts while this one applies
-    apply_plan(incident, graph)
+        checkpoint_plan(incident, walk(incident, excluded))
+    apply_plan(incident)
     verify_and_draft(incident)
-    return finish(incident, graph)
+    return finish(incident)
 
 
 # --- 1. scope ---
@@ -131,99 +124,27 @@ def _excluded_now(incident: Incident) -> set[str]:
     return set(repaired) | {incident.source_id}
 
 
-def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:
-    """A session that re-runs actions against the workspace's memory without the excluded sources;
-    effects are held for approval."""
-    ws = incident.workspace
-    return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
-                            sources=dict(ws.sources.values_list("source_id", "content")),
-                            excluded_sources=excluded, incident=incident.pk)
-
-
 # --- 2. walk ---
-def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
-    """The repair plan: walked in parts by several workers when the radius is large and splits,
-    otherwise in one piece here."""
-    plan = _walk_in_parts(incident, graph) if settings.KINTSUGI_REPAIR_PARTS >= 2 else None
+def walk(incident: Incident, excluded: set[str]) -> dict:
+    """The repair plan (repairs.engine): walked in parts by several workers when the radius is large and
+    splits (repairs.parts), otherwise in one piece here. An idle worker records the verification's
+    baseline meanwhile."""
+    offer_to_idle_workers("record_baseline_task", incident.pk)
+    progress = Progress(incident.pk, P.WALKING)
+    graph = workspace_graph(incident.workspace.name)
+    plan = parts.walk_in_parts(incident, graph) if settings.KINTSUGI_REPAIR_PARTS >= 2 else None
     if plan is None:
         plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded), source=incident.source_id,
-                            incident=incident.pk, progress=Progress(incident.pk, P.WALKING)).to_json()
+                            incident=incident.pk, progress=progress).to_json()
     get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
     fault_point("walked")
     return plan
 
 
-def _walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
-    """The plan walked in parts, or None when the radius is small, does not split, or its parts turned
-    out to depend on each other (repairs.parallel says when). A part is walked by whoever takes its lock
-    first: this worker takes every part nobody else has, and waits for the rest."""
-    parts = list(incident.parts.order_by("index")) or _split(incident, graph)
-    if not parts:
-        return None
-    for part in parts[1:]:
-        if part.plan is None:
-            offer_to_idle_workers("walk_repair_part", incident.pk, part.index)
-    while pending := list(incident.parts.filter(plan__isnull=True).values_list("pk", flat=True)):
-        if not any([walk_part(pk) for pk in pending]):
-            _sum_part_progress(incident.pk)
-            time.sleep(0.2)  # every unfinished part is being walked by another worker
-    parts = list(incident.parts.order_by("index"))
-    plans = [p.plan for p in parts]
-    reason = parallel.conflict(plans, [tuple(p.id_base) for p in parts])
-    if reason:
-        log.warning("incident %s: parts depend on each other (%s); walking the radius in one piece",
-                    incident.pk, reason)
-        return None
-    plan = parallel.join(plans, blast_radius=sum(p["blast_radius"] for p in plans))
-    plan["parts"] = [{"index": p.index, "actions": len(p.action_ids), "walked_by": p.walked_by,
-                      "seconds": p.seconds} for p in parts]
-    return plan
-
-
-def _split(incident: Incident, graph: Graph) -> list[RepairPart]:
-    radius = [r.id for r in radius_actions(graph, incident.source_id)]
-    if len(radius) < settings.KINTSUGI_REPAIR_PARALLEL_MIN:
-        return []
-    live = set(radius)
-    groups = parallel.partition(graph, radius, [a for a in ingesters(graph, incident.source_id) if a in live],
-                                settings.KINTSUGI_REPAIR_PARTS)
-    if len(groups) < 2:
-        return []
-    top = graph.ro_query(queries.MAX_IDS)[0]
-    bases = parallel.id_bases([len(g) for g in groups], ((top.action or 0) + 1, (top.fact or 0) + 1,
-                                                         (top.effect or 0) + 1))
-    return RepairPart.objects.bulk_create(
-        RepairPart(incident=incident, index=i, action_ids=g, id_base=list(b), progress_total=len(g))
-        for i, (g, b) in enumerate(zip(groups, bases)))
-
-
-def walk_part(part_id: int) -> bool:
-    """Walk one part unless another worker is walking it. True when the part's plan is there now."""
-    with advisory_lock(locks.REPAIR_PART, part_id, wait=False) as mine:
-        if not mine:
-            return False
-        part = RepairPart.objects.select_related("incident__workspace").filter(pk=part_id).first()
-        if part is None or part.plan is not None:
-            return part is not None
-        graph = workspace_graph(part.incident.workspace.name)
-        session = repair_session(part.incident, graph, excluded_sources(part.incident))
-        session.number_from(*part.id_base)
-        started = time.monotonic()
-        plan = compute_plan(graph=graph, session=session, source=part.incident.source_id, incident=part.incident_id,
-                            progress=_PartProgress(part), only=part.action_ids, mask=part.index == 0)
-        get_client().flush()
-        fault_point(f"part:{part.index}")
-        part.plan = plan.to_json()
-        part.walked_by = f"{socket.gethostname()}:{os.getpid()}"
-        part.seconds = time.monotonic() - started
-        part.save(update_fields=["plan", "walked_by", "seconds"])
-        return True
-
-
 # --- 3. plan ---
 def checkpoint_plan(incident: Incident, plan: dict) -> None:
     """Store the plan with its outcomes and effects in one transaction: from here on a resumed job
-    applies this plan instead of walking again."""
+    applies this plan instead of walking again, and an idle worker may start drafting."""
     with transaction.atomic():
         ActionOutcome.objects.filter(incident=incident).delete()
         RepairEffect.objects.filter(incident=incident).delete()
@@ -238,29 +159,36 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
         incident.tickets_untouched = incident.workspace.tickets.exclude(ticket_id__in=touched).count()
         incident.phase = P.APPLYING
         incident.save()
+    offer_to_idle_workers("draft_ahead_task", incident.pk)
 
 
 # --- 4. apply ---
-def apply_plan(incident: Incident, graph: Graph) -> None:
+def apply_plan(incident: Incident) -> None:
     """Apply the plan's steps from the first one not yet applied (each is idempotent, so one applied
-    again after a crash between the write and the count changes nothing)."""
+    again after a crash between the write and the count changes nothing), then count the workspace's
+    actions as the repaired graph holds them."""
     steps = incident.plan["steps"]
-    progress = Progress(incident.pk, P.APPLYING)
+    graph = workspace_graph(incident.workspace.name)
     for i in range(incident.applied_steps, len(steps)):
         apply_step(graph, steps[i])
-        Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1)
-        progress(i + 1, len(steps))
+        # The count is the checkpoint and the admin's bar at once (a step takes long enough to show).
+        Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1, phase=P.APPLYING, progress_done=i + 1,
+                                                       progress_total=len(steps))
         fault_point(f"applied:{i + 1}")
+    Workspace.objects.filter(pk=incident.workspace_id).update(
+        action_count=graph.ro_query(queries.ACTION_COUNT)[0].n)
 
 
 # --- 5. draft and 6. verify ---
 def verify_and_draft(incident: Incident) -> None:
     """Verification and drafting: neither depends on the other and idle workers may have started
-    either (offered in repair()); take whatever nobody has started, then wait for the rest. Drafting
-    goes first: a reviewer may decide items from here on (compensation.gates), so they should not
-    wait behind the verification's whole-desk replay, which only execution waits for."""
+    either (offered in walk() and checkpoint_plan()); take whatever nobody has started, then wait for
+    the rest. Drafting goes first: a reviewer may decide items from here on (compensation.gates), so
+    they should not wait behind the verification's whole-desk replay, which only execution waits for."""
+    excluded = excluded_sources(incident)
+
     def verification(wait: bool) -> bool:
-        return verify_incident(incident, excluded=excluded_sources(incident), wait=wait)
+        return verify_incident(incident, excluded=excluded, wait=wait)
 
     def drafting(wait: bool) -> bool:
         return draft_repair(incident=incident, wait=wait)
@@ -276,25 +204,19 @@ def verify_and_draft(incident: Incident) -> None:
 
 
 # --- 7. finish ---
-def finish(incident: Incident, graph: Graph) -> Incident:
-    """Mark the incident repaired, announce it, and enqueue the repairs that waited for this one."""
+def finish(incident: Incident) -> Incident:
+    """Mark the incident repaired, announce it (compensation.receivers releases the items approved
+    while it was verified), and enqueue the repairs that waited for this one."""
     with transaction.atomic():
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
-        incident.compensations = compensation_count(incident=incident)
-        ws = incident.workspace
-        ws.action_count = graph.ro_query(queries.ACTION_COUNT)[0].n
-        ws.save(update_fields=["action_count"])
         transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
-                   finished_at=timezone.now(), phase=P.DONE, progress_done=1, progress_total=1)
+                   compensations=compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
+                   progress_done=1, progress_total=1)
         repair_finished.send(sender=Incident, incident=incident)
-        waiting = list(Incident.objects.filter(workspace=ws, status=S.BLOCKED, error__startswith=WAITING_FOR)
-                       .values_list("pk", flat=True))
+        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=S.BLOCKED,
+                                               error__startswith=WAITING_FOR).values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
-        # Items approved while the repair was verified waited for this (compensation.gates).
-        approved = list(incident.compensation_items.filter(status=CompensationItem.Status.APPROVED)
-                        .values_list("pk", flat=True))
-        transaction.on_commit(lambda: [enqueue_execution(pk) for pk in approved])
     return incident
 
 
@@ -330,7 +252,7 @@ def enqueue_repair(incident_id: int) -> None:
 
 def offer_to_idle_workers(task_name: str, *args: int) -> None:
     """Offer part of the job to idle workers. Optional: if the broker refuses it, this worker does it."""
-    if not settings.KINTSUGI_REPAIR_HELPERS and task_name != "walk_repair_part":
+    if not settings.KINTSUGI_REPAIR_HELPERS:
         return
     from repairs import tasks  # the tasks call this module
 
@@ -377,21 +299,3 @@ class Progress:
 
     def write(self, done: int, total: int) -> None:
         Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
-
-
-class _PartProgress(Progress):
-    """A part's progress, summed over all parts into the incident's for the admin's bar."""
-
-    def __init__(self, part: RepairPart):
-        super().__init__(part.incident_id, P.WALKING)
-        self.part_id = part.pk
-
-    def write(self, done: int, total: int) -> None:
-        RepairPart.objects.filter(pk=self.part_id).update(progress_done=done, progress_total=total)
-        _sum_part_progress(self.incident_id)
-
-
-def _sum_part_progress(incident_id: int) -> None:
-    total = RepairPart.objects.filter(incident_id=incident_id).aggregate(d=Sum("progress_done"), t=Sum("progress_total"))
-    Incident.objects.filter(pk=incident_id).update(phase=P.WALKING, progress_done=total["d"] or 0,
-                                                   progress_total=total["t"] or 0)

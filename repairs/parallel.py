@@ -10,21 +10,21 @@ The split is a prediction: a re-run may write a key its original never wrote, or
 another part. So the parts are joined only if, after the fact, no part wrote a key another part read or
 wrote, no walked action hangs off or hands off to an action another part walked, no action was walked
 twice and no part ran out of ids; otherwise the caller walks the whole radius in one piece. Either way the result is the sequential
-walk's, up to the numbering of new ids. repairs.job walks the parts.
+walk's, up to the numbering of new ids. repairs.parts walks the parts.
 """
 from __future__ import annotations
 
-from provenance import queries
-from provenance.graph import Graph
+from provenance.rows import ActionKeys
 from provenance.vocabulary import COUNT_KEYS
-from repairs.engine import CHUNK, STEP_ORDER
+from repairs.queries import CHUNK, STEP_ORDER
 
 ID_HEADROOM = 4  # new ids a part may use per action it walks (plus a fixed 1,000)
 
 
-def partition(graph: Graph, radius: list[int], masked: list[int], parts: int) -> list[list[int]]:
+def partition(rows: list[ActionKeys], radius: list[int], masked: list[int], parts: int) -> list[list[int]]:
     """The radius ids in at most `parts` groups with no handoff or written key between them; the group
-    holding the poisoning actions (`masked`) and their handoffs comes first."""
+    holding the poisoning actions (`masked`) and their handoffs comes first. `rows`: the keys and
+    parents of the radius and masked actions (queries.ACTION_KEYS)."""
     ids = list(dict.fromkeys(list(masked) + list(radius)))
     parent = {i: i for i in ids}
 
@@ -39,7 +39,6 @@ def partition(graph: Graph, radius: list[int], masked: list[int], parts: int) ->
         if ra != rb:
             parent[rb] = ra
 
-    rows = graph.ro_query(queries.ACTION_KEYS, {"ids": ids})
     masked_set = set(masked)
     coupling = {k for r in rows if r.id not in masked_set for k in r.written}
     for r in rows:

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from provenance.graph import GraphUnavailable
-from repairs import job
+from repairs import job, parts
 from repairs.models import Incident
 
 
@@ -33,7 +33,7 @@ def heal_outages_task() -> dict:
 def walk_repair_part(incident_id: int, index: int) -> bool:
     """Walk one part of a repair that is walked in parts, unless another worker has it or it is done."""
     part = Incident.objects.get(pk=incident_id).parts.filter(index=index).only("pk").first()
-    return job.walk_part(part.pk) if part is not None else False
+    return parts.walk_part(part.pk) if part is not None else False
 
 
 def _repairing(incident_id: int, **filters) -> Incident | None:

@@ -26,8 +26,8 @@ from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
-from repairs.engine import compute_plan
-from repairs.job import excluded_sources, repair_session
+from repairs.engine import compute_plan, repair_session
+from repairs.job import excluded_sources
 from repairs.models import Incident, RepairEffect
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
@@ -73,7 +73,7 @@ def desk_fingerprint(workspace: Workspace) -> str:
 
 def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) -> dict:
     """The repair walk of an incident not yet opened (an unsaved Incident), as a plan never applied.
-    The what-if's only call into the walk: the repair job's own session (repairs.job.repair_session,
+    The what-if's only call into the walk: the repair job's own session (repairs.engine.repair_session,
     with the sources the job would leave out) and the same compute_plan, so the two cannot drift."""
     graph = workspace_graph(incident.workspace.name)
     session = repair_session(incident, graph, excluded_sources(incident))

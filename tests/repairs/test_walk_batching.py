@@ -4,11 +4,12 @@ import pytest
 
 from provenance import queries
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import Graph, workspace_graph
+from provenance.graph import Graph, id_set, workspace_graph
 from provenance.llm import reset_client
 from provenance.services import desk_run
 from repairs import lookahead
-from repairs.engine import RepairWalk, apply_step
+from repairs.engine import RepairWalk
+from repairs.queries import apply_step
 from tests.helpers import flag_and_repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +84,7 @@ def test_a_stale_prediction_costs_a_lookup_not_a_wrong_answer(settings, monkeypa
 
 
 def test_an_id_set_addresses_each_id_once_and_nothing_outside_it():
-    params = queries.id_set([7, 3, 9, 7])
+    params = id_set([7, 3, 9, 7])
     assert (params["lo"], params["hi"]) == (3, 9)
     assert params["slot"] == [2, 0, 0, 0, 4, 0, 3]  # the last occurrence of 7 is the 4th row
 

@@ -1,0 +1,129 @@
+"""A large repair walked in parts: split the radius (repairs.parallel says how), let every worker walk
+whichever parts nobody has taken, and join the parts' plans when they turned out not to need each
+other. The repair job (repairs.job) calls walk_in_parts() from its walk step; a part's task calls
+walk_part()."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+from django.conf import settings
+from django.db.models import Sum
+
+from kintsugi_site import locks
+from kintsugi_site.locks import advisory_lock
+from provenance import queries
+from provenance.graph import Graph, workspace_graph
+from provenance.llm import get_client
+from provenance.vocabulary import DEAD
+from repairs import parallel
+from repairs.engine import compute_plan, repair_session
+from repairs.faults import fault_point
+from repairs.models import Incident, RepairPart
+
+log = logging.getLogger(__name__)
+
+
+def walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
+    """The plan walked in parts, or None when the radius is small, does not split, or its parts turned
+    out to depend on each other. A part is walked by whoever takes its lock first: this worker takes
+    every part nobody else has, and waits for the rest."""
+    parts = list(incident.parts.order_by("index")) or _split(incident, graph)
+    if not parts:
+        return None
+    from repairs.tasks import walk_repair_part  # the tasks call this module
+
+    for part in parts[1:]:
+        if part.plan is None:  # optional: when the broker refuses, this worker walks the part itself
+            try:
+                walk_repair_part.apply_async((incident.pk, part.index), retry=False)
+            except Exception as exc:  # noqa: BLE001 - any broker failure; the part is not lost, only not shared
+                log.warning("incident %s: could not hand part %s to another worker: %s", incident.pk, part.index, exc)
+    while pending := list(incident.parts.filter(plan__isnull=True).values_list("pk", flat=True)):
+        if not any([walk_part(pk) for pk in pending]):
+            time.sleep(0.2)  # every unfinished part is being walked by another worker (its bar moves the incident's)
+    parts = list(incident.parts.order_by("index"))
+    plans = [p.plan for p in parts]
+    reason = parallel.conflict(plans, [tuple(p.id_base) for p in parts])
+    if reason:
+        log.warning("incident %s: parts depend on each other (%s); walking the radius in one piece",
+                    incident.pk, reason)
+        return None
+    plan = parallel.join(plans, blast_radius=sum(p["blast_radius"] for p in plans))
+    plan["parts"] = [{"index": p.index, "actions": len(p.action_ids), "walked_by": p.walked_by,
+                      "seconds": p.seconds} for p in parts]
+    return plan
+
+
+def _split(incident: Incident, graph: Graph) -> list[RepairPart]:
+    # The radius from one algo.BFS in FalkorDB rather than the topology mirror: a split happens once per
+    # large repair, and the mirror's first read of a big desk would cost more than it saves here.
+    found = {}
+    for (packed,) in graph.ro_query(queries.RADIUS_ACTIONS, {"source": incident.source_id, "dead": list(DEAD)}):
+        for item in packed.split(",") if packed else []:
+            aid, seq = item.split(":")
+            found[int(aid)] = float(seq)
+    radius = sorted(found, key=lambda i: (found[i], i))  # seq order, as the walk visits them
+    if len(radius) < settings.KINTSUGI_REPAIR_PARALLEL_MIN:
+        return []
+    live = set(radius)
+    masked = [r.id for r in graph.ro_query(queries.INGESTERS, {"source": incident.source_id}) if r.id in live]
+    keys = graph.ro_query(queries.ACTION_KEYS, {"ids": list(dict.fromkeys(masked + radius))})
+    top = graph.ro_query(queries.MAX_IDS)[0]
+    groups = parallel.partition(keys, radius, masked, settings.KINTSUGI_REPAIR_PARTS)
+    if len(groups) < 2:
+        return []
+    bases = parallel.id_bases([len(g) for g in groups], ((top.action or 0) + 1, (top.fact or 0) + 1,
+                                                         (top.effect or 0) + 1))
+    return RepairPart.objects.bulk_create(
+        RepairPart(incident=incident, index=i, action_ids=g, id_base=list(b), progress_total=len(g))
+        for i, (g, b) in enumerate(zip(groups, bases)))
+
+
+def walk_part(part_id: int) -> bool:
+    """Walk one part unless another worker is walking it. True when the part's plan is there now."""
+    from repairs.job import excluded_sources  # the job calls this module
+
+    with advisory_lock(locks.REPAIR_PART, part_id, wait=False) as mine:
+        if not mine:
+            return False
+        part = RepairPart.objects.select_related("incident__workspace").filter(pk=part_id).first()
+        if part is None or part.plan is not None:
+            return part is not None
+        graph = workspace_graph(part.incident.workspace.name)
+        session = repair_session(part.incident, graph, excluded_sources(part.incident))
+        session.number_from(*part.id_base)
+        started = time.monotonic()
+        plan = compute_plan(graph=graph, session=session, source=part.incident.source_id, incident=part.incident_id,
+                            progress=PartProgress(part), only=part.action_ids, mask=part.index == 0)
+        get_client().flush()
+        fault_point(f"part:{part.index}")
+        part.plan = plan.to_json()
+        part.walked_by = f"{socket.gethostname()}:{os.getpid()}"
+        part.seconds = time.monotonic() - started
+        part.save(update_fields=["plan", "walked_by", "seconds"])
+        return True
+
+
+class PartProgress:
+    """A part's progress, summed over all parts into the incident's for the admin's bar (at most every
+    0.3 s, and always at the end)."""
+
+    def __init__(self, part: RepairPart):
+        self.part_id, self.incident_id, self.last = part.pk, part.incident_id, 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < 0.3:
+            return
+        self.last = now
+        RepairPart.objects.filter(pk=self.part_id).update(progress_done=done, progress_total=total)
+        sum_progress(self.incident_id)
+
+
+def sum_progress(incident_id: int) -> None:
+    total = RepairPart.objects.filter(incident_id=incident_id).aggregate(d=Sum("progress_done"), t=Sum("progress_total"))
+    Incident.objects.filter(pk=incident_id).update(phase=Incident.Phase.WALKING, progress_done=total["d"] or 0,
+                                                   progress_total=total["t"] or 0)
