@@ -72,12 +72,15 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
     return item
 
 
-def execute_approved(*, via: str = "worker", actor=None, approved_before=None) -> int:
+def execute_approved(*, via: str = "worker", actor=None, approved_before=None,
+                     skip_servers: frozenset[str] = frozenset()) -> int:
     """Execute every approved item still waiting (e.g. its task was lost while the broker was down);
-    with `approved_before`, only those approved (last changed) before then. Returns how many were
-    executed (emails held for their money item stay approved)."""
+    with `approved_before`, only those approved (last changed) before then; not those of workspaces
+    placed on `skip_servers`. Returns how many were executed (emails held for their money item stay
+    approved)."""
     done = 0
-    waiting = CompensationItem.objects.filter(status=St.APPROVED)
+    waiting = CompensationItem.objects.filter(status=St.APPROVED).exclude(
+        incident__workspace__falkordb_server__in=skip_servers)
     if approved_before is not None:
         waiting = waiting.filter(updated_at__lt=approved_before)
     for pk in waiting.order_by("pk").values_list("pk", flat=True):

@@ -249,9 +249,13 @@ def workspace_cache_graph(workspace: str | None, *, server: str | None = None) -
     return Graph(cache_graph_name(workspace), server_url(key))
 
 
-def ping(*, workspace: str | None = None) -> None:
-    """Fail with GraphUnavailable unless the server of `workspace` (default: the default server) answers."""
-    url = server_url(workspace_server(workspace)) if workspace else falkordb_url()
+def ping(*, workspace: str | None = None, server: str | None = None) -> None:
+    """Fail with GraphUnavailable unless the server of `workspace`, or the server of placement key
+    `server`, answers (neither: the default server)."""
+    if server is not None:
+        url = server_url(server)
+    else:
+        url = server_url(workspace_server(workspace)) if workspace else falkordb_url()
     try:
         _db(url).connection.ping()
     except (redis.exceptions.ConnectionError, OSError) as exc:

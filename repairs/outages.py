@@ -5,7 +5,10 @@ A repair that FalkorDB or Postgres stopped is `blocked` and retries with backoff
 spent, or when the broker refused its task, only this sweep brings it back. An approved item whose task
 was lost while the broker was down stays `approved` until the sweep executes it. Every step is safe to
 repeat: run_repair takes the incident's advisory lock and resumes from its checkpoint, and execution is
-exactly once through the idempotency key recorded at approval."""
+exactly once through the idempotency key recorded at approval.
+
+With workspaces placed on several FalkorDB servers (KINTSUGI_FALKORDB_URLS), each server is asked on
+its own: what lives on a server that does not answer waits for the next sweep, the rest is healed."""
 from __future__ import annotations
 
 import logging
@@ -16,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from compensation.execution import execute_approved
-from provenance.graph import GraphUnavailable, ping
+from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
 from repairs.models import Incident
 from repairs.job import enqueue_repair
 from repairs.services import resume_orphaned_repairs
@@ -26,36 +29,59 @@ S = Incident.Status
 
 
 class Healed(NamedTuple):
-    """What one sweep did; `graph_error` is set (and nothing was done) while FalkorDB does not answer."""
+    """What one sweep did. `graph_error` says which FalkorDB servers did not answer (None: all did);
+    nothing of theirs was done, and nothing at all when none answered."""
     graph_error: str | None
     unblocked: list[int]
     resumed: list[int]
     executed: int
 
 
-def blocked_by_outage() -> list[int]:
+def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int]:
     """Blocked incidents: an outage stopped them (FalkorDB or Postgres unreachable mid-repair, the broker
     refusing their task) or they wait for an overlapping repair to finish. Anything else fails a repair.
-    run_repair decides again each time, so enqueueing one that must still wait records nothing."""
-    return list(Incident.objects.filter(status=S.BLOCKED).order_by("pk").values_list("pk", flat=True))
+    run_repair decides again each time, so enqueueing one that must still wait records nothing. Not
+    those of workspaces placed on `skip_servers`."""
+    return list(Incident.objects.filter(status=S.BLOCKED).exclude(workspace__falkordb_server__in=skip_servers)
+                .order_by("pk").values_list("pk", flat=True))
+
+
+def unreachable_servers() -> dict[str, str]:
+    """The placement keys whose FalkorDB server does not answer, each with the reason ('' is the
+    default server; keys naming the same server are asked once)."""
+    by_url: dict[str, list[str]] = {}
+    for key in ["", *placement_servers()]:
+        try:
+            by_url.setdefault(server_url(key), []).append(key)
+        except UnknownServer:
+            continue
+    down = {}
+    for keys in by_url.values():
+        try:
+            ping(server=keys[0])
+        except GraphUnavailable as exc:
+            down.update(dict.fromkeys(keys, str(exc).splitlines()[0]))
+    return down
 
 
 def heal_outages() -> Healed:
-    """Re-enqueue blocked and orphaned repairs once FalkorDB answers, and execute approved items that
-    have waited longer than one sweep. Limits: a repair that still cannot reach its stores blocks again
-    and waits for the next sweep."""
-    try:
-        ping()
-    except GraphUnavailable as exc:
-        log.warning("sweep: FalkorDB still unavailable, nothing resumed: %s", exc)
-        return Healed(str(exc).splitlines()[0], [], [], 0)
-    unblocked = blocked_by_outage()
+    """Re-enqueue blocked and orphaned repairs of the workspaces whose FalkorDB server answers, and
+    execute their approved items that have waited longer than one sweep. Limits: a repair that still
+    cannot reach its stores blocks again and waits for the next sweep."""
+    down = unreachable_servers()
+    error = "; ".join(sorted(set(down.values()))) or None
+    if down and set(down) >= {"", *placement_servers()}:
+        log.warning("sweep: FalkorDB still unavailable, nothing resumed: %s", error)
+        return Healed(error, [], [], 0)
+    skip = frozenset(down)
+    unblocked = blocked_by_outage(skip_servers=skip)
     for pk in unblocked:
         enqueue_repair(pk)  # run_repair takes blocked incidents as they are and records the restart
-    resumed = resume_orphaned_repairs()
+    resumed = resume_orphaned_repairs(skip_servers=skip)
     # A younger approval still has its own task on the way; leave it that task, not a race for the key.
-    executed = execute_approved(via="worker",
+    executed = execute_approved(via="worker", skip_servers=skip,
                                 approved_before=timezone.now() - timedelta(seconds=settings.KINTSUGI_SWEEP_SECONDS))
-    if unblocked or resumed or executed:
-        log.warning("sweep: unblocked %s, resumed %s, executed %s waiting items", unblocked, resumed, executed)
-    return Healed(None, unblocked, resumed, executed)
+    if unblocked or resumed or executed or error:
+        log.warning("sweep: unblocked %s, resumed %s, executed %s waiting items; unreachable: %s",
+                    unblocked, resumed, executed, error or "none")
+    return Healed(error, unblocked, resumed, executed)

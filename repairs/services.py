@@ -107,13 +107,17 @@ def orphaned_incidents():
     """Repairs that should be running but are not: `repairing` with nobody holding their lock (the
     task died with its whole worker, or the message was lost)."""
     running = repairs_running()
-    return [i for i in Incident.objects.filter(status=S.REPAIRING) if i.pk not in running]
+    return [i for i in Incident.objects.filter(status=S.REPAIRING).select_related("workspace").defer("plan")
+            if i.pk not in running]
 
 
-def resume_orphaned_repairs() -> list[int]:
-    """Enqueue every open or orphaned repair again; the job resumes each from its checkpoint and
-    ignores a duplicate delivery. Called when a worker starts."""
-    ids = [i.pk for i in orphaned_incidents()] + list(Incident.objects.filter(status=S.OPEN).values_list("pk", flat=True))
+def resume_orphaned_repairs(*, skip_servers: frozenset[str] = frozenset()) -> list[int]:
+    """Enqueue every open or orphaned repair again, except those of workspaces placed on `skip_servers`;
+    the job resumes each from its checkpoint and ignores a duplicate delivery. Called when a worker
+    starts, and by the outage sweep."""
+    ids = ([i.pk for i in orphaned_incidents() if i.workspace.falkordb_server not in skip_servers]
+           + list(Incident.objects.filter(status=S.OPEN).exclude(workspace__falkordb_server__in=skip_servers)
+                  .values_list("pk", flat=True)))
     for pk in ids:
         enqueue_repair(pk)
     return ids

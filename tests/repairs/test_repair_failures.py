@@ -71,3 +71,36 @@ def test_the_sweep_leaves_blocked_repairs_alone_until_falkordb_answers(own_falko
     start()
     healed = heal_outages()
     assert healed.graph_error is None and healed.unblocked == [incident.pk]
+
+
+def test_the_sweep_heals_the_workspaces_whose_server_answers_and_leaves_the_others_blocked(own_falkordb, settings):
+    """Workspaces on two FalkorDB servers, one of them down: the sweep resumes the repairs of the one
+    that answers, names the one that does not, and touches nothing of its workspaces until it is back."""
+    from provenance.graph import server_key
+    from provenance.models import Workspace
+    from repairs.outages import heal_outages
+    from tests.conftest import FALKORDB_URL
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # enqueued, not run: the test reads what the sweep decided
+    stop, start, port = own_falkordb
+    east_key, west_key = server_key(settings.FALKORDB_URL), server_key(FALKORDB_URL)
+    settings.KINTSUGI_FALKORDB_URLS = [settings.FALKORDB_URL, FALKORDB_URL]
+    Workspace.objects.create(name="east", falkordb_server=east_key)
+    Workspace.objects.create(name="west", falkordb_server=west_key)
+    desk_run(workspace="east")
+    desk_run(workspace="west")
+    east, west = open_incident("east", POISONED_PAGE), open_incident("west", POISONED_PAGE)
+    stop()
+    with pytest.raises(GraphUnavailable):
+        run_repair(incident_id=east.pk)
+    # The broker refused west's task: blocked with nothing wrong with its server.
+    Incident.objects.filter(pk=west.pk).update(status=Incident.Status.BLOCKED, error="could not enqueue the repair")
+
+    healed = heal_outages()
+    assert f"127.0.0.1:{port}" in healed.graph_error
+    assert healed.unblocked == [west.pk]
+    assert Incident.objects.get(pk=east.pk).status == Incident.Status.BLOCKED
+
+    start()
+    healed = heal_outages()
+    assert healed.graph_error is None and east.pk in healed.unblocked
