@@ -4,7 +4,10 @@ runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone 
 [--quick]` the review desk's pages beside their baselines; `python -m bench what_if [--sizes ...] [--quick]` times the
 what-if of a flag against the real repair's walk on the same desk; `python -m bench multihost [--quick]` runs kintsugi
 on network-namespace test hosts and loses a worker host mid-repair (root; see bench/multihost.py); `python -m bench
-agents [--quick]` times recording over HTTP against recording in-process. None of these is part of "all". Results
+agents [--quick]` times recording over HTTP against recording in-process; `python -m bench scale [--actions N]
+[--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
+repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory. None of these is part
+of "all". Results
 also go to
 bench/results/latest.json (gitignored).
 
@@ -31,7 +34,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "multihost", "agents")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale")  # run only when named
 
 
 def _git_commit() -> str:
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafting", action="store_true",
                         help="repair: draft the items at every size (off above repair.DRAFTING_MAX_TICKETS), and "
                              "time flag -> items decidable")
+    parser.add_argument("--actions", type=lambda s: int(s.replace("_", "").replace(",", "")),
+                        help="scale: desk size in actions (default 1,000,000; --quick: 400)")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     args = parser.parse_args(argv)
     if args.sizes and args.benchmark in ("all", "admin"):
@@ -86,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             from importlib import import_module
 
             print(f"\n# {name} ({mode})", flush=True)
-            out = import_module(f"bench.{name}").run(args.quick)
+            module = import_module(f"bench.{name}")
+            out = module.run(args.actions, args.quick) if name == "scale" else module.run(args.quick)
             out["seconds"] = time.perf_counter() - t0
             results["benchmarks"][name] = out
             common.write_results(results, _path(args.output))

@@ -14,6 +14,7 @@ stamp's hwm), and a fetch of an action replaces what the copy held for it.
 """
 from __future__ import annotations
 
+import gc
 import threading
 from collections import OrderedDict, deque
 from contextlib import contextmanager
@@ -110,8 +111,41 @@ class Topology:
         return order
 
     def live_in_seq_order(self, ids: list[int]) -> list[int]:
-        seq, live = self.seq, self.live
-        return sorted((i for i in ids if live[i]), key=lambda i: (seq[i], i))
+        """The live ones of `ids` by (seq, id): two C-level sorts (by id, then stably by seq) instead of a
+        Python key building a tuple per action, three times faster at 30k actions."""
+        live = self.live
+        out = [i for i in ids if live[i]]
+        out.sort()
+        out.sort(key=self.seq.__getitem__)
+        return out
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a radius answer or a topology read is turned into Python
+    objects. Those objects hold no cycles, but allocating tens of thousands of them makes CPython run a
+    full collection, which walks every object of the process (100 ms in a process holding a 100k-action
+    graph, seconds at a million) inside the question it interrupts: the spread of a first question's
+    time came from there. Nested and cross-thread pauses count; collection resumes with the last one,
+    and a process that had turned collection off keeps it off."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 _lock = threading.Lock()
@@ -171,7 +205,7 @@ def build_in_background(name: str, url: str | None = None) -> threading.Thread |
 
     def build() -> None:
         try:
-            with reading(graph):
+            with gc_paused(), reading(graph):
                 pass
         except Exception:  # noqa: BLE001 - the next question answers from FalkorDB and tries again
             pass

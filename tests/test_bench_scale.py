@@ -1,0 +1,38 @@
+"""`python -m bench scale --quick`: one small desk end to end through the product, in its own process
+with its own FalkorDB and broker and a database of its own (dropped afterwards)."""
+import json
+import os
+import subprocess
+import sys
+
+import psycopg
+from psycopg import sql
+
+from tests.conftest import ROOT
+
+
+def test_scale_quick_records_repairs_and_reports_every_phase(tmp_path):
+    base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
+    db = f"{name.split('?')[0]}_bench_scale"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
+    env["DATABASE_URL"] = f"{base}/{db}"
+    out = tmp_path / "scale.json"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench", "scale", "--quick", "--output", str(out)], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    r = json.loads(out.read_text())["benchmarks"]["scale"]
+    assert 300 <= r["actions"] <= 500
+    assert r["repair"]["status"] == "repaired"
+    assert r["repair"]["verification"] == {"facts": 0, "decisions": 0, "effects": 0}
+    assert r["repair"]["items"] > 0 and r["repair"]["flag_to_first_decidable_s"] is not None
+    cold = r["cold_radius"]
+    assert cold["correct"] and cold["radius"] > 0 and cold["cold_ms"] > 0 and cold["bfs_ms"] > 0
+    for phase in ("record (desk_run)", "cold radius (fresh process)", "flag (flag_source)", "repair: walk",
+                  "repair: apply", "repair: drafting", "repair: verification", "repair: run_repair total"):
+        row = r["phases"][phase]
+        assert row["seconds"] > 0 and row["peak_rss_mb"] > 0 and row["falkordb"]["used_mb"] > 0, phase
+    assert "end to end" in proc.stdout and "cold / BFS" in proc.stdout
