@@ -60,10 +60,12 @@ def _radius_in_graph(graph: Graph, source: str) -> tuple[list[tuple[int, str, fl
     return actions, [effects[e] for e in sorted(effects)]
 
 
-def radius_actions(graph: Graph, source: str) -> list[RadiusAction]:
+def radius_actions(graph: Graph, source: str, *, build_mirror: bool = True) -> list[RadiusAction]:
     """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order: from the
-    mirror when it is ready, else from one algo.BFS in FalkorDB."""
-    with mirror.reading_if_ready(graph) as topo:
+    mirror when it is ready, else from one algo.BFS in FalkorDB. With build_mirror off a missing or
+    outdated mirror is not read for later (mirror.reading_if_current)."""
+    reading = mirror.reading_if_ready if build_mirror else mirror.reading_if_current
+    with reading(graph) as topo:
         if topo is not None:
             return [RadiusAction(i, topo.seq[i]) for i in topo.live_in_seq_order(topo.reach(source))]
         return radius_actions_in_graph(graph, source)

@@ -22,6 +22,7 @@ from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
+from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
 
 
@@ -129,28 +130,30 @@ class RepairWalk:
         ids = [i for i in ids if i not in self.nodes]
         if not ids:
             return
-        ids_in = queries.id_set(ids)  # one range scan per query, not one lookup per id
-        for a in self.graph.ro_query(queries.ACTION_DETAILS_OF_SET, ids_in):
+        loaded = Loaded(self.graph, ids)  # every part in one round trip
+        for a in loaded.actions:
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
                                     a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
             self.preds.setdefault(a.id, set())
-        for w in self.graph.ro_query(queries.ACTION_WRITES_OF_SET, ids_in):
+        for w in loaded.writes:
             self.nodes[w.action].writes.append((w.fact, w.key, w.value))
-        for e in self.graph.ro_query(queries.ACTION_EFFECTS_OF_SET, ids_in):
+        for e in loaded.effects:
             self.nodes[e.action].effects.append({"id": e.id, "kind": e.kind, "ticket": e.ticket, "amount": e.amount,
                                                  "currency": e.currency, "details": json.loads(e.details or "{}"),
                                                  "live": e.live, "held": e.held})
         read_from: defaultdict[tuple[int, int], list] = defaultdict(list)
-        for r in self.graph.ro_query(queries.ACTION_READS_OF_SET, ids_in):
+        for r, _ in loaded.reads:
             read_from[(r.action, r.writer)].append([r.key, r.version])
-        for edge in self.graph.ro_query(queries.PREDECESSORS_OF_SET, ids_in):
+        for edge in loaded.preds:
             self.preds[edge.action].add(edge.other)
             self.upstream[edge.action].append([edge.other, edge.kind, sorted(read_from[(edge.action, edge.other)])
                                                if edge.kind == "FEEDS" else []])
 
     # --- the walk ---
     def run(self) -> Plan:
-        radius = radius_actions(self.graph, self.source)
+        # The apply below rewrites the graph (a new epoch), so a topology mirror read for this walk
+        # would be dropped right after: one BFS in FalkorDB costs a tenth of reading it.
+        radius = radius_actions(self.graph, self.source, build_mirror=False)
         radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
         self._load(radius_ids)
         total = len(radius_ids)
