@@ -16,7 +16,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from provenance import queries
-from repairs import queries as repair_queries
 from provenance.graph import Graph
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
@@ -24,6 +23,7 @@ from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
+from repairs.steps import CHUNK, STEP_ORDER, apply_step, grouped_rows, plan_steps  # noqa: F401 - apply_step, CHUNK: part of the engine's API
 
 
 @dataclass
@@ -70,29 +70,6 @@ class Plan:
                 "blast_radius": self.blast_radius, "counts": self.counts, "upstream": self.upstream,
                 "reads": self.reads, "writes": self.writes, "depends_on": self.depends_on, "masked": self.masked,
                 "next_ids": self.next_ids}
-
-
-# Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
-# ones are merged, so applying any suffix of the steps again converges to the same graph.
-STEP_QUERIES = {
-    "drop_reads": repair_queries.DROP_READS,
-    "drop_feeds": repair_queries.DROP_FEEDS_INTO,
-    "status": repair_queries.SET_ACTION_STATUS,
-    "rerun": repair_queries.SET_ACTION_RERUN,
-    "invalidate_facts": repair_queries.INVALIDATE_FACTS,
-    "invalidate_effects": repair_queries.INVALIDATE_EFFECTS,
-    "actions": repair_queries.CREATE_ACTIONS_IDEMPOTENT,
-    "handoffs": queries.CREATE_HANDOFFS,
-    "ingests": queries.CREATE_INGESTS,
-    "facts": repair_queries.CREATE_FACTS_IDEMPOTENT,
-    "reads": queries.CREATE_READS,
-    "feeds": queries.CREATE_FEEDS,
-    "effects": repair_queries.CREATE_EFFECTS_IDEMPOTENT,
-}
-STEP_ORDER = list(STEP_QUERIES)
-# Steps that take their nodes as an id set (queries.id_set): one range scan instead of a lookup per row.
-ONE_NODE_PER_ROW = ("drop_reads", "drop_feeds", "status", "rerun", "invalidate_effects")
-CHUNK = 5000
 
 
 class RepairWalk:
@@ -180,11 +157,7 @@ class RepairWalk:
         counts = {k: 0 for k in COUNT_KEYS}
         for s in self.status.values():
             counts[s] += 1
-        steps = []
-        for kind in STEP_ORDER:
-            rows = self.rows[kind]
-            for i in range(0, len(rows), CHUNK):
-                steps.append((kind, rows[i:i + CHUNK]))
+        steps = plan_steps(grouped_rows(self.rows))
         upstream = {str(aid): sorted(e for e in edges if e[0] in self.outcomes)
                     for aid, edges in self.upstream.items() if aid in self.outcomes}
         reads = sorted({k for n in self.nodes.values() for k in n.read_keys})
@@ -371,15 +344,3 @@ def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incide
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True) -> Plan:
     return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
                       only=only, mask=mask).run()
-
-
-def apply_step(graph: Graph, step: tuple[str, list]) -> None:
-    kind, rows = step
-    if kind in ONE_NODE_PER_ROW:
-        ids = rows if kind in ("drop_reads", "drop_feeds") else [r["id"] for r in rows]
-        graph.query(STEP_QUERIES[kind], {**queries.id_set(ids), "rows": rows})
-        return
-    param = "ids" if kind in ("drop_reads", "drop_feeds") else "rows"
-    graph.query(STEP_QUERIES[kind], {param: rows})
-
-

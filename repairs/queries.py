@@ -60,3 +60,32 @@ SET e.kind = r.kind, e.ticket = r.ticket, e.amount = r.amount, e.currency = r.cu
 MERGE (a)-[:CAUSED]->(e)
 """
 
+# The edges and effects of new and re-run actions, one row per action ({"id", "items"} or, for a
+# handoff, {"id": child, "parent"}) through the same range scan: one index lookup per row, not two.
+CREATE_HANDOFFS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+WITH a, $rows[$slot[a.id - $lo] - 1] AS r
+MATCH (p:Action {{id: r.parent}})
+MERGE (p)-[:HANDED_OFF]->(a)
+"""
+CREATE_READS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+UNWIND $rows[$slot[a.id - $lo] - 1].items AS fact
+MATCH (f:Fact {{id: fact}})
+MERGE (a)-[:READ]->(f)
+"""
+CREATE_FEEDS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+UNWIND $rows[$slot[a.id - $lo] - 1].items AS writer
+MATCH (w:Action {{id: writer}})
+MERGE (w)-[:FEEDS]->(a)
+"""
+CREATE_EFFECTS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+UNWIND $rows[$slot[a.id - $lo] - 1].items AS r
+MERGE (e:Effect {{id: r.id}})
+SET e.kind = r.kind, e.ticket = r.ticket, e.amount = r.amount, e.currency = r.currency,
+    e.details = r.details, e.live = true, e.held = r.held, e.recorded_at = r.recorded_at,
+    e.incident = r.incident
+MERGE (a)-[:CAUSED]->(e)
+"""
