@@ -212,13 +212,19 @@ RETURN 'effects' AS part, string.join(collect(string.join([toString(a.id), toStr
        coalesce(e.ticket, ''), coalesce(toString(e.amount), ''), coalesce(e.currency, ''), coalesce(e.details, ''),
        coalesce(toString(e.live), ''), coalesce(toString(e.held), '')], $fs)), $rs) AS text, [] AS seqs
 UNION ALL
-MATCH (a:Action)-[:READ]->(f:Fact)<-[:WROTE]-(w:Action) WHERE {IN_SET}
-RETURN 'reads' AS part, string.join(collect(string.join([toString(a.id), f.key, toString(f.version),
-       toString(w.id), toString(f.id)], $fs)), $rs) AS text, [] AS seqs
+MATCH (a:Action)-[:READ]->(f:Fact) WHERE {IN_SET}
+RETURN 'reads' AS part, string.join(collect(toString(a.id) + $fs + toString(f.id)), $rs) AS text, [] AS seqs
 UNION ALL
 MATCH (p:Action)-[r:FEEDS|HANDED_OFF]->(a:Action) WHERE {IN_SET}
 RETURN 'preds' AS part, string.join(collect(toString(a.id) + $fs + toString(p.id) + $fs + type(r)), $rs) AS text,
        [] AS seqs
+""", rows.PackedPart)
+# The facts those reads resolved to, for a walk whose session does not hold every fact version (the
+# walk looks them up in its session's mirror: the second hop tripled the reads' part).
+WALK_READ_FACTS = Query(f"""
+MATCH (a:Action)-[:READ]->(f:Fact)<-[:WROTE]-(w:Action) WHERE {IN_SET}
+RETURN 'facts' AS part, string.join(collect(string.join([toString(f.id), f.key, toString(f.version), toString(w.id)],
+       $fs)), $rs) AS text, [] AS seqs
 """, rows.PackedPart)
 # For splitting a repair (repairs.parallel): each action's handoff parent, the keys it read and wrote.
 ACTION_KEYS = Query("""

@@ -107,7 +107,7 @@ class RepairWalk:
         ids = [i for i in ids if i not in self.nodes]
         if not ids:
             return
-        loaded = Loaded(self.graph, ids)  # every part in one round trip
+        loaded = Loaded(self.graph, ids, self.session.facts.by_id)  # every part in one round trip
         for a in loaded.actions:
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
                                     a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))

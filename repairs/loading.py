@@ -8,6 +8,8 @@ rebuilt here as the same row types the separate queries returned.
 """
 from __future__ import annotations
 
+from typing import Any, Mapping, NamedTuple
+
 from provenance import queries
 from provenance.graph import Graph
 from provenance.rows import ActionDetail, ActionEffect, ActionRead, ActionWrite, Edge
@@ -34,12 +36,20 @@ def _opt_bool(text: str) -> bool | None:
     return {"true": True, "false": False}.get(text)
 
 
+class _Fact(NamedTuple):
+    key: str
+    version: int
+    writer: int
+
+
 class Loaded:
     """The parts of queries.WALK_LOAD for one id set, as rows."""
 
-    def __init__(self, graph: Graph, ids: list[int]):
-        parts = {r.part: r for r in graph.ro_query(queries.WALK_LOAD, {**queries.id_set(ids), "fs": FS, "rs": RS,
-                                                                       "ls": LS})}
+    def __init__(self, graph: Graph, ids: list[int], facts: Mapping[int, Any] | None = None):
+        """`facts`: fact versions by id (FactVersion-like: key, version, writer) to resolve the reads
+        with; those it lacks are read from the graph."""
+        params = {**queries.id_set(ids), "fs": FS, "rs": RS, "ls": LS}
+        parts = {r.part: r for r in graph.ro_query(queries.WALK_LOAD, params)}
         children: dict[int, list[int]] = {}
         if "children" in parts:
             for parent, child in _rows(parts["children"].text, 2):
@@ -61,8 +71,13 @@ class Loaded:
                                      details or None, _opt_bool(live), _opt_bool(held))
                         for a, e, kind, ticket, amount, currency, details, live, held
                         in _rows(parts["effects"].text if "effects" in parts else "", 9)]
+        reads = [(int(a), int(f)) for a, f in _rows(parts["reads"].text if "reads" in parts else "", 2)]
+        known: Mapping[int, Any] = facts or {}
+        if any(f not in known for _, f in reads):
+            found = graph.ro_query(queries.WALK_READ_FACTS, params)
+            known = {int(f): _Fact(key, int(version), int(writer)) for f, key, version, writer
+                     in _rows(found[0].text if found else "", 4)}
         # (reader, fact id) beside each read: which READ edges the action has now.
         self.reads: list[tuple[ActionRead, int]] = [
-            (ActionRead(int(a), key, int(version), int(writer)), int(fact))
-            for a, key, version, writer, fact in _rows(parts["reads"].text if "reads" in parts else "", 5)]
+            (ActionRead(a, known[f].key, known[f].version, known[f].writer), f) for a, f in reads]
         self.preds = [Edge(int(a), int(p), kind) for a, p, kind in _rows(parts["preds"].text if "preds" in parts else "", 3)]
