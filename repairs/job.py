@@ -34,6 +34,7 @@ from compensation.drafts import compensation_count, draft_repair
 from compensation.models import CompensationItem
 from compensation.services import enqueue_execution
 from kintsugi_site import locks
+from kintsugi_site.bulk import copy_rows
 from kintsugi_site.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
@@ -227,8 +228,8 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
     with transaction.atomic():
         ActionOutcome.objects.filter(incident=incident).delete()
         RepairEffect.objects.filter(incident=incident).delete()
-        ActionOutcome.objects.bulk_create(ActionOutcome(incident=incident, **o) for o in plan["outcomes"])
-        RepairEffect.objects.bulk_create(RepairEffect(incident=incident, **e) for e in plan["effects"])
+        copy_rows(ActionOutcome, plan["outcomes"], incident_id=incident.pk)
+        copy_rows(RepairEffect, plan["effects"], incident_id=incident.pk)
         touched = {o["ticket"] for o in plan["outcomes"] if o["ticket"] and o["status"] != ActionStatus.SKIPPED}
         incident.plan = plan
         incident.applied_steps = 0
