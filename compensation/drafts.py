@@ -198,7 +198,9 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     return out
 
 
-DRAFT_PARTS = 4  # drafting is split by ticket into this many parts, so that idle workers can share it
+# Drafting is split by ticket into this many parts, so that idle workers can share it and a reviewer
+# can decide the first items after an eighth of the drafting (a quarter took 6 s at 100k actions).
+DRAFT_PARTS = 8
 
 
 def _in_part(ticket: str | None, part: int, parts: int) -> bool:

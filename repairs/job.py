@@ -230,8 +230,8 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
         RepairEffect.objects.filter(incident=incident).delete()
         copy_rows(ActionOutcome, plan["outcomes"], incident_id=incident.pk)
         copy_rows(RepairEffect, plan["effects"], incident_id=incident.pk)
-        touched = {o["ticket"] for o in plan["outcomes"] if o["ticket"] and o["status"] != ActionStatus.SKIPPED}
-        incident.plan = plan
+        touched = incident.outcomes.filter(ticket__gt="").exclude(status=ActionStatus.SKIPPED).values("ticket")
+        incident.plan = {k: v for k, v in plan.items() if k not in ("outcomes", "effects")}  # in their tables now
         incident.applied_steps = 0
         incident.blast_radius = plan["blast_radius"]
         incident.counts = plan["counts"]
