@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from compensation.models import AuditEvent
 from kintsugi_site import locks
+from kintsugi_site.bulk import copy_create
 
 GENESIS = "0" * 64
 SYSTEM_CHAIN_KEY = 0  # the system chain's lock key; workspace ids start at 1
@@ -128,7 +129,7 @@ def record_many(events: list[dict], *, workspace=FROM_INCIDENT) -> list[AuditEve
                 fields = {k: v for k, v in events[index].items() if k != "workspace"}
                 rows[index] = _event(workspace_id=ws, seq=seq, prev=prev, at=at, **fields)
                 seq, prev = seq + 1, rows[index].hash
-            AuditEvent.objects.bulk_create([rows[i] for i in by_chain[ws]], batch_size=2000)
+            copy_create([rows[i] for i in by_chain[ws]], with_ids=True)  # COPY, not INSERT: kintsugi_site.bulk
             checkpoints.after_commit(workspace_id=ws)
     return rows
 

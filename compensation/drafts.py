@@ -22,6 +22,7 @@ from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import validate_draft
 from kintsugi_site import locks
+from kintsugi_site.bulk import copy_create, copy_rows
 from kintsugi_site.locks import advisory_lock
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
@@ -197,7 +198,9 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     return out
 
 
-DRAFT_PARTS = 4  # drafting is split by ticket into this many parts, so that idle workers can share it
+# Drafting is split by ticket into this many parts, so that idle workers can share it and a reviewer
+# can decide the first items after an eighth of the drafting (a quarter took 6 s at 100k actions).
+DRAFT_PARTS = 8
 
 
 def _in_part(ticket: str | None, part: int, parts: int) -> bool:
@@ -257,10 +260,9 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                 currency=(draft["currency"] or "")[:8], drafted_by=d.drafted_by, prompt_version=d.prompt_version,
                 valid=not d.problems, problems=d.problems,
             ))
-        CompensationItem.objects.bulk_create(new_items, batch_size=1000)
-        link = CompensationItem.effects.through
-        link.objects.bulk_create([link(compensationitem_id=item.pk, repaireffect_id=e["repair_effect"])
-                                  for item, d in zip(new_items, drafted) for e in d.planned.effects], batch_size=5000)
+        copy_create(new_items, with_ids=True)  # COPY, not INSERT: see kintsugi_site.bulk
+        copy_rows(CompensationItem.effects.through, ({"compensationitem_id": item.pk, "repaireffect_id": e["repair_effect"]}
+                                                     for item, d in zip(new_items, drafted) for e in d.planned.effects))
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)
         audit.record_many([dict(
             action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,

@@ -193,6 +193,22 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
         build_in_background(graph.name, graph.url)
 
 
+@contextmanager
+def reading_if_current(graph: Graph) -> Iterator[Topology | None]:
+    """The cached topology when this process holds one of the graph at its current epoch (merged with
+    appended actions), else None, and nothing is read for next time: for a caller about to rewrite the
+    graph (a repair walk, whose apply gives it a new epoch), a copy read now would be thrown away
+    unused, and reading one costs more than asking FalkorDB the question once."""
+    key = (graph.url, graph.name)
+    with _lock:
+        cached = _cache.get(key)
+    if cached is not None and cached.epoch == graph.stamp()[0]:
+        with reading(graph) as topo:
+            yield topo
+        return
+    yield None
+
+
 def build_in_background(name: str, url: str | None = None) -> threading.Thread | None:
     """Read graph `name`'s topology (on server `url`, default: the default server) into the cache in a
     daemon thread (one per graph at a time)."""

@@ -34,6 +34,13 @@ class Packed(NamedTuple):
     text: str
 
 
+class PackedPart(NamedTuple):
+    """One part of what the repair walk loads (queries.WALK_LOAD), packed into one string."""
+    part: str
+    text: str
+    seqs: list[float]
+
+
 class PackedActions(NamedTuple):
     actions: str
     tickets: list[str]

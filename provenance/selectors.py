@@ -65,12 +65,14 @@ def _radius_in_graph(graph: Graph, source: str) -> tuple[list[tuple[int, str, fl
 _radius_action = partial(tuple.__new__, RadiusAction)
 
 
-def radius_actions(graph: Graph, source: str) -> list[RadiusAction]:
+def radius_actions(graph: Graph, source: str, *, build_mirror: bool = True) -> list[RadiusAction]:
     """(id, seq) of the live actions downstream of `source`, in seq (re-execution) order: from the
-    mirror when it is ready, else from one algo.BFS in FalkorDB."""
+    mirror when it is ready, else from one algo.BFS in FalkorDB. With build_mirror off a missing or
+    outdated mirror is not read for later (mirror.reading_if_current)."""
+    reading = mirror.reading_if_ready if build_mirror else mirror.reading_if_current
     # The pause covers the background read's start too (reading_if_ready starts it on the way out), so
     # the collection the answer's objects are due is not run in front of the caller.
-    with mirror.gc_paused(), mirror.reading_if_ready(graph) as topo:
+    with mirror.gc_paused(), reading(graph) as topo:
         if topo is not None:
             live = topo.live_in_seq_order(topo.reach(source))
             return list(map(_radius_action, zip(live, map(topo.seq.__getitem__, live))))

@@ -9,6 +9,7 @@ killed at any point resumes to the same result.
 from __future__ import annotations
 
 import bisect
+import gc
 import heapq
 import json
 import math
@@ -18,13 +19,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from provenance import queries
-from provenance.graph import Graph, id_set
+from provenance.graph import Graph
+from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
+from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
-from repairs.queries import CHUNK, STEP_ORDER
+from repairs.steps import CHUNK, STEP_ORDER, apply_step, grouped_rows, plan_steps  # noqa: F401 - apply_step, CHUNK: part of the engine's API
 
 if TYPE_CHECKING:
     from repairs.models import Incident
@@ -111,28 +114,30 @@ class RepairWalk:
         ids = [i for i in ids if i not in self.nodes]
         if not ids:
             return
-        ids_in = id_set(ids)  # one range scan per query, not one lookup per id
-        for a in self.graph.ro_query(queries.ACTION_DETAILS_OF_SET, ids_in):
+        loaded = Loaded(self.graph, ids, self.session.facts.by_id)  # every part in one round trip
+        for a in loaded.actions:
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
                                     a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
             self.preds.setdefault(a.id, set())
-        for w in self.graph.ro_query(queries.ACTION_WRITES_OF_SET, ids_in):
+        for w in loaded.writes:
             self.nodes[w.action].writes.append((w.fact, w.key, w.value))
-        for e in self.graph.ro_query(queries.ACTION_EFFECTS_OF_SET, ids_in):
+        for e in loaded.effects:
             self.nodes[e.action].effects.append({"id": e.id, "kind": e.kind, "ticket": e.ticket, "amount": e.amount,
                                                  "currency": e.currency, "details": json.loads(e.details or "{}"),
                                                  "live": e.live, "held": e.held})
         read_from: defaultdict[tuple[int, int], list] = defaultdict(list)
-        for r in self.graph.ro_query(queries.ACTION_READS_OF_SET, ids_in):
+        for r, _ in loaded.reads:
             read_from[(r.action, r.writer)].append([r.key, r.version])
-        for edge in self.graph.ro_query(queries.PREDECESSORS_OF_SET, ids_in):
+        for edge in loaded.preds:
             self.preds[edge.action].add(edge.other)
             self.upstream[edge.action].append([edge.other, edge.kind, sorted(read_from[(edge.action, edge.other)])
                                                if edge.kind == "FEEDS" else []])
 
     # --- the walk ---
     def run(self) -> Plan:
-        radius = radius_actions(self.graph, self.source)
+        # The apply below rewrites the graph (a new epoch), so a topology mirror read for this walk
+        # would be dropped right after: one BFS in FalkorDB costs a tenth of reading it.
+        radius = radius_actions(self.graph, self.source, build_mirror=False)
         radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
         self._load(radius_ids)
         total = len(radius_ids)
@@ -159,11 +164,7 @@ class RepairWalk:
         counts = {k: 0 for k in COUNT_KEYS}
         for s in self.status.values():
             counts[s] += 1
-        steps = []
-        for kind in STEP_ORDER:
-            rows = self.rows[kind]
-            for i in range(0, len(rows), CHUNK):
-                steps.append((kind, rows[i:i + CHUNK]))
+        steps = plan_steps(grouped_rows(self.rows))
         upstream = {str(aid): sorted(e for e in edges if e[0] in self.outcomes)
                     for aid, edges in self.upstream.items() if aid in self.outcomes}
         reads = sorted({k for n in self.nodes.values() for k in n.read_keys})
@@ -348,8 +349,12 @@ class RepairWalk:
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True) -> Plan:
-    return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                      only=only, mask=mask).run()
+    # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,
+    # all alive until the plan is built, and the collector scanning them over and over was half of
+    # loading a 38k-action radius. They hold no cycles; what does is collected once the walk is done.
+    with gc_paused():
+        return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
+                          only=only, mask=mask).run()
 
 
 def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from compensation.drafts import compensation_count, draft_repair
 from kintsugi_site import locks
+from kintsugi_site.bulk import copy_rows
 from kintsugi_site.locks import advisory_lock
 from provenance import queries
 from provenance.graph import GraphUnavailable, workspace_graph
@@ -41,7 +42,7 @@ from repairs import parts
 from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
-from repairs.queries import apply_step
+from repairs.steps import apply_step
 from repairs.signals import repair_finished
 from repairs.verify import verify_incident
 
@@ -148,10 +149,10 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
     with transaction.atomic():
         ActionOutcome.objects.filter(incident=incident).delete()
         RepairEffect.objects.filter(incident=incident).delete()
-        ActionOutcome.objects.bulk_create(ActionOutcome(incident=incident, **o) for o in plan["outcomes"])
-        RepairEffect.objects.bulk_create(RepairEffect(incident=incident, **e) for e in plan["effects"])
-        touched = {o["ticket"] for o in plan["outcomes"] if o["ticket"] and o["status"] != ActionStatus.SKIPPED}
-        incident.plan = plan
+        copy_rows(ActionOutcome, plan["outcomes"], incident_id=incident.pk)
+        copy_rows(RepairEffect, plan["effects"], incident_id=incident.pk)
+        touched = incident.outcomes.filter(ticket__gt="").exclude(status=ActionStatus.SKIPPED).values("ticket")
+        incident.plan = {k: v for k, v in plan.items() if k not in ("outcomes", "effects")}  # in their tables now
         incident.applied_steps = 0
         incident.blast_radius = plan["blast_radius"]
         incident.counts = plan["counts"]

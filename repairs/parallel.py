@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from provenance.rows import ActionKeys
 from provenance.vocabulary import COUNT_KEYS
-from repairs.queries import CHUNK, STEP_ORDER
+from repairs.steps import CHUNK, STEP_ORDER
 
 ID_HEADROOM = 4  # new ids a part may use per action it walks (plus a fixed 1,000)
 

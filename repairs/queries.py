@@ -1,8 +1,6 @@
-"""Cypher of the repair: the idempotent steps a checkpointed plan is applied with (STEP_QUERIES, in
-apply order, and apply_step). Every statement is parameterised; SET and MERGE on ids, so a resumed apply can run a
+"""Cypher of the repair: the idempotent steps a checkpointed plan is applied with (repairs.steps,
+STEP_QUERIES). Every statement is parameterised; SET and MERGE on ids, so a resumed apply can run a
 chunk twice. What the walk reads is provenance.queries, beside every other read of the graph."""
-from provenance import queries as shared
-from provenance.graph import Graph, id_set
 from provenance.queries import IN_SET
 
 INVALIDATE_FACTS = """
@@ -62,36 +60,32 @@ SET e.kind = r.kind, e.ticket = r.ticket, e.amount = r.amount, e.currency = r.cu
 MERGE (a)-[:CAUSED]->(e)
 """
 
-
-# Apply order matters for idempotence: the re-runs' old READ/FEEDS edges are dropped before the new
-# ones are merged, so applying any suffix of the steps again converges to the same graph.
-STEP_QUERIES = {
-    "drop_reads": DROP_READS,
-    "drop_feeds": DROP_FEEDS_INTO,
-    "status": SET_ACTION_STATUS,
-    "rerun": SET_ACTION_RERUN,
-    "invalidate_facts": INVALIDATE_FACTS,
-    "invalidate_effects": INVALIDATE_EFFECTS,
-    "actions": CREATE_ACTIONS_IDEMPOTENT,
-    "handoffs": shared.CREATE_HANDOFFS,
-    "ingests": shared.CREATE_INGESTS,
-    "facts": CREATE_FACTS_IDEMPOTENT,
-    "reads": shared.CREATE_READS,
-    "feeds": shared.CREATE_FEEDS,
-    "effects": CREATE_EFFECTS_IDEMPOTENT,
-}
-STEP_ORDER = list(STEP_QUERIES)
-# Steps that take their nodes as an id set (id_set): one range scan instead of a lookup per row.
-ONE_NODE_PER_ROW = ("drop_reads", "drop_feeds", "status", "rerun", "invalidate_effects")
-CHUNK = 5000
-
-
-def apply_step(graph: Graph, step: tuple[str, list]) -> None:
-    """Apply one (kind, rows) step of a plan; applying it twice changes nothing."""
-    kind, rows = step
-    if kind in ONE_NODE_PER_ROW:
-        ids = rows if kind in ("drop_reads", "drop_feeds") else [r["id"] for r in rows]
-        params = {**id_set(ids), "rows": rows}
-    else:
-        params = {"ids" if kind in ("drop_reads", "drop_feeds") else "rows": rows}
-    graph.query(STEP_QUERIES[kind], params)
+# The edges and effects of new and re-run actions, one row per action ({"id", "items"} or, for a
+# handoff, {"id": child, "parent"}) through the same range scan: one index lookup per row, not two.
+CREATE_HANDOFFS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+WITH a, $rows[$slot[a.id - $lo] - 1] AS r
+MATCH (p:Action {{id: r.parent}})
+MERGE (p)-[:HANDED_OFF]->(a)
+"""
+CREATE_READS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+UNWIND $rows[$slot[a.id - $lo] - 1].items AS fact
+MATCH (f:Fact {{id: fact}})
+MERGE (a)-[:READ]->(f)
+"""
+CREATE_FEEDS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+UNWIND $rows[$slot[a.id - $lo] - 1].items AS writer
+MATCH (w:Action {{id: writer}})
+MERGE (w)-[:FEEDS]->(a)
+"""
+CREATE_EFFECTS_OF_SET = f"""
+MATCH (a:Action) WHERE {IN_SET}
+UNWIND $rows[$slot[a.id - $lo] - 1].items AS r
+MERGE (e:Effect {{id: r.id}})
+SET e.kind = r.kind, e.ticket = r.ticket, e.amount = r.amount, e.currency = r.currency,
+    e.details = r.details, e.live = true, e.held = r.held, e.recorded_at = r.recorded_at,
+    e.incident = r.incident
+MERGE (a)-[:CAUSED]->(e)
+"""

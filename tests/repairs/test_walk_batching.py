@@ -9,7 +9,7 @@ from provenance.llm import reset_client
 from provenance.services import desk_run
 from repairs import lookahead
 from repairs.engine import RepairWalk
-from repairs.queries import apply_step
+from repairs.steps import apply_step
 from tests.helpers import flag_and_repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,7 +58,7 @@ def test_re_runs_take_their_model_answers_from_a_few_batched_fetches(settings, m
     # most that one asks alone.
     assert seen.count(queries.CACHE_GET) <= 2
     assert 1 <= seen.count(queries.CACHE_GET_MANY) <= lookahead.LEVELS + 1
-    assert seen.count(queries.ACTION_DETAILS_OF_SET) == 1
+    assert seen.count(queries.WALK_LOAD) == 1
 
 
 def test_without_the_lookahead_every_re_run_asks_the_cache_alone(settings, monkeypatch):
