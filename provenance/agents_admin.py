@@ -49,7 +49,9 @@ def _field_check(check, value):
 class ReasonField(forms.CharField):
     def __init__(self, **kwargs):
         super().__init__(widget=forms.Textarea(attrs={"rows": 2, "cols": 60}), max_length=validation.REASON_MAX,
-                         help_text="Why: recorded in the workspace's audit chain (required).", **kwargs)
+                         help_text="Why: recorded in the workspace's audit chain (required).",
+                         error_messages={"required": "Give a reason: it is recorded in the workspace's audit chain."},
+                         **kwargs)
 
     def clean(self, value):
         return _field_check(validation.reason, super().clean(value))
@@ -265,9 +267,8 @@ class AgentTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
                     return _refused(self, request, status=403, title=title, message=f"{exc}; nothing was issued.")
                 context = {**self.admin_site.each_context(request), "opts": self.opts, "token": token, "key": key,
                            "title": f"Recording token issued for {token.workspace.name}"}
-                response = TemplateResponse(request, "admin/provenance/agenttoken/issued.html", context)
-                response["Cache-Control"] = "no-store"  # the one page with the key: no cache keeps a copy
-                return response
+                # admin_view's never_cache marks it no-store: no cache keeps a copy of the key.
+                return TemplateResponse(request, "admin/provenance/agenttoken/issued.html", context)
         else:
             form = TokenIssueForm(workspaces=workspaces,
                                   initial={"workspace": request.GET.get("workspace")} if request.GET.get(
