@@ -270,9 +270,8 @@ class AgentTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
                 # admin_view's never_cache marks it no-store: no cache keeps a copy of the key.
                 return TemplateResponse(request, "admin/provenance/agenttoken/issued.html", context)
         else:
-            form = TokenIssueForm(workspaces=workspaces,
-                                  initial={"workspace": request.GET.get("workspace")} if request.GET.get(
-                                      "workspace", "").isdigit() else None)
+            asked = request.GET.get("workspace", "")  # preselected from a workspace's page; B's is no option
+            form = TokenIssueForm(workspaces=workspaces, initial={"workspace": int(asked)} if asked.isdigit() else None)
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": title, "form": form}
         return TemplateResponse(request, "admin/provenance/agenttoken/issue.html", context)
 
