@@ -132,17 +132,11 @@ class AgentRegistrationAdmin(WorkspaceScoped, admin.ModelAdmin):
         readonly = ["workspace", "name", "created_by", "created_at", "updated_at"]
         return readonly if self.has_change_permission(request, obj) else readonly + ["replay_url", "timeout_seconds"]
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.related_model is Workspace:
-            kwargs["queryset"] = manageable_workspaces(request.user)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
     def save_model(self, request, obj, form, change):
         """Through register_agent, not obj.save(): its role check, validation and audit row apply."""
-        workspace = obj.workspace
-        try:
+        try:  # the workspace choices are the visible ones (WorkspaceScoped); adding needs the role there
             registration, _ = onboarding.register_agent(
-                workspace=workspace, name=obj.name, replay=form.cleaned_data["replay"],
+                workspace=obj.workspace, name=obj.name, replay=form.cleaned_data["replay"],
                 timeout_seconds=form.cleaned_data["timeout_seconds"], actor=request.user,
                 reason=form.cleaned_data["reason"], via=VIA)
         except onboarding.OnboardingRefused as exc:
