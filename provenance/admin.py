@@ -295,3 +295,7 @@ class LedgerEntryAdmin(MoneyColumn, WorkspaceScoped, admin.ModelAdmin):
 class OutboxEmailAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ("to", "subject", "workspace", "created_at")
     list_filter = ("workspace",)
+
+
+# Agent registrations and recording tokens live in their own module.
+from provenance.agents_admin import AgentRegistrationAdmin, AgentTokenAdmin  # noqa: E402,F401

@@ -156,19 +156,29 @@ def replay_url(value) -> str:
     return url
 
 
+def remote_agent_name(value) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise validation.InvalidInput(f"agent name must match {NAME_PATTERN.pattern}")
+    if value in registered_names():
+        raise validation.InvalidInput(f"{value!r} is an in-process agent of this deployment; register the remote "
+                                      f"agent under another name")
+    return value
+
+
+def replay_timeout(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPLAY_TIMEOUT:
+        raise validation.InvalidInput(f"timeout_seconds must be a whole number from 1 to {MAX_REPLAY_TIMEOUT}")
+    return value
+
+
 def register_agent(*, workspace: Workspace, name: str, replay: str, timeout_seconds: int = 30, actor, reason: str,
                    via: str) -> tuple[AgentRegistration, bool]:
-    """Register (or re-point) an agent that runs in another process. Returns (registration, created)."""
+    """Register (or re-point) an agent that runs in another process. Returns (registration, created).
+    The field checks are remote_agent_name, replay_url and replay_timeout (the admin's form shows them)."""
     _require(actor, workspace, MANAGE_AGENTS, via=via, what="register agents")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise validation.InvalidInput(f"agent name must match {NAME_PATTERN.pattern}")
-    if name in registered_names():
-        raise validation.InvalidInput(f"{name!r} is an in-process agent of this deployment; register the remote "
-                                      f"agent under another name")
+    name = remote_agent_name(name)
     replay = replay_url(replay)
-    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int) or \
-            not 1 <= timeout_seconds <= MAX_REPLAY_TIMEOUT:
-        raise validation.InvalidInput(f"timeout_seconds must be a whole number from 1 to {MAX_REPLAY_TIMEOUT}")
+    timeout_seconds = replay_timeout(timeout_seconds)
     reason = validation.reason(reason)
     with transaction.atomic():
         registration, created = AgentRegistration.objects.select_for_update().get_or_create(
@@ -187,16 +197,22 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def token_agents(agents) -> list[str]:
+    """The agents a token may record as (empty: any agent of its workspace)."""
+    agents = list(agents or [])
+    for name in agents:
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise validation.InvalidInput(f"agent names must match {NAME_PATTERN.pattern}")
+    return agents
+
+
 def issue_agent_token(*, workspace: Workspace, label: str, agents: list[str] | None = None, actor, reason: str,
                       via: str) -> tuple[AgentToken, str]:
     """A new recording token for `workspace` (only for `agents`, if given). Returns (token, key): the key
     is shown once and never stored."""
     _require(actor, workspace, MANAGE_AGENTS, via=via, what="issue agent tokens")
     label = validation.text(label, field="label", max_length=100)
-    agents = list(agents or [])
-    for name in agents:
-        if not isinstance(name, str) or not NAME_PATTERN.match(name):
-            raise validation.InvalidInput(f"agent names must match {NAME_PATTERN.pattern}")
+    agents = token_agents(agents)
     reason = validation.reason(reason)
     key = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():

@@ -65,8 +65,22 @@ class TrustRefused(PermissionError):
     pass
 
 
+SET_TRUST = "repairs.flag_source"  # the Support lead's permission: trusting a source is a call like flagging it
+
+
+def check_may_set_trust(actor) -> None:
+    """The role check of set_source_trust, for callers that refuse before reading a request's body. The
+    role is asked on every path, the command line's too (its --user is attributed and must hold the role;
+    membership is what the command line does not ask)."""
+    if actor is None or not isinstance(actor, get_user_model()) or not actor.is_active:
+        raise TrustRefused("an active user sets a source's trust")
+    if not actor.has_perm(SET_TRUST):
+        raise TrustRefused(f"user {actor.get_username()!r} may not set source trust (Support lead role needed)")
+
+
 def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str) -> Source:
-    """Set how far a source is trusted (a Support lead's call, like flagging), recorded with who and why."""
+    """Set how far a source is trusted (a Support lead's call, like flagging), recorded with who and why:
+    one `source.trust_set` audit event in the source's workspace chain, from the old level to the new."""
     from compensation import audit
 
     reason = validation.reason(reason)
@@ -75,8 +89,7 @@ def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str
     if actor is None or not isinstance(actor, get_user_model()) or not actor.is_active:
         raise TrustRefused("an active user sets a source's trust")
     tenancy.require_visible(actor, source.workspace_id, via=via, what=f"source {source.source_id!r}")
-    if via != tenancy.OPERATOR_VIA and not actor.has_perm("repairs.flag_source"):
-        raise TrustRefused(f"user {actor.get_username()!r} may not set source trust (Support lead role needed)")
+    check_may_set_trust(actor)
     with transaction.atomic():
         locked = Source.objects.select_for_update().get(pk=source.pk)
         before = locked.trust

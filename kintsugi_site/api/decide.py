@@ -1,7 +1,7 @@
 """Deciding before flagging, over the API: a source's what-if, the sources worth a look in a workspace,
-and an action's reads when it ran beside now. Thin views over repairs.what_if, repairs.suspicious and
-provenance.time_travel; every lookup starts from the caller's visible workspaces (another workspace's
-source, workspace or action answers 404)."""
+a source's trust, and an action's reads when it ran beside now. Thin views over repairs.what_if,
+repairs.suspicious, provenance.trust and provenance.time_travel; every lookup starts from the caller's
+visible workspaces (another workspace's source, workspace or action answers 404)."""
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
@@ -10,9 +10,14 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from kintsugi_site.api.serializers import OutcomeCountsSerializer
+from kintsugi_site.api.serializers import (
+    OutcomeCountsSerializer,
+    ReasonSerializer,
+    SourceSerializer,
+    StrictSerializer,
+)
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import tenancy, time_travel
+from provenance import tenancy, time_travel, trust
 from provenance.models import Source
 from repairs.models import Incident
 from repairs.suspicious import suspicious_sources
@@ -77,6 +82,30 @@ class ActionPageSerializer(serializers.Serializer):
     decision_before_repair = serializers.JSONField()
     facts = serializers.JSONField(help_text="Per fact read: the version seen when it ran, the version its latest run "
                                             "reads, and on each clock (known, valid, system) the version then and now.")
+
+
+class TrustSerializer(StrictSerializer, ReasonSerializer):
+    trust = serializers.ChoiceField(choices=Source.Trust.choices, help_text="How far the source is trusted.")
+
+
+class SourceTrustView(APIView):
+    """A source's trust, as its admin page sets it: the source among the caller's workspaces (404),
+    then the Support lead role (403), then the body (400); provenance.trust.set_source_trust checks
+    the same again and writes the `source.trust_set` audit event."""
+
+    basename = "source"  # what a refusal's audit event names as its subject
+
+    @extend_schema(summary="Set how far a source is trusted, with a reason (Support lead role)",
+                   request=TrustSerializer, responses={200: SourceSerializer})
+    def post(self, request, pk: int):
+        source = get_object_or_404(Source.objects.filter(workspace__in=tenancy.visible_workspaces(user=request.user))
+                                   .select_related("workspace"), pk=pk)
+        trust.check_may_set_trust(request.user)  # refused before the body is read, as the role decides
+        body = TrustSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        source = trust.set_source_trust(source=source, level=body.validated_data["trust"], actor=request.user,
+                                        reason=body.validated_data["reason"], via=Incident.Via.API)
+        return Response(SourceSerializer(source, context={"request": request}).data)
 
 
 class WhatIfView(APIView):

@@ -151,7 +151,7 @@ class SourceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Source
-        fields = ["id", "workspace", "workspace_name", "source_id", "title", "created_at", "open_incident"]
+        fields = ["id", "workspace", "workspace_name", "source_id", "title", "trust", "created_at", "open_incident"]
 
     def get_open_incident(self, source: Source) -> int | None:
         if hasattr(source, "open_incident_id"):  # annotated by the list's own query (SourceViewSet)

@@ -23,6 +23,7 @@ urlpatterns = [
     *[path(f"recording/actions/<int:action_id>/{op}/", view.as_view(), name=f"recording-{op}")
       for op, view in agents.CALL_VIEWS.items()],
     path("sources/<int:pk>/what-if/", decide.WhatIfView.as_view(), name="source-what-if"),
+    path("sources/<int:pk>/trust/", decide.SourceTrustView.as_view(), name="source-trust"),
     path("workspaces/<int:pk>/suspicious-sources/", decide.SuspiciousSourcesView.as_view(),
          name="workspace-suspicious-sources"),
     path("workspaces/<int:pk>/actions/<int:action_id>/", decide.ActionAtView.as_view(), name="workspace-action"),

@@ -111,4 +111,18 @@ def test_every_status_and_incident_view_pages_through_an_index_in_queue_order(re
         cur.execute("SET LOCAL enable_incremental_sort = off")
         plan = cl.queryset[:50].explain()
     # Ordered by an index that also selects the rows ("Join Filter"s of the joins aside).
-    assert "Sort" not in plan and not re.search(r"^\s*Filter:", plan, re.M), plan
+    assert "Sort" not in plan and not _filtered_nodes(plan) - {"provenance_workspace_members"}, plan
+
+
+def _filtered_nodes(plan: str) -> set[str]:
+    """The tables of the plan's nodes that filter rows after their index. The tenancy rule's membership
+    lookup (one row per workspace) may be planned through its workspace index with a filter on the user,
+    depending on the table's statistics when it was last analysed; that is no walk over items."""
+    tables, node = set(), ""
+    for line in plan.splitlines():
+        if re.match(r"^\s*(->|\w)", line) and not re.match(r"^\s*\w[\w ]*:", line):
+            node = line
+        elif re.match(r"^\s*Filter:", line):
+            found = re.search(r" on (\w+)", node)
+            tables.add(found.group(1) if found else node.strip())
+    return tables

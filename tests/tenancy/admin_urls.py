@@ -27,6 +27,8 @@ OBJECT_MODELS = {
     "repairs_incidenttransition": lambda b: b.transition.pk,
     "compensation_compensationitem": lambda b: b.item.pk,
     "compensation_auditevent": lambda b: b.event.pk,
+    "provenance_agentregistration": lambda b: b.agent.pk,
+    "provenance_agenttoken": lambda b: b.agent_token.pk,
     # Not workspace data: only superusers have these permissions, so members of A get 403.
     "auth_user": lambda b: b.user.pk,
     "auth_group": lambda b: b.group.pk,
@@ -137,6 +139,14 @@ def requests_for(name: str, b) -> list[Request] | None:
                                                                args=[b.workspace.pk, b.action_id]))],
         "provenance_workspace_fact": [Request("GET", reverse("admin:provenance_workspace_fact",
                                                              args=[b.workspace.pk, "vip_rules"]))],
+        # Recording tokens: issuing one for B's workspace, and revoking B's token.
+        "provenance_agenttoken_issue": [
+            Request("GET", reverse("admin:provenance_agenttoken_issue") + f"?workspace={b.workspace.pk}", kind="list"),
+            Request("POST", reverse("admin:provenance_agenttoken_issue"),
+                    {"workspace": b.workspace.pk, "label": "x", "agents": "", "reason": "x"})],
+        "provenance_agenttoken_revoke": [
+            Request("GET", reverse("admin:provenance_agenttoken_revoke", args=[b.agent_token.pk])),
+            Request("POST", reverse("admin:provenance_agenttoken_revoke", args=[b.agent_token.pk]), {"reason": "x"})],
         "compensation_auditevent_export": [
             Request("GET", reverse("admin:compensation_auditevent_export") + q, kind="export")
             for q in ("?format=json", f"?format=json&incident={incident}", "?format=csv")],
@@ -175,7 +185,7 @@ def admin_url_names() -> list:
 def unknown_admin_urls(known=requests_for, b=None) -> list:
     b = b or SimpleNamespace(**{k: SimpleNamespace(pk=1, name="x") for k in (
         "workspace", "source", "ticket", "ledger", "outbox", "incident", "transition", "item", "event", "user",
-        "group", "token_user")}, action_id=1)
+        "group", "token_user", "agent", "agent_token")}, action_id=1)
     b.item.ticket_id = getattr(b.item, "ticket_id", "t01")
     return sorted({str(n) for n in admin_url_names() if known(n, b) is None})
 
@@ -185,7 +195,9 @@ def markers(b) -> list[str]:
     out = [b.workspace.name, f"/admin/repairs/incident/{b.incident.pk}/",
            f"/admin/provenance/source/{b.source.pk}/", f"/admin/provenance/ticket/{b.ticket.pk}/",
            f"/admin/provenance/ledgerentry/{b.ledger.pk}/", f"/admin/provenance/outboxemail/{b.outbox.pk}/",
-           f"/admin/provenance/workspace/{b.workspace.pk}/", f"data-incident=\"{b.incident.pk}\""]
+           f"/admin/provenance/workspace/{b.workspace.pk}/", f"data-incident=\"{b.incident.pk}\"",
+           f"/admin/provenance/agentregistration/{b.agent.pk}/", f"/admin/provenance/agenttoken/{b.agent_token.pk}/",
+           b.agent.name, b.agent_token.prefix]
     out += [f"/admin/compensation/compensationitem/{pk}/" for pk in b.item_ids]
     out.append(B_EMAIL_DOMAIN)
     return out

@@ -16,7 +16,8 @@ from compensation.models import AuditEvent, CompensationItem
 from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import workspace_graph
-from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
+from provenance.models import AgentRegistration, AgentToken, LedgerEntry, OutboxEmail, Source, Ticket, Workspace
+from provenance.onboarding import issue_agent_token, register_agent
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.services import flag_source
@@ -65,6 +66,11 @@ def two_teams(django_db_setup, django_db_blocker):
                 OutboxEmail.objects.create(workspace=ws_b, run_number=1, to="amara" + admin_urls.B_EMAIL_DOMAIN,
                                            subject="Your refund", body="sent", idempotency_key=f"b-{tag}")
             Token.objects.create(user=b_lead)
+            # B's agent in another process and its recording token (set up from B's shell).
+            agent, _ = register_agent(workspace=ws_b, name=f"b_agent_{tag}", replay="http://10.9.9.9:9100/replay",
+                                      actor=None, reason="b's agent", via="cli")
+            agent_token, _ = issue_agent_token(workspace=ws_b, label="b's desk", actor=None, reason="b's token",
+                                               via="cli")
             yield SimpleNamespace(people=people, a=a, b_lead=b_lead, b=SimpleNamespace(
                 workspace=ws_b, incident=b, item=b.compensation_items.order_by("pk").first(),
                 item_ids=list(b.compensation_items.values_list("pk", flat=True)),
@@ -73,7 +79,8 @@ def two_teams(django_db_setup, django_db_blocker):
                 ledger=LedgerEntry.objects.filter(workspace=ws_b).first(),
                 outbox=OutboxEmail.objects.filter(workspace=ws_b).first(),
                 transition=b.transitions.first(), event=AuditEvent.objects.filter(incident_id=b.pk).first(),
-                user=b_lead, group=Group.objects.get(name=REVIEWER), token_user=b_lead,
+                user=b_lead, group=Group.objects.get(name=REVIEWER), token_user=b_lead, agent=agent,
+                agent_token=agent_token,
                 action_id=b.outcomes.filter(status="rerun_changed").first().action_id))
         finally:
             transaction.set_rollback(True)
@@ -92,6 +99,9 @@ def _state_of(b) -> dict:
         "members": sorted(Workspace.objects.get(pk=ws.pk).members.values_list("pk", flat=True)),
         "sources": sorted(Source.objects.filter(workspace=ws).values_list("pk", "content")),
         "tickets": sorted(Ticket.objects.filter(workspace=ws).values_list("pk", "customer_email")),
+        "agents": sorted(AgentRegistration.objects.filter(workspace=ws).values_list("pk", "name", "replay_url",
+                                                                                    "timeout_seconds")),
+        "agent_tokens": sorted(AgentToken.objects.filter(workspace=ws).values_list("pk", "label", "revoked_at")),
         "graph": (graph.ro_query("MATCH (n) RETURN count(n)")[0][0],
                   graph.ro_query("MATCH ()-[r]->() RETURN count(r)")[0][0],
                   graph.ro_query("MATCH (a:Action) WHERE a.status IS NOT NULL RETURN count(a)")[0][0]),
