@@ -351,7 +351,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         "reexec_per_s_walk": executed / walk if walk else None,
         "reexec_per_s_walk_apply": executed / (walk + apply) if walk + apply else None,
         "minimum": len(minimum), "excess": len(engine_set - minimum), "missed": len(minimum - engine_set),
-        "plan_steps": len((incident.plan or {}).get("steps", [])),
+        "plan_steps": (incident.plan or {}).get("step_count", len((incident.plan or {}).get("steps", []))),
     }
     base_n = marks.get("baseline_actions") or 0
     res["full_replay"] = {"actions": base_n, "seconds": baseline_s,

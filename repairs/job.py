@@ -41,7 +41,7 @@ from provenance.vocabulary import ActionStatus
 from repairs import parts
 from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
-from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect
+from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect, RepairStep
 from repairs.steps import apply_step
 from repairs.signals import repair_finished
 from repairs.verify import verify_incident
@@ -147,12 +147,16 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
     """Store the plan with its outcomes and effects in one transaction: from here on a resumed job
     applies this plan instead of walking again, and an idle worker may start drafting."""
     with transaction.atomic():
-        ActionOutcome.objects.filter(incident=incident).delete()
-        RepairEffect.objects.filter(incident=incident).delete()
+        for table in (ActionOutcome, RepairEffect, RepairStep):
+            table.objects.filter(incident=incident).delete()
         copy_rows(ActionOutcome, plan["outcomes"], incident_id=incident.pk)
         copy_rows(RepairEffect, plan["effects"], incident_id=incident.pk)
+        copy_rows(RepairStep, ({"index": i, "kind": kind, "rows": rows} for i, (kind, rows) in enumerate(plan["steps"])),
+                  incident_id=incident.pk)
         touched = incident.outcomes.filter(ticket__gt="").exclude(status=ActionStatus.SKIPPED).values("ticket")
-        incident.plan = {k: v for k, v in plan.items() if k not in ("outcomes", "effects")}  # in their tables now
+        # What is in its tables now stays out of the plan: one jsonb value holds at most 256 MB.
+        incident.plan = {k: v for k, v in plan.items() if k not in ("outcomes", "effects", "steps")}
+        incident.plan["step_count"] = len(plan["steps"])
         incident.applied_steps = 0
         incident.blast_radius = plan["blast_radius"]
         incident.counts = plan["counts"]
@@ -168,13 +172,15 @@ def apply_plan(incident: Incident) -> None:
     """Apply the plan's steps from the first one not yet applied (each is idempotent, so one applied
     again after a crash between the write and the count changes nothing), then count the workspace's
     actions as the repaired graph holds them."""
-    steps = incident.plan["steps"]
+    inline = incident.plan.get("steps")  # a plan checkpointed before steps had their own table
+    total = len(inline) if inline is not None else incident.plan["step_count"]
     graph = workspace_graph(incident.workspace.name)
-    for i in range(incident.applied_steps, len(steps)):
-        apply_step(graph, steps[i])
+    for i in range(incident.applied_steps, total):
+        step = inline[i] if inline is not None else incident.steps.values_list("kind", "rows").get(index=i)
+        apply_step(graph, tuple(step))
         # The count is the checkpoint and the admin's bar at once (a step takes long enough to show).
         Incident.objects.filter(pk=incident.pk).update(applied_steps=i + 1, phase=P.APPLYING, progress_done=i + 1,
-                                                       progress_total=len(steps))
+                                                       progress_total=total)
         fault_point(f"applied:{i + 1}")
     Workspace.objects.filter(pk=incident.workspace_id).update(
         action_count=graph.ro_query(queries.ACTION_COUNT)[0].n)

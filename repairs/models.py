@@ -127,6 +127,24 @@ class RepairPart(models.Model):
         return f"part {self.index} of incident #{self.incident_id}"
 
 
+class RepairStep(models.Model):
+    """One step of a checkpointed repair plan: a chunk of graph rows of one kind (repairs.steps), applied
+    in `index` order. In a table of their own rather than in the plan: a million-action repair's steps
+    outgrow what one jsonb value holds (256 MB), and each step is read only when it is applied."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=32)
+    rows = models.JSONField()
+
+    class Meta:
+        ordering = ["incident", "index"]
+        constraints = [models.UniqueConstraint(fields=["incident", "index"], name="one_step_per_index")]
+
+    def __str__(self) -> str:
+        return f"step {self.index} ({self.kind}) of incident #{self.incident_id}"
+
+
 class IncidentTransition(models.Model):
     """Who moved an incident from one status to another, when, why and from where. Append-only."""
 
