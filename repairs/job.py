@@ -76,16 +76,32 @@ def run_repair(*, incident_id: int) -> Incident | None:
                                error="")
                 return repair(incident)
             except (GraphUnavailable, OperationalError) as exc:
+                if not outage(exc):
+                    return _failed(incident, exc)
                 incident.refresh_from_db()
                 message = scrub_secrets(str(exc).splitlines()[0])
                 transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
-                log.exception("repair of incident %s failed", incident.pk)
-                incident.refresh_from_db()
-                transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
-                           error=scrub_secrets(f"{type(exc).__name__}: {exc}"))
-                return incident
+                return _failed(incident, exc)
+
+
+def outage(exc: Exception) -> bool:
+    """Whether an error is a store being away (retry later) rather than one retrying cannot mend: every
+    GraphUnavailable, and the Postgres errors of a lost or refused connection (no SQLSTATE, class 08),
+    an operator's shutdown (57) or exhausted resources (53). A limit the data exceeds (54, say a jsonb
+    value over 256 MB) fails the repair instead of blocking it for ever."""
+    if isinstance(exc, GraphUnavailable):
+        return True
+    state = getattr(exc.__cause__, "sqlstate", None)
+    return state is None or state[:2] in ("08", "53", "57")
+
+
+def _failed(incident: Incident, exc: Exception) -> Incident:
+    log.exception("repair of incident %s failed", incident.pk)
+    incident.refresh_from_db()
+    return transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
+                      error=scrub_secrets(f"{type(exc).__name__}: {exc}"))
 
 
 def repair(incident: Incident) -> Incident:

@@ -104,3 +104,34 @@ def test_the_sweep_heals_the_workspaces_whose_server_answers_and_leaves_the_othe
     start()
     healed = heal_outages()
     assert healed.graph_error is None and east.pk in healed.unblocked
+
+
+def test_a_limit_the_data_exceeds_fails_the_repair_instead_of_blocking_it_for_ever(monkeypatch):
+    """Postgres refusing a statement for a limit (class 54: a jsonb value over 256 MB, an array too
+    long) is not an outage: retrying cannot mend it, so the repair fails with the reason at once."""
+    from django.db import connection
+
+    from repairs import job
+
+    desk_run(workspace="limits")
+    incident = open_incident("limits", POISONED_PAGE)
+
+    def too_big(incident, plan):
+        with connection.cursor() as cur:
+            cur.execute("SELECT array_fill(0, ARRAY[200000000])")  # SQLSTATE 54000, program_limit_exceeded
+
+    monkeypatch.setattr(job, "checkpoint_plan", too_big)
+    failed = run_repair(incident_id=incident.pk)
+    assert failed.status == Incident.Status.FAILED and "exceeds the maximum" in failed.error
+    assert failed.transitions.filter(to_status=Incident.Status.BLOCKED).count() == 0
+
+
+def test_a_lost_database_connection_still_blocks_the_repair_for_a_retry():
+    from django.db import OperationalError
+
+    from provenance.graph import GraphUnavailable as Unavailable
+    from repairs.job import outage
+
+    lost = OperationalError("connection refused")
+    lost.__cause__ = Exception("no SQLSTATE: the server never answered")
+    assert outage(lost) and outage(Unavailable("FalkorDB at redis://127.0.0.1:1 is unreachable"))
