@@ -178,11 +178,7 @@ def reading_if_ready(graph: Graph) -> Iterator[Topology | None]:
         with reading(graph) as topo:
             yield topo
         return
-    key = (graph.url, graph.name)
-    with _lock:
-        cached = _cache.get(key)
-    # No copy at all: no need to read the stamp before answering from FalkorDB.
-    if cached is not None and cached.epoch == graph.stamp()[0]:
+    if _holds_current(graph):
         with reading(graph) as topo:
             yield topo
         return
@@ -199,14 +195,19 @@ def reading_if_current(graph: Graph) -> Iterator[Topology | None]:
     appended actions), else None, and nothing is read for next time: for a caller about to rewrite the
     graph (a repair walk, whose apply gives it a new epoch), a copy read now would be thrown away
     unused, and reading one costs more than asking FalkorDB the question once."""
-    key = (graph.url, graph.name)
-    with _lock:
-        cached = _cache.get(key)
-    if cached is not None and cached.epoch == graph.stamp()[0]:
+    if _holds_current(graph):
         with reading(graph) as topo:
             yield topo
         return
     yield None
+
+
+def _holds_current(graph: Graph) -> bool:
+    """Whether this process holds the graph's topology at its current epoch."""
+    with _lock:
+        cached = _cache.get((graph.url, graph.name))
+    # No copy at all: no need to read the stamp before answering from FalkorDB.
+    return cached is not None and cached.epoch == graph.stamp()[0]
 
 
 def build_in_background(name: str, url: str | None = None) -> threading.Thread | None:
