@@ -9,13 +9,11 @@ killed at any point resumes to the same result.
 from __future__ import annotations
 
 import bisect
-import gc
 import heapq
 import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-
 from typing import TYPE_CHECKING
 
 from provenance import queries
@@ -27,7 +25,7 @@ from provenance.selectors import ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
-from repairs.steps import CHUNK, STEP_ORDER, apply_step, grouped_rows, plan_steps  # noqa: F401 - apply_step, CHUNK: part of the engine's API
+from repairs.steps import STEP_ORDER, grouped_rows, plan_steps
 
 if TYPE_CHECKING:
     from repairs.models import Incident

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from provenance.rows import ActionKeys
 from provenance.vocabulary import COUNT_KEYS
-from repairs.steps import CHUNK, STEP_ORDER
+from repairs.steps import STEP_ORDER, plan_steps
 
 ID_HEADROOM = 4  # new ids a part may use per action it walks (plus a fixed 1,000)
 
@@ -97,7 +97,7 @@ def join(plans: list[dict], blast_radius: int) -> dict:
     for plan in plans:
         for kind, chunk in plan["steps"]:
             rows[kind].extend(chunk)
-    steps = [[kind, rows[kind][i:i + CHUNK]] for kind in STEP_ORDER for i in range(0, len(rows[kind]), CHUNK)]
+    steps = plan_steps(rows)
     counts = {k: sum(p["counts"].get(k, 0) for p in plans) for k in COUNT_KEYS}
     upstream: dict = {}
     for plan in plans:

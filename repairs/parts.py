@@ -17,7 +17,7 @@ from kintsugi_site.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph, workspace_graph
 from provenance.llm import get_client
-from provenance.vocabulary import DEAD
+from provenance.selectors import ingesters, radius_actions_in_graph
 from repairs import parallel
 from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
@@ -60,16 +60,11 @@ def walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
 def _split(incident: Incident, graph: Graph) -> list[RepairPart]:
     # The radius from one algo.BFS in FalkorDB rather than the topology mirror: a split happens once per
     # large repair, and the mirror's first read of a big desk would cost more than it saves here.
-    found = {}
-    for (packed,) in graph.ro_query(queries.RADIUS_ACTIONS, {"source": incident.source_id, "dead": list(DEAD)}):
-        for item in packed.split(",") if packed else []:
-            aid, seq = item.split(":")
-            found[int(aid)] = float(seq)
-    radius = sorted(found, key=lambda i: (found[i], i))  # seq order, as the walk visits them
+    radius = [r.id for r in radius_actions_in_graph(graph, incident.source_id)]
     if len(radius) < settings.KINTSUGI_REPAIR_PARALLEL_MIN:
         return []
     live = set(radius)
-    masked = [r.id for r in graph.ro_query(queries.INGESTERS, {"source": incident.source_id}) if r.id in live]
+    masked = [a for a in ingesters(graph, incident.source_id) if a in live]
     keys = graph.ro_query(queries.ACTION_KEYS, {"ids": list(dict.fromkeys(masked + radius))})
     top = graph.ro_query(queries.MAX_IDS)[0]
     groups = parallel.partition(keys, radius, masked, settings.KINTSUGI_REPAIR_PARTS)
