@@ -33,7 +33,7 @@ from kintsugi_site import locks
 from kintsugi_site.bulk import copy_rows
 from kintsugi_site.locks import advisory_lock
 from provenance import queries
-from provenance.graph import GraphUnavailable, workspace_graph
+from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Workspace
 from provenance.scrub import scrub_secrets
@@ -106,10 +106,12 @@ def _failed(incident: Incident, exc: Exception) -> Incident:
 
 def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
+    graph = workspace_graph(incident.workspace.name)
     if incident.plan is None:
         excluded = scope(incident)
-        checkpoint_plan(incident, walk(incident, excluded))
-    apply_plan(incident)
+        plan = walk(incident, graph, excluded)
+        checkpoint_plan(incident, plan)
+    apply_plan(incident, graph)
     verify_and_draft(incident)
     return finish(incident)
 
@@ -142,13 +144,12 @@ def _excluded_now(incident: Incident) -> set[str]:
 
 
 # --- 2. walk ---
-def walk(incident: Incident, excluded: set[str]) -> dict:
+def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
     """The repair plan (repairs.engine): walked in parts by several workers when the radius is large and
     splits (repairs.parts), otherwise in one piece here. An idle worker records the verification's
     baseline meanwhile."""
     offer_to_idle_workers("record_baseline_task", incident.pk)
     progress = Progress(incident.pk, P.WALKING)
-    graph = workspace_graph(incident.workspace.name)
     plan = parts.walk_in_parts(incident, graph) if settings.KINTSUGI_REPAIR_PARTS >= 2 else None
     if plan is None:
         plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded), source=incident.source_id,
@@ -184,13 +185,12 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
 
 
 # --- 4. apply ---
-def apply_plan(incident: Incident) -> None:
+def apply_plan(incident: Incident, graph: Graph) -> None:
     """Apply the plan's steps from the first one not yet applied (each is idempotent, so one applied
     again after a crash between the write and the count changes nothing), then count the workspace's
     actions as the repaired graph holds them."""
     inline = incident.plan.get("steps")  # a plan checkpointed before steps had their own table
     total = len(inline) if inline is not None else incident.plan["step_count"]
-    graph = workspace_graph(incident.workspace.name)
     for i in range(incident.applied_steps, total):
         step = inline[i] if inline is not None else incident.steps.values_list("kind", "rows").get(index=i)
         apply_step(graph, tuple(step))
