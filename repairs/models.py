@@ -107,7 +107,8 @@ class Incident(models.Model):
 
 class RepairPart(models.Model):
     """One part of a repair walked apart from the others (repairs.parallel). Whoever holds the part's
-    advisory lock walks it (the repairing worker or a helper task); the plan is its checkpoint."""
+    advisory lock walks it (the repairing worker or a helper task); the plan and its chunks are its
+    checkpoint."""
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="parts")
     index = models.PositiveIntegerField()
@@ -125,6 +126,20 @@ class RepairPart(models.Model):
 
     def __str__(self) -> str:
         return f"part {self.index} of incident #{self.incident_id}"
+
+
+class RepairPartChunk(models.Model):
+    """A chunk of one of a part's long lists (its outcomes, effects, steps or upstream edges), so that
+    a part's plan, like the incident's, stays far from what one jsonb value holds (256 MB)."""
+
+    part = models.ForeignKey(RepairPart, on_delete=models.CASCADE, related_name="chunks")
+    list = models.CharField(max_length=16)
+    index = models.PositiveIntegerField()
+    rows = models.JSONField()
+
+    class Meta:
+        ordering = ["part", "list", "index"]
+        constraints = [models.UniqueConstraint(fields=["part", "list", "index"], name="one_chunk_per_index")]
 
 
 class RepairStep(models.Model):

@@ -10,9 +10,11 @@ import socket
 import time
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Sum
 
 from kintsugi_site import locks
+from kintsugi_site.bulk import copy_rows
 from kintsugi_site.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph, workspace_graph
@@ -21,9 +23,13 @@ from provenance.selectors import ingesters, radius_actions_in_graph
 from repairs import parallel
 from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
-from repairs.models import Incident, RepairPart
+from repairs.models import Incident, RepairPart, RepairPartChunk
+from repairs.steps import CHUNK
 
 log = logging.getLogger(__name__)
+# A part's long lists, kept in RepairPartChunk, and how many of their items a chunk holds (a step is
+# itself a chunk of up to CHUNK graph rows).
+OUT_OF_LINE = {"outcomes": CHUNK, "effects": CHUNK, "steps": 1, "upstream": CHUNK}
 
 
 def walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
@@ -45,7 +51,7 @@ def walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
         if not any([walk_part(pk) for pk in pending]):
             time.sleep(0.2)  # every unfinished part is being walked by another worker (its bar moves the incident's)
     parts = list(incident.parts.order_by("index"))
-    plans = [p.plan for p in parts]
+    plans = [whole_plan(p) for p in parts]
     reason = parallel.conflict(plans, [tuple(p.id_base) for p in parts])
     if reason:
         log.warning("incident %s: parts depend on each other (%s); walking the radius in one piece",
@@ -95,11 +101,40 @@ def walk_part(part_id: int) -> bool:
                             progress=PartProgress(part), only=part.action_ids, mask=part.index == 0)
         get_client().flush()
         fault_point(f"part:{part.index}")
-        part.plan = plan.to_json()
-        part.walked_by = f"{socket.gethostname()}:{os.getpid()}"
-        part.seconds = time.monotonic() - started
-        part.save(update_fields=["plan", "walked_by", "seconds"])
+        _checkpoint(part, plan.to_json(), walked_by=f"{socket.gethostname()}:{os.getpid()}",
+                    seconds=time.monotonic() - started)
         return True
+
+
+def _checkpoint(part: RepairPart, plan: dict, **fields) -> None:
+    """The part's plan with its long lists in chunks of their own rows, all in one transaction: a part
+    has a plan (is walked) only once every chunk of it is there."""
+    with transaction.atomic():
+        part.chunks.all().delete()
+        copy_rows(RepairPartChunk, ({"list": name, "index": i // size, "rows": items[i:i + size]}
+                                    for name, size in OUT_OF_LINE.items() for items in [_as_list(plan[name])]
+                                    for i in range(0, len(items), size)), part_id=part.pk)
+        part.plan = {k: v for k, v in plan.items() if k not in OUT_OF_LINE}
+        for name, value in fields.items():
+            setattr(part, name, value)
+        part.save(update_fields=["plan", *fields])
+
+
+def whole_plan(part: RepairPart) -> dict:
+    """A walked part's plan as its walk returned it, long lists read back from their chunks (a plan
+    checkpointed with them inline is returned as it is)."""
+    plan = dict(part.plan)
+    if all(name in plan for name in OUT_OF_LINE):
+        return plan
+    lists: dict[str, list] = {name: [] for name in OUT_OF_LINE}
+    for name, rows in part.chunks.order_by("list", "index").values_list("list", "rows").iterator():
+        lists[name].extend(rows)
+    plan.update(lists, steps=[tuple(step) for step in lists["steps"]], upstream=dict(lists["upstream"]))
+    return plan
+
+
+def _as_list(value) -> list:
+    return list(value.items()) if isinstance(value, dict) else list(value)
 
 
 class PartProgress:

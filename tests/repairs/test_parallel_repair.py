@@ -8,9 +8,10 @@ from kintsugi_site.celery import app
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.selectors import export_state
 from provenance.services import desk_run
-from repairs import parallel
+from repairs import parallel, parts
 from repairs.job import excluded_sources
 from repairs.models import Incident, RepairPart
+from repairs.parts import whole_plan
 from tests.conftest import Worker, purge_broker, wait_for, worker_env
 from tests.repairs.helpers import open_incident, repair, wait_until_finished
 
@@ -51,6 +52,30 @@ def test_a_repair_in_parts_equals_the_one_piece_repair(one_piece):
     assert export_state(workspace="parts") == export_state(workspace="whole")
 
 
+def test_a_parts_long_lists_are_checkpointed_in_chunks(one_piece, monkeypatch):
+    """A part's outcomes, effects, steps and upstream edges go to rows of their own, a few at a time, so
+    a large part's plan never meets the jsonb limit; read back, they join to the one-piece result."""
+    monkeypatch.setattr(parts, "OUT_OF_LINE", {name: 3 for name in parts.OUT_OF_LINE})
+    desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
+    incident = repair("parts", POISONED_PAGE)
+    assert incident.status == "repaired", incident.error
+    assert "parts" in incident.plan
+    for part in incident.parts.all():
+        assert not set(parts.OUT_OF_LINE) & set(part.plan)
+        plan = whole_plan(part)
+        for name in parts.OUT_OF_LINE:
+            assert part.chunks.filter(list=name).count() == -(-len(plan[name]) // 3)
+        assert len(plan["outcomes"]) > 3
+    assert _outcomes(incident) == _outcomes(one_piece)
+    assert export_state(workspace="parts") == export_state(workspace="whole")
+
+
+def test_a_part_checkpointed_with_its_lists_inline_still_joins():
+    plan = {"steps": [["fact_retire", [1]]], "outcomes": [{"action_id": 1}], "effects": [], "upstream": {"1": []},
+            "blast_radius": 1}
+    assert whole_plan(RepairPart(plan=plan)) == plan
+
+
 def _interleaved(graph, radius, masked, parts):
     """A wrong split: every other action, so handoffs and customer memory cross between parts."""
     ids = list(dict.fromkeys(list(masked) + list(radius)))
@@ -63,7 +88,7 @@ def test_parts_that_depend_on_each_other_are_walked_in_one_piece(one_piece, monk
     incident = repair("parts", POISONED_PAGE)
     assert incident.status == "repaired", incident.error
     assert "parts" not in incident.plan  # the check refused the join
-    plans = [p.plan for p in incident.parts.order_by("index")]
+    plans = [whole_plan(p) for p in incident.parts.order_by("index")]
     assert parallel.conflict(plans, [tuple(p.id_base) for p in incident.parts.order_by("index")])
     assert incident.counts == one_piece.counts
     assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
