@@ -18,6 +18,7 @@ from compensation import edits, effect_kinds, selectors, sequencing, services
 from compensation.case_admin import CaseViews
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
+from kintsugi_site.admin_rows import WrittenByServices
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_totals, parse_money
 from provenance import tenancy
@@ -62,7 +63,7 @@ class IncidentFilter(admin.SimpleListFilter):
 
 
 @admin.register(CompensationItem)
-class CompensationItemAdmin(CaseViews, WorkspaceScoped, admin.ModelAdmin):
+class CompensationItemAdmin(WrittenByServices, CaseViews, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "incident__workspace"
     list_display = ("item_link", "incident", "kind", "ticket_id", "customer_email", "amount", "status", "valid",
                     "draft_summary", "drafted_by")
@@ -72,16 +73,6 @@ class CompensationItemAdmin(CaseViews, WorkspaceScoped, admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = False  # no second count of the whole queue; QueuePaginator counts the filtered one
     actions = ["bulk_approve", "redraft"]
-
-    # --- permissions: items are never added, deleted or edited as rows; only the services change them ---
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def has_review_permission(self, request) -> bool:
         return request.user.has_perm(services.REVIEW_PERMISSION)

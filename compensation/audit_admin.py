@@ -15,6 +15,7 @@ from django.utils.html import format_html
 
 from compensation import audit, chains, selectors
 from compensation.models import AuditEvent, CompensationItem
+from kintsugi_site.admin_rows import WrittenByServices
 from kintsugi_site.admin_tenancy import WorkspaceScoped
 
 
@@ -84,7 +85,7 @@ class ItemFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(WorkspaceScoped, admin.ModelAdmin):
+class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     # What a person reads first: when, who, what and why; the chain position and hash after.
     list_display = ("at", "actor_name", "action", "subject", "reason", "status_change", "via", "chain", "seq",
                     "short_hash")
@@ -99,15 +100,6 @@ class AuditEventAdmin(WorkspaceScoped, admin.ModelAdmin):
     change_list_template = "admin/compensation/auditevent/change_list.html"
     # The history pages link here with these filters (an incident, or one item or incident).
     EXTRA_LOOKUPS = {"subject_id", "subject_type"}
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def lookup_allowed(self, lookup, value, request=None):
         return lookup in self.EXTRA_LOOKUPS or super().lookup_allowed(lookup, value, request)

@@ -21,6 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from kintsugi_site.admin_rows import WrittenByServices
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import onboarding, tenancy, validation
 from provenance.models import AgentRegistration, AgentToken, Workspace
@@ -171,8 +172,9 @@ class TokenIssueForm(forms.Form):
 
 
 @admin.register(AgentToken)
-class AgentTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
-    """Never the key (it is not stored) nor its hash: the prefix tells tokens apart."""
+class AgentTokenAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
+    """Never the key (it is not stored) nor its hash: the prefix tells tokens apart. Issued and revoked
+    only through the services (the pages below)."""
 
     list_display = ("label", "workspace", "key_prefix", "agent_names", "created_by", "created_at", "revoked",
                     "revoke_link")
@@ -205,16 +207,6 @@ class AgentTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None) -> bool:
         return _may_manage_any(request.user) or super().has_view_permission(request, obj)
-
-    # Issued and revoked only through the services (the pages below): no raw add, change or delete.
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def get_urls(self):
         wrap = self.admin_site.admin_view

@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from kintsugi_site.admin_rows import WrittenByServices
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
 from repairs import explain, radius_picture, selectors, services, ticket_story, views
@@ -28,7 +29,8 @@ def incident_url(incident_id: int) -> str:
 
 
 @admin.register(Incident)
-class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
+class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
+    # Opened by flagging a source, with a preview first; retried and closed through their own forms.
     list_display = ("number", "source_id", "workspace", "status", "progress_display", "blast_radius", "flagged_by",
                     "created_at")
     list_display_links = ("number", "source_id")
@@ -48,15 +50,6 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
     @admin.display(description="progress")
     def progress_display(self, obj: Incident) -> str:
         return f"{obj.percent}%" + (f" ({obj.phase})" if obj.status in selectors.RUNNING and obj.phase else "")
-
-    def has_add_permission(self, request) -> bool:
-        return False  # incidents are opened by flagging a source, with a preview first
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False  # the page is read-only; retry and close go through their own forms
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_lead_permission(self, request) -> bool:
         return request.user.has_perm("repairs.flag_source")
@@ -231,7 +224,7 @@ class IncidentAdmin(WorkspaceScoped, admin.ModelAdmin):
 
 
 @admin.register(IncidentTransition)
-class IncidentTransitionAdmin(WorkspaceScoped, admin.ModelAdmin):
+class IncidentTransitionAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     """Read-only: the append-only status history of the incidents the person may see."""
 
     workspace_path = "incident__workspace"
@@ -240,12 +233,3 @@ class IncidentTransitionAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_filter = ("to_status", "via")
     list_select_related = ("incident__workspace", "actor")
     show_full_result_count = False
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
