@@ -32,4 +32,4 @@ bench: venv
 	$(PY) -m bench
 
 stop: venv
-	$(PY) -c "from kintsugi_site import embedded; embedded.stop_all()"
+	$(PY) -c "from core import embedded; embedded.stop_all()"

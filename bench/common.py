@@ -73,7 +73,7 @@ def setup(*, verbose: bool = True) -> None:
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
     os.environ["KINTSUGI_MODEL_BACKEND"] = "offline"
 
-    from kintsugi_site import embedded
+    from core import embedded
 
     atexit.register(_stop_servers)
     tmp = Path(tempfile.mkdtemp(prefix="kintsugi-bench-"))

@@ -13,10 +13,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from compensation import audit, chains, selectors
+from compensation import selectors
+from core import audit, chains
 from compensation.models import AuditEvent, CompensationItem
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped
+from core.admin_rows import WrittenByServices
+from provenance.admin_tenancy import WorkspaceScoped
 
 
 class AuditIncidentFilter(admin.SimpleListFilter):

@@ -11,7 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from compensation import case_decisions, cases as case_selectors, selectors, sequencing, services
-from kintsugi_site.admin_tenancy import refuse_unseen
+from provenance.admin_tenancy import refuse_unseen
 from provenance import tenancy
 from repairs.models import Incident
 

@@ -18,7 +18,7 @@ from django.urls import reverse
 from compensation import sequencing
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
-from kintsugi_site.money import format_money
+from core.money import format_money
 from provenance import tenancy
 from repairs import ticket_story
 from repairs.models import ActionOutcome, Incident

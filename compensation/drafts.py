@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Q
 
-from compensation import audit, effect_kinds
+from compensation import effect_kinds
+from core import audit
 from compensation.customers import ticket_facts
 from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import validate_draft
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_create, copy_rows
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.bulk import copy_create, copy_rows
+from core.locks import advisory_lock
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
 from provenance.scrub import scrub_secrets
@@ -260,7 +261,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                 currency=(draft["currency"] or "")[:8], drafted_by=d.drafted_by, prompt_version=d.prompt_version,
                 valid=not d.problems, problems=d.problems,
             ))
-        copy_create(new_items, with_ids=True)  # COPY, not INSERT: see kintsugi_site.bulk
+        copy_create(new_items, with_ids=True)  # COPY, not INSERT: see core.bulk
         copy_rows(CompensationItem.effects.through, ({"compensationitem_id": item.pk, "repaireffect_id": e["repair_effect"]}
                                                      for item, d in zip(new_items, drafted) for e in d.planned.effects))
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from compensation.models import AuditEvent, CompensationItem
-from kintsugi_site.money import format_money
+from core.money import format_money
 
 LABELS = {"to": "To", "subject": "Subject", "body": "Text", "amount_cents": "Amount"}
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, effect_kinds, gates, sequencing
+from compensation import effect_kinds, gates, sequencing
+from core import audit
 from compensation.models import CompensationItem
 
 K, St = CompensationItem.Kind, CompensationItem.Status

@@ -6,7 +6,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_save
 from django.dispatch import receiver
 
-from compensation import audit
+from core import audit
 from compensation.models import CompensationItem
 from compensation.services import cancel_incident_items, enqueue_execution
 from provenance.membership import current_attribution

@@ -2,7 +2,7 @@
 Drafting them after a repair is compensation.drafts.
 
 Every service that changes state takes `actor`, `reason` and `via` (admin, api, cli, mcp, worker) and
-writes its audit event in the same transaction (compensation.audit). Refused attempts (wrong role,
+writes its audit event in the same transaction (core.audit). Refused attempts (wrong role,
 four-eyes, invalid draft, already decided) are recorded in a transaction of their own, so the record
 survives the refusal, and then raised: PermissionError / ValueError subclasses, which the CLI turns into
 exit code 2 and the admin into an error message.
@@ -16,7 +16,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, customers, effect_kinds, gates, sequencing
+from compensation import customers, effect_kinds, gates, sequencing
+from core import audit
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem

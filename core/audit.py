@@ -8,7 +8,7 @@ included). Appends to one chain are serialised by a transaction-level advisory l
 alone, so two workspaces' audited writes never wait on each other, and `seq` is the chain's previous
 seq + 1 under that lock: committed rows have no gaps (a rolled-back transaction gives its seq back) and
 a deleted row shows as a gap. After commit the new heads are signed into a log outside the database
-(compensation.checkpoints), which is what catches a deleted newest row or a truncated table.
+(core.checkpoints), which is what catches a deleted newest row or a truncated table.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from typing import Iterable
 from django.db import connection, transaction
 from django.utils import timezone
 
-from compensation.models import AuditEvent
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_create
+from core.audit_event import AuditEvent
+from core import locks
+from core.bulk import copy_create
 
 GENESIS = "0" * 64
 SYSTEM_CHAIN_KEY = 0  # the system chain's lock key; workspace ids start at 1
@@ -95,7 +95,7 @@ def _event(*, workspace_id: int | None, seq: int, prev: str, at, action: str, su
 
 def _chains_of(events: list[dict], workspace) -> list[int | None]:
     """Each event's chain: its own `workspace` key, else the call's, else its incident's workspace."""
-    from repairs.models import Incident
+    Incident = AuditEvent._meta.get_field("incident").related_model  # named by label: no upward import
 
     wanted = [e.get("workspace", workspace) for e in events]
     lookup = {e["incident_id"] for e, w in zip(events, wanted) if w is FROM_INCIDENT and e.get("incident_id")}
@@ -109,7 +109,7 @@ def record_many(events: list[dict], *, workspace=FROM_INCIDENT) -> list[AuditEve
     differ) in order, one chain lock and one INSERT per chain: a repair drafting thousands of items
     writes its events in milliseconds, not one round trip each. Must run inside the transaction of
     the changes they record; the chains' new heads are signed after it commits."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     if not events:
         return []
@@ -129,7 +129,7 @@ def record_many(events: list[dict], *, workspace=FROM_INCIDENT) -> list[AuditEve
                 fields = {k: v for k, v in events[index].items() if k != "workspace"}
                 rows[index] = _event(workspace_id=ws, seq=seq, prev=prev, at=at, **fields)
                 seq, prev = seq + 1, rows[index].hash
-            copy_create([rows[i] for i in by_chain[ws]], with_ids=True)  # COPY, not INSERT: kintsugi_site.bulk
+            copy_create([rows[i] for i in by_chain[ws]], with_ids=True)  # COPY, not INSERT: core.bulk
             checkpoints.after_commit(workspace_id=ws)
     return rows
 

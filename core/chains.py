@@ -2,7 +2,7 @@
 
 A chain holds when its rows, in seq order, number 1, 2, ... without a gap, each names the previous
 row's hash, each hashes to what it carries, their ids only grow, and it reaches its latest signed
-checkpoint (compensation.checkpoints) with the same hash there. The first check catches an edited,
+checkpoint (core.checkpoints) with the same hash there. The first check catches an edited,
 inserted, reordered or deleted row in the middle; the checkpoint catches a deleted end, a truncated
 table and a chain rewritten from the start.
 """
@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
-from compensation import checkpoints
-from compensation.audit import GENESIS, chain_events, row_hash, workspace_id_of
-from compensation.checkpoints import Checkpoint
-from compensation.models import AuditEvent
-from provenance.models import Workspace
+from core import checkpoints
+from core.audit import GENESIS, chain_events, row_hash, workspace_id_of
+from core.checkpoints import Checkpoint
+from core.audit_event import AuditEvent
 
 
 class Head(NamedTuple):
@@ -82,6 +81,7 @@ class ChainStatus:
 def workspace_name(workspace_id: int | None) -> str | None:
     if workspace_id is None:
         return None
+    Workspace = AuditEvent._meta.get_field("workspace").related_model  # named by label: no upward import
     return Workspace.objects.filter(pk=workspace_id).values_list("name", flat=True).first()
 
 

@@ -233,7 +233,7 @@ def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
     """Sign the committed head of each chain that moved since its latest checkpoint and continues it;
     returns the new checkpoints. Outside a transaction only: inside one it would sign rows that may
     still roll back, so it signs nothing there."""
-    from compensation import chains
+    from core import chains
 
     if connection.in_atomic_block:
         return []

@@ -41,7 +41,7 @@ def falkordb_url() -> str:
     """The default server's URL (FALKORDB_URL, else the embedded server)."""
     if settings.FALKORDB_URL:
         return settings.FALKORDB_URL
-    from kintsugi_site import embedded
+    from core import embedded
 
     return embedded.ensure_falkordb()
 
@@ -50,7 +50,7 @@ def default_server_key() -> str:
     """The placement key of the default server, without starting the embedded one."""
     if settings.FALKORDB_URL:
         return server_key(settings.FALKORDB_URL)
-    from kintsugi_site import embedded
+    from core import embedded
 
     return f"127.0.0.1:{embedded.FALKORDB_PORT}"
 

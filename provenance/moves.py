@@ -75,7 +75,7 @@ def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:
 def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, via: str,
                    progress: ProgressFn = noop) -> MoveResult:
     """Move `workspace`'s graphs to server `to_server` (a `host:port` placement key)."""
-    from compensation import audit
+    from core import audit
 
     reason = validation.reason(reason)
     if actor is None or not actor.is_active or not actor.is_superuser:
@@ -116,7 +116,7 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
 
 def _finish_interrupted(workspace: Workspace, *, to_server: str, actor, reason: str, via: str) -> MoveResult:
     """The workspace is on `to_server` already: delete what an interrupted move left elsewhere."""
-    from compensation import audit
+    from core import audit
 
     result = MoveResult(workspace.name, to_server, to_server, moved=False)
     leftovers = _leftovers(workspace, keep=to_server)

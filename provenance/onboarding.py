@@ -1,7 +1,7 @@
 """Services that set up a workspace for its agents without a superuser: the workspace itself, its
 sources, tickets, agent registrations and recording tokens.
 
-Who may: superusers anywhere; a Workspace admin (compensation.roles) in the workspaces they belong to.
+Who may: superusers anywhere; a Workspace admin (core.roles) in the workspaces they belong to.
 Creating a workspace needs provenance.add_workspace and makes the creator a member of it, so the
 creator administers what they created. Each change writes its audit row in the same transaction.
 """
@@ -31,7 +31,7 @@ class OnboardingRefused(PermissionError):
 
 def _audit(*, workspace, action: str, subject_type: str, subject_id, actor, reason: str, via: str,
            data: dict | None = None) -> None:
-    from compensation import audit
+    from core import audit
 
     audit.record(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
                  reason=reason, data=data, workspace=workspace)

@@ -124,7 +124,7 @@ def _expire_idle(ws: Workspace) -> None:
 
 
 def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None:
-    from compensation import audit
+    from core import audit
 
     announced = [e | {"action": r["id"]} for r in row.state["records"] for e in r["effects"]]
     row.status, row.finished_at = status, timezone.now()

@@ -5,7 +5,7 @@ import json
 
 from django.db import OperationalError, connection, transaction
 
-from kintsugi_site import locks
+from core import locks
 from provenance import queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets

@@ -81,7 +81,7 @@ def check_may_set_trust(actor) -> None:
 def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str) -> Source:
     """Set how far a source is trusted (a Support lead's call, like flagging), recorded with who and why:
     one `source.trust_set` audit event in the source's workspace chain, from the old level to the new."""
-    from compensation import audit
+    from core import audit
 
     reason = validation.reason(reason)
     if level not in T.values:

@@ -13,8 +13,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from core.admin_rows import WrittenByServices
+from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
 from repairs import explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
@@ -233,3 +233,7 @@ class IncidentTransitionAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdm
     list_filter = ("to_status", "via")
     list_select_related = ("incident__workspace", "actor")
     show_full_result_count = False
+
+
+# Workspaces and sources are administered here: flagging a source starts a repair.
+from repairs.workspace_admin import SourceAdmin, WorkspaceAdmin  # noqa: E402,F401

@@ -29,9 +29,9 @@ from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from compensation.drafts import compensation_count, draft_repair
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_rows
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.bulk import copy_rows
+from core.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.llm import get_client

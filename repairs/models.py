@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.vocabulary import Via
 from provenance.vocabulary import ActionStatus
 
 
@@ -39,12 +40,7 @@ class Incident(models.Model):
         VERIFYING = "verifying", "Verifying"
         DONE = "done", "Done"
 
-    class Via(models.TextChoices):
-        ADMIN = "admin"
-        API = "api"
-        CLI = "cli"
-        MCP = "mcp"
-        WORKER = "worker"
+    Via = Via
 
     workspace = models.ForeignKey("provenance.Workspace", on_delete=models.PROTECT, related_name="incidents")
     run_number = models.PositiveIntegerField()

@@ -13,9 +13,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_rows
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.bulk import copy_rows
+from core.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph, workspace_graph
 from provenance.llm import get_client

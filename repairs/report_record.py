@@ -1,7 +1,7 @@
 """What makes a downloaded incident report checkable offline, away from the database.
 
 A report carries its workspace chain's head (seq, hash) and the latest signed checkpoint of that chain
-(compensation.checkpoints), and says whether it is `interim` (some item of the incident is undecided, or
+(core.checkpoints), and says whether it is `interim` (some item of the incident is undecided, or
 the incident is not repaired yet) or `final`. The JSON report is also signed as a whole: an Ed25519
 signature, with the same key, over the canonical JSON of the report without its `signature` field, so
 `manage.py verify_report` with the public key tells an untouched download from an edited one. The CSV
@@ -26,7 +26,7 @@ class ReportRefused(ValueError):
 def record_section(incident: Incident) -> dict:
     """The chain head, its latest checkpoint (signed now when the head moved and this runs outside a
     transaction) and the report's state."""
-    from compensation import chains, checkpoints
+    from core import chains, checkpoints
     from compensation.models import CompensationItem
 
     ws = incident.workspace_id
@@ -51,7 +51,7 @@ def _canonical(report: dict) -> bytes:
 
 def sign_report(report: dict) -> dict:
     """The report with its `signature` (the report must already be plain JSON data)."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     data = _canonical(report)
     return {**report, "signature": {"alg": ALGORITHM, "key": checkpoints.signing_fingerprint(), "covers": COVERS,
@@ -60,8 +60,8 @@ def sign_report(report: dict) -> dict:
 
 def verify_report(report: dict, *, public_key) -> str:
     """One line saying what holds; raises ReportRefused with the first reason it does not."""
-    from compensation import checkpoints
-    from compensation.checkpoints import Checkpoint
+    from core import checkpoints
+    from core.checkpoints import Checkpoint
 
     signature = report.get("signature") if isinstance(report, dict) else None
     if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:

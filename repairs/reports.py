@@ -4,7 +4,7 @@ The PDF is WeasyPrint over `reports/incident.html`, which includes the same sect
 (`reports/_incident_sections.html`) as the admin's incident page, so the page and the PDF can't drift.
 The JSON carries everything the other two show (and the rows behind them), so the report can be rebuilt
 from it. Text in the report (decisions, drafted emails, reasons) is untrusted: the templates escape it,
-the CSV cells are defused for spreadsheets (compensation.audit.csv_cell), and the JSON escapes <, > and &
+the CSV cells are defused for spreadsheets (core.audit.csv_cell), and the JSON escapes <, > and &
 as \\u sequences.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from django.template.loader import render_to_string
 
-from compensation.audit import csv_cell
+from core.audit import csv_cell
 from provenance.progress import ProgressFn, noop
 from provenance.selectors import whole_seq
 from repairs import radius_picture, report_record, selectors, ticket_story

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from django.db.models import CharField, IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from kintsugi_site.money import format_money
+from core.money import format_money
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
-from kintsugi_site import locks
+from core import locks
 from provenance import tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource

@@ -7,8 +7,8 @@ import os
 import socket
 from collections import Counter
 
-from kintsugi_site import locks
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.locks import advisory_lock
 from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Workspace

@@ -130,7 +130,7 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
 
 def what_if(*, workspace: Workspace, source: str, actor, via: str, progress: ProgressFn = noop) -> WhatIf:
     """compute_what_if for a person or agent: tenancy checked, the look recorded in the audit trail."""
-    from compensation import audit
+    from core import audit
 
     if actor is not None:
         tenancy.require_visible(actor, workspace, via=via, what=f"workspace {workspace.name!r}")

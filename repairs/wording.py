@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from kintsugi_site.money import format_money
+from core.money import format_money
 from repairs.models import Incident
 
 S = Incident.Status

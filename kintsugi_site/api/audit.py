@@ -1,5 +1,5 @@
 """Refused attempts to change something leave a record: who tried what, when, from where, and why it was
-refused. The record goes to the append-only audit trail (compensation.audit); a refusal changes nothing
+refused. The record goes to the append-only audit trail (core.audit); a refusal changes nothing
 else, so it is not an IncidentTransition (that table records status changes of an incident)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
     log.info("refused %s (%s %s) for %s: %s", attempted, status, code,
              actor.get_username() if actor else "anonymous", message)
     try:
-        from compensation import audit
+        from core import audit
         from provenance.tenancy import home_workspaces
 
         fields = dict(action="refused", subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],

@@ -9,7 +9,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
 from compensation.models import CompensationItem
-from compensation.roles import AUDITOR
+from core.roles import AUDITOR
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from repairs.models import Incident

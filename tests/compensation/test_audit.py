@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
-from compensation import audit
+from core import audit
 from compensation.models import AuditEvent
 from compensation.services import approve_item, reject_item
 from repairs.services import close_incident

@@ -61,7 +61,7 @@ def test_falkordb_stopped_mid_repair_and_started_again_is_repaired_with_no_human
 
 
 def _own_url(port: int) -> str:
-    from kintsugi_site import embedded
+    from core import embedded
 
     return embedded.server_url(port)
 

@@ -1,6 +1,6 @@
 import sys
 
-from compensation import chains
+from core import chains
 from provenance.management.commands._common import KintsugiCommand
 from provenance.services import get_workspace
 

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from compensation import audit
+from core import audit
 from provenance import membership
 from provenance.management.commands._common import KintsugiCommand
 from provenance.models import Workspace

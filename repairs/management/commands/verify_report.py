@@ -2,7 +2,7 @@ import json
 import sys
 from pathlib import Path
 
-from compensation import checkpoints
+from core import checkpoints
 from provenance.management.commands._common import KintsugiCommand
 from repairs.report_record import ReportRefused, verify_report
 

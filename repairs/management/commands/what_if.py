@@ -4,7 +4,7 @@ from provenance.services import get_workspace
 from repairs.models import Incident
 from repairs.services import get_user
 from repairs.what_if import what_if
-from kintsugi_site.money import format_money, format_totals
+from core.money import format_money, format_totals
 
 
 class Command(KintsugiCommand):
