@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
-from repairs import explain, radius_picture, selectors, services, ticket_story, views
+from repairs import downstream, explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -84,7 +84,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from compensation.selectors import cases_url, item_counts, review_queue_url  # compensation depends on repairs
+        compensation = downstream.compensation
 
         incident = self._incident(request, object_id, for_page=True)
         page = views.page_number(request, "tickets")
@@ -114,10 +114,10 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "invalidated_effects": effects,
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
-            "item_counts": item_counts(incident=incident),
-            "review_url": review_queue_url(incident=incident, pending=True),
-            "review_all_url": review_queue_url(incident=incident),
-            "cases_url": cases_url(incident=incident),
+            "item_counts": compensation.item_counts(incident=incident),
+            "review_url": compensation.review_queue_url(incident=incident, pending=True),
+            "review_all_url": compensation.review_queue_url(incident=incident),
+            "cases_url": compensation.cases_url(incident=incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
@@ -205,7 +205,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             return self._lead_post(request, incident_id, services.close_incident, "closed")
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET", "POST"])
-        from compensation.selectors import item_counts  # compensation depends on repairs
+        compensation = downstream.compensation
 
         incident = self._incident(request, incident_id)
         if not self.has_lead_permission(request):
@@ -217,7 +217,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "incident": incident,
             "status_label": selectors.status_label(incident),
             "can_close": self._can_close(request, incident),
-            "item_counts": item_counts(incident=incident),
+            "item_counts": compensation.item_counts(incident=incident),
             "incident_url": incident_url(incident.pk),
         }
         return TemplateResponse(request, "admin/repairs/incident/close_confirmation.html", context)

@@ -28,7 +28,6 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from compensation.drafts import compensation_count, draft_repair
 from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
@@ -38,7 +37,7 @@ from provenance.llm import get_client
 from provenance.models import Workspace
 from provenance.scrub import scrub_secrets
 from provenance.vocabulary import ActionStatus
-from repairs import parts
+from repairs import downstream, parts
 from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect, RepairStep
@@ -214,7 +213,7 @@ def verify_and_draft(incident: Incident) -> None:
         return verify_incident(incident, excluded=excluded, wait=wait)
 
     def drafting(wait: bool) -> bool:
-        return draft_repair(incident=incident, wait=wait)
+        return downstream.compensation.draft_repair(incident=incident, wait=wait)
 
     chores = [drafting, verification]
     Incident.objects.filter(pk=incident.pk).update(phase=P.VERIFYING, progress_done=0, progress_total=len(chores))
@@ -234,7 +233,7 @@ def finish(incident: Incident) -> Incident:
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
         transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
-                   compensations=compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
+                   compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
         repair_finished.send(sender=Incident, incident=incident)
         waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=S.BLOCKED,

@@ -18,8 +18,8 @@ from typing import NamedTuple
 from django.conf import settings
 from django.utils import timezone
 
-from compensation.execution import execute_approved
 from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
+from repairs import downstream
 from repairs.models import Incident
 from repairs.job import enqueue_repair
 from repairs.services import resume_orphaned_repairs
@@ -79,7 +79,7 @@ def heal_outages() -> Healed:
         enqueue_repair(pk)  # run_repair takes blocked incidents as they are and records the restart
     resumed = resume_orphaned_repairs(skip_servers=skip)
     # A younger approval still has its own task on the way; leave it that task, not a race for the key.
-    executed = execute_approved(via="worker", skip_servers=skip,
+    executed = downstream.compensation.execute_approved(via="worker", skip_servers=skip,
                                 approved_before=timezone.now() - timedelta(seconds=settings.KINTSUGI_SWEEP_SECONDS))
     if unblocked or resumed or executed or error:
         log.warning("sweep: unblocked %s, resumed %s, executed %s waiting items; unreachable: %s",

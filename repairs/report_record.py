@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from repairs import downstream
 from repairs.models import Incident
 
 ALGORITHM = "ed25519"
@@ -27,14 +28,13 @@ def record_section(incident: Incident) -> dict:
     """The chain head, its latest checkpoint (signed now when the head moved and this runs outside a
     transaction) and the report's state."""
     from core import chains, checkpoints
-    from compensation.models import CompensationItem
 
     ws = incident.workspace_id
     checkpoints.flush()
     checkpoints.sign_heads([ws])
     cp = checkpoints.latest().get(checkpoints.chain_label(ws))
     head = chains.head(workspace=ws)
-    undecided = CompensationItem.objects.filter(incident=incident, status=CompensationItem.Status.PENDING).count()
+    undecided = downstream.compensation.undecided_count(incident=incident)
     return {
         "chain": checkpoints.chain_label(ws), "workspace": incident.workspace.name,
         "head": head._asdict() if head else None,

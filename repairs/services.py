@@ -2,10 +2,10 @@
 reason, via); the repair itself is repairs.job."""
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from core import locks
+from core.users import get_user  # noqa: F401  (also importable from here)
 from provenance import tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
@@ -134,14 +134,6 @@ def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
         transition(incident, S.CLOSED, actor=actor, via=Incident.Via.CLI if actor else Incident.Via.WORKER,
                     reason=f"{reason}: workspace run replaced")
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via="worker")
-
-
-def get_user(username: str):
-    User = get_user_model()
-    try:
-        return User.objects.get(username=username)
-    except User.DoesNotExist:
-        raise LookupError(f"unknown user {username!r}") from None
 
 
 def incident_summary(incident: Incident) -> dict:

@@ -26,6 +26,7 @@ from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
+from repairs import downstream
 from repairs.engine import compute_plan, repair_session
 from repairs.job import excluded_sources
 from repairs.models import Incident, RepairEffect
@@ -94,7 +95,6 @@ def _tickets_changed(outcomes: list[dict]) -> list[dict]:
 
 def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn = noop) -> WhatIf:
     """The outcome of flagging `source` now, without flagging it (see the module docstring)."""
-    from compensation.drafts import draft_planned, planned_items
 
     validation.source_id(source)
     if not Source.objects.filter(workspace=workspace, source_id=source).exists():
@@ -104,8 +104,8 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
     plan = walk_without_applying(incident=unopened, progress=progress)
     get_client().flush()  # the re-runs' answers, for the real repair (and its baseline) to read
     effects = plan["effects"]
-    _, planned, _ = planned_items(incident=unopened, effects=effects, lock=False)
-    drafted = draft_planned(planned=planned, incident=unopened)
+    _, planned, _ = downstream.compensation.planned_items(incident=unopened, effects=effects, lock=False)
+    drafted = downstream.compensation.draft_planned(planned=planned, incident=unopened)
     reversed_, paid = defaultdict(int), defaultdict(int)
     for d in drafted:
         if d.planned.kind == "refund_reversal":

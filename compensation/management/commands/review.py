@@ -1,7 +1,7 @@
 from compensation.models import CompensationItem
 from compensation.services import approve_item, reject_item
 from provenance.management.commands._common import KintsugiCommand
-from repairs.services import get_user
+from core.users import get_user
 
 
 class Command(KintsugiCommand):

@@ -2,7 +2,7 @@ from provenance import placement
 from provenance.management.commands._common import KintsugiCommand
 from provenance.moves import move_workspace
 from provenance.services import get_workspace
-from repairs.services import get_user
+from core.users import get_user
 
 
 class Command(KintsugiCommand):

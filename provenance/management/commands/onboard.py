@@ -4,7 +4,7 @@ from pathlib import Path
 from provenance import onboarding
 from provenance.management.commands._common import KintsugiCommand
 from provenance.services import get_workspace
-from repairs.services import get_user
+from core.users import get_user
 
 VIA = "cli"
 

@@ -4,7 +4,7 @@ from provenance.models import Source
 from provenance.recorder import UnknownSource
 from provenance.services import get_workspace
 from provenance.trust import set_source_trust
-from repairs.services import get_user
+from core.users import get_user
 
 VIA = "cli"
 

@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 from provenance import membership
 from provenance.management.commands._common import KintsugiCommand
 from provenance.services import get_workspace
-from repairs.services import get_user
+from core.users import get_user
 
 
 class Command(KintsugiCommand):
