@@ -9,8 +9,11 @@ class CompensationConfig(AppConfig):
         from compensation import drafting, receivers  # noqa: F401  (registers model tasks and receivers)
         from compensation import drafts, execution, selectors
         from compensation.models import CompensationItem
+        from compensation.effect_kinds import effect_kind
+        from provenance import upstream
         from repairs import downstream
 
+        upstream.compensation.provide(effect_kind=effect_kind)
         downstream.compensation.provide(
             draft_repair=drafts.draft_repair, compensation_count=drafts.compensation_count,
             draft_planned=drafts.draft_planned, planned_items=drafts.planned_items,

@@ -29,7 +29,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from rest_framework.authtoken.models import Token
 
-from kintsugi_site.api.audit import record_refusal
+from provenance.refusals import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from compensation import effect_kinds, selectors as compensation_selectors, sequencing

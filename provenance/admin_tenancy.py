@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.http import Http404
 
 from provenance import tenancy
+from provenance.refusals import record_refusal
 from provenance.models import Workspace
 
 
@@ -64,8 +65,6 @@ def refuse_unseen(request, *, attempted: str, subject_type: str, subject_ids) ->
     chains): only attempts to change something, as the API does; reading a missing page is no event."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return
-    from kintsugi_site.api.audit import record_refusal
-
     for subject_id in subject_ids:
         record_refusal(actor=request.user, via="admin", attempted=f"{attempted} ({request.method} {request.path})",
                        subject_type=subject_type, subject_id=subject_id, status=404, code="not_found",

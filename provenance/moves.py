@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from provenance import validation
+from provenance import upstream, validation
 from provenance.graph import (
     copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
 )
@@ -41,15 +41,8 @@ class MoveResult:
     deleted: list[str] = field(default_factory=list)
 
 
-def _open_repairs(workspace: Workspace) -> list[int]:
-    from repairs.models import Incident
-
-    active = (Incident.Status.OPEN, Incident.Status.REPAIRING, Incident.Status.BLOCKED)
-    return list(Incident.objects.filter(workspace=workspace, status__in=active).values_list("pk", flat=True))
-
-
 def _refuse_while_repairing(workspace: Workspace) -> None:
-    open_ids = _open_repairs(workspace)
+    open_ids = upstream.repairs.open_repair_ids(workspace=workspace)
     if open_ids:
         raise MoveRefused(f"workspace {workspace.name!r} has a repair under way (incident "
                           f"{', '.join(f'#{i}' for i in open_ids)}); move it once the repair has ended")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from core import audit
+from provenance.tenancy import home_workspaces
+
 log = logging.getLogger("kintsugi.api.refusals")
 
 
@@ -19,9 +22,6 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
     log.info("refused %s (%s %s) for %s: %s", attempted, status, code,
              actor.get_username() if actor else "anonymous", message)
     try:
-        from core import audit
-        from provenance.tenancy import home_workspaces
-
         fields = dict(action="refused", subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
                       via=via, actor=actor, reason=message, incident_id=incident_id,
                       data={"attempted": attempted, "status": status, "code": code})

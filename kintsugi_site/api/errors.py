@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from compensation.services import DecisionRefused, ReviewRefused
-from kintsugi_site.api.audit import record_refusal
+from provenance.refusals import record_refusal
 from provenance.graph import GraphUnavailable
 from provenance.protocol import CallConflict
 from provenance.remote import RecordingInProgress
