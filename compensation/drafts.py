@@ -27,7 +27,7 @@ from core.bulk import copy_create, copy_rows
 from core.locks import advisory_lock
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
 from provenance.vocabulary import ActionStatus
 from repairs.faults import fault_point
 from repairs.models import Incident, RepairEffect

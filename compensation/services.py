@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from compensation import customers, effect_kinds, gates, sequencing
 from core import audit
+from core.errors import DomainError
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem
@@ -43,8 +44,10 @@ class ReviewRefused(PermissionError):
     """The actor may not make this decision (role, four-eyes)."""
 
 
-class DecisionRefused(ValueError):
+class DecisionRefused(DomainError, ValueError):
     """The item cannot take this decision (already decided, draft invalid, empty reason)."""
+
+    code, status = "decision_refused", 409  # the item's state conflicts
 
 
 def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:

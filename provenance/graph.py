@@ -27,14 +27,20 @@ import redis
 from django.conf import settings
 from falkordb import FalkorDB
 
+from core.errors import DomainError
 from provenance import queries
 
 _local = threading.local()
 _schema_ready: set[str] = set()
 
 
-class GraphUnavailable(RuntimeError):
-    """FalkorDB could not be reached; the message names the URL."""
+class GraphUnavailable(DomainError, RuntimeError):
+    """FalkorDB could not be reached; the message names the URL (for operators: callers are told less)."""
+
+    code, status = "graph_unavailable", 503
+
+    def public_message(self) -> str:
+        return "the provenance graph store is unavailable; try again shortly"
 
 
 def falkordb_url() -> str:

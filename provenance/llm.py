@@ -22,7 +22,7 @@ from typing import Callable
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
 
 from provenance import queries
 from provenance.graph import Graph, cache_graph_name, workspace_cache_graph

@@ -35,7 +35,7 @@ from provenance import queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Workspace
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
 from provenance.vocabulary import ActionStatus
 from repairs import downstream, parts
 from repairs.engine import compute_plan, repair_session

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import IntegrityError, connection, transaction
 
 from core import locks
+from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from provenance import tenancy, validation
 from provenance.models import Source, Workspace
@@ -17,19 +18,24 @@ from repairs.signals import incident_closed
 S = Incident.Status
 
 
-class IncidentAlreadyOpen(Exception):
+class IncidentAlreadyOpen(DomainError):
+    code, status = "incident_already_open", 409
+
     def __init__(self, incident: Incident):
         self.incident = incident
         super().__init__(f"source {incident.source_id!r} already has open incident #{incident.pk} "
                          f"({incident.status}) in workspace {incident.workspace.name!r}")
 
+    def details(self):
+        return {"incident": self.incident.pk, "status": self.incident.status}
 
-class RefusedTransition(ValueError):
-    pass
+
+class RefusedTransition(DomainError, ValueError):
+    code, status = "refused_transition", 409
 
 
-class RepairInProgress(ValueError):
-    pass
+class RepairInProgress(DomainError, ValueError):
+    code, status = "refused_transition", 409
 
 
 def _can_flag(actor, via: str) -> bool:

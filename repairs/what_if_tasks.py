@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
 from provenance.models import Workspace
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
 from repairs.models import Incident
 from repairs.what_if import desk_fingerprint, what_if
 

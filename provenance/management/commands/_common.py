@@ -10,7 +10,7 @@ from provenance.agents import UnknownAgent
 from provenance.graph import GraphUnavailable
 from provenance.llm import ModelOutputError
 from provenance.recorder import MalformedDecision, UnknownSource
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
 from provenance.services import MalformedPayload, UnknownWorkspace, WorkspaceBusy
 
 KNOWN_ERRORS: tuple[type[Exception], ...] = (
