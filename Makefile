@@ -26,6 +26,7 @@ demo: venv system-deps
 	$(PY) -m kintsugi_site.demo
 
 test: venv system-deps
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 bench: venv

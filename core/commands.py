@@ -6,17 +6,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from provenance.agents import UnknownAgent
-from provenance.graph import GraphUnavailable
-from provenance.llm import ModelOutputError
-from provenance.recorder import MalformedDecision, UnknownSource
+from core.errors import DomainError
 from core.scrub import scrub_secrets
-from provenance.services import MalformedPayload, UnknownWorkspace, WorkspaceBusy
 
-KNOWN_ERRORS: tuple[type[Exception], ...] = (
-    UnknownWorkspace, UnknownSource, UnknownAgent, MalformedPayload, MalformedDecision, GraphUnavailable,
-    ModelOutputError, WorkspaceBusy, LookupError, PermissionError, ValueError,
-)
+KNOWN_ERRORS: tuple[type[Exception], ...] = (DomainError, LookupError, PermissionError, ValueError)
 
 
 class KintsugiCommand(BaseCommand):

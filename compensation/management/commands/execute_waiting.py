@@ -1,6 +1,6 @@
 from compensation.execution import execute_approved
 from compensation.models import CompensationItem
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 
 
 class Command(KintsugiCommand):

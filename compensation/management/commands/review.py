@@ -1,6 +1,6 @@
 from compensation.models import CompensationItem
 from compensation.services import approve_item, reject_item
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from core.users import get_user
 
 

@@ -3,7 +3,7 @@ from django.contrib.auth.models import Group
 
 from core import audit
 from provenance import membership
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.models import Workspace
 from provenance.services import desk_run
 

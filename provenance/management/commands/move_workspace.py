@@ -1,5 +1,5 @@
 from provenance import placement
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.moves import move_workspace
 from provenance.services import get_workspace
 from core.users import get_user

@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 from provenance import onboarding
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
 from core.users import get_user
 

@@ -1,5 +1,5 @@
 from provenance import validation
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.models import Source
 from provenance.recorder import UnknownSource
 from provenance.services import get_workspace

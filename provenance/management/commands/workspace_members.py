@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 
 from provenance import membership
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
 from core.users import get_user
 

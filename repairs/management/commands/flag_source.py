@@ -1,7 +1,7 @@
 import sys
 import time
 
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.progress import reporter
 from provenance.services import get_workspace
 from repairs.models import Incident

@@ -1,4 +1,4 @@
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from repairs.models import Incident
 from core.users import get_user
 from repairs.services import incident_summary, retry_incident

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 from core import checkpoints
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from repairs.report_record import ReportRefused, verify_report
 
 
