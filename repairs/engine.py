@@ -79,10 +79,13 @@ class Plan:
 
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True):
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
+                 radius: list | None = None):
         # `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
         # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
+        # `radius`: the blast radius (id, seq) when the caller has read it already.
         self.only = None if only is None else set(only)
+        self.radius = radius
         self.mask_enabled = mask
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
@@ -135,7 +138,7 @@ class RepairWalk:
     def run(self) -> Plan:
         # The apply below rewrites the graph (a new epoch), so a topology mirror read for this walk
         # would be dropped right after: one BFS in FalkorDB costs a tenth of reading it.
-        radius = radius_actions(self.graph, self.source, build_mirror=False)
+        radius = self.radius if self.radius is not None else radius_actions(self.graph, self.source, build_mirror=False)
         radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
         self._load(radius_ids)
         total = len(radius_ids)
@@ -346,13 +349,14 @@ class RepairWalk:
 
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True) -> Plan:
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
+                 radius: list | None = None) -> Plan:
     # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,
     # all alive until the plan is built, and the collector scanning them over and over was half of
     # loading a 38k-action radius. They hold no cycles; what does is collected once the walk is done.
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                          only=only, mask=mask).run()
+                          only=only, mask=mask, radius=radius).run()
 
 
 def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:

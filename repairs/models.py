@@ -91,6 +91,21 @@ class Incident(models.Model):
     def __str__(self) -> str:
         return f"Incident #{self.pk}: {self.source_id} in {self.workspace}"
 
+    def excluded_sources(self) -> set[str]:
+        """The sources this incident's repair leaves out: as fixed when its walk started, or, before that,
+        what the walk would fix now (excluded_now)."""
+        return set(self.excluded) if self.excluded is not None else self.excluded_now()
+
+    def excluded_now(self) -> set[str]:
+        # Its own source and those of the run's incidents whose repair is in the graph (finished_at is set
+        # only when a repair has been applied whole). Not the sources of overlapping incidents still open:
+        # the graph keeps their effects until their own repairs, which run after this one, so a baseline
+        # without them would show their blast radius as this repair's diff.
+        repaired = (Incident.objects.filter(workspace_id=self.workspace_id, run_number=self.run_number,
+                                            finished_at__isnull=False).exclude(pk=self.pk)
+                    .values_list("source_id", flat=True))
+        return set(repaired) | {self.source_id}
+
     @property
     def percent(self) -> int:
         weights = {self.Phase.WALKING: (0, 60), self.Phase.APPLYING: (60, 15), self.Phase.VERIFYING: (75, 25)}

@@ -21,7 +21,7 @@ from django.utils import timezone
 from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
 from repairs import downstream
 from repairs.models import Incident
-from repairs.job import enqueue_repair
+from repairs.lifecycle import enqueue_repair
 from repairs.services import resume_orphaned_repairs
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from provenance import tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
-from repairs.job import enqueue_repair, transition
+from repairs.lifecycle import enqueue_repair, transition
 from repairs.models import Incident, IncidentTransition
 from repairs.signals import incident_closed
 

@@ -49,7 +49,7 @@ def record_baseline_task(incident_id: int) -> bool:
     from repairs.verify import verify_incident
 
     incident = _repairing(incident_id)
-    return verify_incident(incident, excluded=job.excluded_sources(incident), wait=False) if incident else False
+    return verify_incident(incident, excluded=incident.excluded_sources(), wait=False) if incident else False
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

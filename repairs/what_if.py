@@ -28,7 +28,6 @@ from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
 from repairs import downstream
 from repairs.engine import compute_plan, repair_session
-from repairs.job import excluded_sources
 from repairs.models import Incident, RepairEffect
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
@@ -77,7 +76,7 @@ def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) ->
     The what-if's only call into the walk: the repair job's own session (repairs.engine.repair_session,
     with the sources the job would leave out) and the same compute_plan, so the two cannot drift."""
     graph = workspace_graph(incident.workspace.name)
-    session = repair_session(incident, graph, excluded_sources(incident))
+    session = repair_session(incident, graph, incident.excluded_sources())
     plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=None, progress=progress)
     return plan.to_json()
 

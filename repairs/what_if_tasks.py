@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 
 from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
 from provenance.models import Workspace
+from provenance.progress import throttled
 from core.scrub import scrub_secrets
 from repairs.models import Incident
 from repairs.what_if import desk_fingerprint, what_if
@@ -55,14 +55,8 @@ def what_if_task(workspace_id: int, source: str, fingerprint: str, actor_id: int
         cache.set(key, {"state": "failed", "done": 0, "total": 0, "result": None,
                         "error": "the desk changed before the what-if ran; reload the page"}, KEEP_SECONDS)
         return "stale"
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - last[0] < 0.3:
-            return
-        last[0] = now
-        cache.set(key, {"state": "running", "done": done, "total": total, "result": None, "error": ""}, KEEP_SECONDS)
+    progress = throttled(lambda done, total: cache.set(
+        key, {"state": "running", "done": done, "total": total, "result": None, "error": ""}, KEEP_SECONDS))
 
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     try:
