@@ -21,12 +21,13 @@ from compensation.models import CompensationItem
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from core.money import format_totals, parse_money
+from core.vocabulary import Via
 from provenance import tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident
 
-VIA = "admin"
+VIA = Via.ADMIN
 
 
 class CustomerFilter(admin.SimpleListFilter):

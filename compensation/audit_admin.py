@@ -17,6 +17,7 @@ from compensation import selectors
 from core import audit, chains
 from compensation.models import AuditEvent, CompensationItem
 from core.admin_rows import WrittenByServices
+from core.vocabulary import AuditAction
 from provenance.admin_tenancy import WorkspaceScoped
 
 
@@ -121,7 +122,7 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     @admin.display(description="subject")
     def subject(self, obj):
         # A refusal names what was tried, which may be another workspace's id: text, never a link to it.
-        if obj.subject_type == "compensation_item" and obj.subject_id and obj.action != "refused":
+        if obj.subject_type == "compensation_item" and obj.subject_id and obj.action != AuditAction.REFUSED:
             url = reverse("admin:compensation_compensationitem_change", args=[obj.subject_id])
             return format_html('<a href="{}">item #{}</a>', url, obj.subject_id)
         return f"{obj.subject_type} {obj.subject_id}".strip()

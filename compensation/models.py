@@ -24,11 +24,12 @@ from django.db.models import Case, F, IntegerField, Value, When
 
 from core.audit_event import AuditEvent  # noqa: F401  (registered under this app's label)
 from core.money import format_money
+from core.vocabulary import ItemKind, ItemStatus
 from repairs.models import Incident
 
 # Review-queue rank: pending first, then approved (awaiting execution), then decided. Shared by the
 # queue's ORDER BY and its index, which must be the same expression for the index to serve the order.
-QUEUE_ORDER = Case(When(status="pending", then=Value(0)), When(status="approved", then=Value(1)),
+QUEUE_ORDER = Case(When(status=ItemStatus.PENDING, then=Value(0)), When(status=ItemStatus.APPROVED, then=Value(1)),
                    default=Value(2), output_field=IntegerField())
 
 
@@ -49,19 +50,9 @@ def _queue_total_upsert(deltas: str) -> str:
 
 
 class CompensationItem(models.Model):
-    class Kind(models.TextChoices):
-        REFUND_REVERSAL = "refund_reversal", "refund reversal request"
-        CORRECTION_EMAIL = "correction_email", "customer correction email"
-        REPLACEMENT_REFUND = "replacement_refund", "replacement refund"
-        REPLACEMENT_EMAIL = "replacement_email", "replacement email"
-        MANUAL_COMPENSATION = "manual_compensation", "manual compensation"
+    Kind = ItemKind
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        EXECUTED = "executed"
-        REJECTED = "rejected"
-        CANCELLED = "cancelled"
+    Status = ItemStatus
 
     COMPENSATION_KINDS = (Kind.REFUND_REVERSAL, Kind.CORRECTION_EMAIL, Kind.MANUAL_COMPENSATION)
     MONEY_KINDS = (Kind.REFUND_REVERSAL, Kind.REPLACEMENT_REFUND)

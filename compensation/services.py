@@ -19,6 +19,7 @@ from django.utils import timezone
 from compensation import customers, effect_kinds, gates, sequencing
 from core import audit
 from core.errors import DomainError
+from core.vocabulary import AuditAction
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem
@@ -85,7 +86,7 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
             setattr(item, name, draft[name])
         item.drafted_by, item.prompt_version, item.valid, item.problems, item.edited = drafted_by, version, not problems, problems, False
         item.save()
-        audit.record(action="item.redrafted", subject_type="compensation_item", subject_id=item.pk, via=via,
+        audit.record(action=AuditAction.ITEM_REDRAFTED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                      workspace=refreshed.incident.workspace_id,
                      to_status=item.status, data={"before": before, "after": _draft_fields(item), "valid": item.valid,
@@ -120,7 +121,7 @@ def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason
             item.facts = {**item.facts, "customer": name, "customer_email": email, "customer_set_by": actor.get_username()}
             item.customer_email = email
             item.save(update_fields=["facts", "customer_email", "updated_at"])
-            audit.record(action="item.customer_set", subject_type="compensation_item", subject_id=item.pk, via=via,
+            audit.record(action=AuditAction.ITEM_CUSTOMER_SET, subject_type="compensation_item", subject_id=item.pk, via=via,
                          actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                          to_status=item.status, workspace=item.incident.workspace_id,
                          data={"before": before, "after": {"customer": name, "customer_email": email}})
@@ -139,7 +140,7 @@ def _draft_fields(item: CompensationItem) -> dict:
 def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Exception):
     """Record a refused attempt in its own transaction, then raise it."""
     with transaction.atomic():
-        audit.record(action="item.refused", subject_type="compensation_item", subject_id=item.pk, via=via,
+        audit.record(action=AuditAction.ITEM_REFUSED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=str(exc), incident_id=item.incident_id, from_status=item.status,
                      workspace=item.incident.workspace_id,
                      to_status=item.status, data={"attempted": attempted, "refusal": type(exc).__name__})
@@ -191,7 +192,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                 decided_at = timezone.now()
                 item.decided_at = decided_at  # waits_for compares it with the money item's decision
                 held = sequencing.waits_for(item)
-                _set_status(item, St.APPROVED, actor=actor, via=via, action="item.approved", reason=reason,
+                _set_status(item, St.APPROVED, actor=actor, via=via, action=AuditAction.ITEM_APPROVED, reason=reason,
                             data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited,
                                   "waits_for": held.pk if held else None},
                             decided_by=actor, decided_at=decided_at, decision_reason=reason,
@@ -203,11 +204,11 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                     # Read after commit: an email approved meanwhile is released too (executed once by key).
                     transaction.on_commit(lambda money=item: [enqueue_execution(pk) for pk in sequencing.released_by(money)])
             else:
-                _set_status(item, St.REJECTED, actor=actor, via=via, action="item.rejected", reason=reason,
+                _set_status(item, St.REJECTED, actor=actor, via=via, action=AuditAction.ITEM_REJECTED, reason=reason,
                             decided_by=actor, decided_at=timezone.now(), decision_reason=reason)
                 _mark_explaining_emails(item, actor=actor, via=via)
             if relaxed:
-                audit.record(action="four_eyes.relaxed", subject_type="compensation_item", subject_id=item.pk,
+                audit.record(action=AuditAction.FOUR_EYES_RELAXED, subject_type="compensation_item", subject_id=item.pk,
                              via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
                              "of their own incident", incident_id=item.incident_id, workspace=item.incident.workspace_id,
                              data={"decision": decision, "decision_reason": reason})
@@ -225,7 +226,7 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
         fields = dict(valid=False, problems=[*email.problems, problem])
         if email.status == St.APPROVED:
             # Its execution key stays: approved again later, it is still sent at most once.
-            _set_status(email, St.PENDING, actor=actor, via=via, action="item.reopened", reason=problem,
+            _set_status(email, St.PENDING, actor=actor, via=via, action=AuditAction.ITEM_REOPENED, reason=problem,
                         data={"rejected": money.pk, "was_approved_by": email.decided_by.get_username()
                               if email.decided_by else None}, decided_by=None, decided_at=None,
                         decision_reason="", **fields)
@@ -233,7 +234,7 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
         for name, value in fields.items():
             setattr(email, name, value)
         email.save(update_fields=["valid", "problems", "updated_at"])
-        audit.record(action="item.needs_redraft", subject_type="compensation_item", subject_id=email.pk, via=via,
+        audit.record(action=AuditAction.ITEM_NEEDS_REDRAFT, subject_type="compensation_item", subject_id=email.pk, via=via,
                      actor=actor, reason=problem, incident_id=email.incident_id, from_status=email.status,
                      to_status=email.status, workspace=money.incident.workspace_id, data={"rejected": money.pk})
 
@@ -259,7 +260,7 @@ def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason
     problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
     item.edited, item.valid, item.problems = True, not problems, problems
     item.save()
-    audit.record(action="item.edited", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+    audit.record(action=AuditAction.ITEM_EDITED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
                  reason=reason, incident_id=item.incident_id, from_status=item.status, to_status=item.status,
                  workspace=item.incident.workspace_id, data={"changes": changed, "valid": not problems, "problems": problems})
 
@@ -331,7 +332,7 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
                        .defer("incident__plan")
                        .filter(incident=incident, status=St.PENDING))
         for item in pending:
-            _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+            _set_status(item, St.CANCELLED, actor=actor, via=via, action=AuditAction.ITEM_CANCELLED,
                         reason=f"incident #{incident.pk} closed: {reason}")
     return len(pending)
 

@@ -11,7 +11,9 @@ Workspace admin: adds and removes members of the workspaces they belong to (prov
 creates workspaces (becoming a member of each one created), and sets up what their agents need there:
 sources, tickets, agent registrations and recording tokens (provenance.onboarding).
 """
-SUPPORT_LEAD, REVIEWER, AUDITOR, WORKSPACE_ADMIN = "Support lead", "Reviewer", "Auditor", "Workspace admin"
+from core.vocabulary import Role
+
+SUPPORT_LEAD, REVIEWER, AUDITOR, WORKSPACE_ADMIN = Role.SUPPORT_LEAD, Role.REVIEWER, Role.AUDITOR, Role.WORKSPACE_ADMIN
 
 ROLES = {
     SUPPORT_LEAD: [

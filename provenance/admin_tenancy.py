@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import Http404
 
+from core.vocabulary import Via
 from provenance import tenancy
 from provenance.refusals import record_refusal
 from provenance.models import Workspace
@@ -66,6 +67,6 @@ def refuse_unseen(request, *, attempted: str, subject_type: str, subject_ids) ->
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return
     for subject_id in subject_ids:
-        record_refusal(actor=request.user, via="admin", attempted=f"{attempted} ({request.method} {request.path})",
+        record_refusal(actor=request.user, via=Via.ADMIN, attempted=f"{attempted} ({request.method} {request.path})",
                        subject_type=subject_type, subject_id=subject_id, status=404, code="not_found",
                        message=f"no {subject_type.replace('_', ' ')} {subject_id} in the workspaces this user may see")

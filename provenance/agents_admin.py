@@ -22,11 +22,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
+from core.vocabulary import Via
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import onboarding, tenancy, validation
 from provenance.models import AgentRegistration, AgentToken, Workspace
 
-VIA = "admin"
+VIA = Via.ADMIN
 ROLE_NEEDED = "the Workspace admin role (provenance.manage_agents) in that workspace"
 
 

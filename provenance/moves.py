@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from core.vocabulary import AuditAction
 from provenance import upstream, validation
 from provenance.graph import (
     copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
@@ -23,8 +24,7 @@ from provenance.models import Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.services import workspace_lock
 
-MOVED = "workspace.moved"
-LEFTOVERS_DELETED = "workspace.leftovers_deleted"
+MOVED, LEFTOVERS_DELETED = AuditAction.WORKSPACE_MOVED, AuditAction.WORKSPACE_LEFTOVERS_DELETED
 
 
 class MoveRefused(ValueError):

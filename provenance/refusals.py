@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from core import audit
+from core.vocabulary import AuditAction
 from provenance.tenancy import home_workspaces
 
 log = logging.getLogger("kintsugi.api.refusals")
@@ -22,7 +23,7 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
     log.info("refused %s (%s %s) for %s: %s", attempted, status, code,
              actor.get_username() if actor else "anonymous", message)
     try:
-        fields = dict(action="refused", subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
+        fields = dict(action=AuditAction.REFUSED, subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
                       via=via, actor=actor, reason=message, incident_id=incident_id,
                       data={"attempted": attempted, "status": status, "code": code})
         if workspace is not None or incident_id is not None:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from core.vocabulary import AuditAction
 from provenance import queries, tenancy, validation
 from provenance.graph import Graph
 from provenance.models import Source, Workspace
@@ -95,7 +96,7 @@ def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str
         before = locked.trust
         locked.trust = level
         locked.save(update_fields=["trust"])
-        audit.record(action="source.trust_set", subject_type="source", subject_id=locked.pk, via=via, actor=actor,
+        audit.record(action=AuditAction.SOURCE_TRUST_SET, subject_type="source", subject_id=locked.pk, via=via, actor=actor,
                      reason=reason, workspace=locked.workspace_id, from_status=before, to_status=level,
                      data={"source": locked.source_id})
     return locked

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from provenance.admin_tenancy import refuse_unseen
 from core.money import format_money, format_totals
+from core.vocabulary import Via
 from provenance import tenancy, validation
 from provenance.graph import GraphUnavailable
 from provenance.models import Source, Workspace
@@ -133,7 +134,7 @@ def trust_view(model_admin, request, source_pk: int):
     source = scoped_source(request, source_pk, attempted="set source trust")
     try:
         set_source_trust(source=source, level=request.POST.get("trust", ""), actor=request.user,
-                         reason=request.POST.get("reason", ""), via="admin")
+                         reason=request.POST.get("reason", ""), via=Via.ADMIN)
     except TrustRefused as exc:
         raise PermissionDenied(str(exc)) from None
     except validation.InvalidInput as exc:

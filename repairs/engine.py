@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from core.vocabulary import EffectRole
 from provenance import queries
 from provenance.graph import Graph
 from provenance.mirror import gc_paused
@@ -239,7 +240,7 @@ class RepairWalk:
         for kind, rows in sink.items():
             self.rows[kind].extend(rows)
         for row in sink.get("effects", []):
-            self.effects.append({"role": "replacement", "effect_id": row["id"], "action_id": record.id,
+            self.effects.append({"role": EffectRole.REPLACEMENT, "effect_id": row["id"], "action_id": record.id,
                                  "kind": row["kind"], "ticket": row["ticket"] or "", "amount_cents": row["amount"],
                                  "currency": row["currency"], "details": json.loads(row["details"])})
         return sink.get("facts", [])
@@ -258,7 +259,7 @@ class RepairWalk:
             e["live"] = False
             self.rows["invalidate_effects"].append({"id": e["id"], "incident": self.incident})
             # A held effect never left the system: it is cancelled, not compensated.
-            self.effects.append({"role": "cancelled" if e["held"] else "invalidated", "effect_id": e["id"],
+            self.effects.append({"role": EffectRole.CANCELLED if e["held"] else EffectRole.INVALIDATED, "effect_id": e["id"],
                                  "action_id": node.id, "kind": e["kind"], "ticket": e["ticket"] or "",
                                  "amount_cents": e["amount"], "currency": e["currency"], "details": e["details"]})
 

@@ -35,6 +35,7 @@ from provenance import queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
+from core.vocabulary import IncidentStatus
 from provenance.vocabulary import ActionStatus
 from repairs import downstream, parts
 from repairs.faults import fault_point
@@ -45,7 +46,7 @@ from repairs.signals import repair_finished
 from repairs.verify import verify_incident
 
 log = logging.getLogger(__name__)
-S, P = Incident.Status, Incident.Phase
+P = Incident.Phase
 WAITING_FOR = "waiting for incident #"  # how a blocked incident's error starts when it waits for another
 
 
@@ -68,8 +69,8 @@ def run_repair(*, incident_id: int) -> Incident | None:
             if unfinished is not None:
                 return _wait_for(incident, unfinished)
             try:
-                if incident.status != S.REPAIRING:
-                    transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
+                if incident.status != IncidentStatus.REPAIRING:
+                    transition(incident, IncidentStatus.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
                                attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
                                error="")
                 return repair(incident)
@@ -78,7 +79,7 @@ def run_repair(*, incident_id: int) -> Incident | None:
                     return _failed(incident, exc)
                 incident.refresh_from_db()
                 message = scrub_secrets(str(exc).splitlines()[0])
-                transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+                transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
                 return _failed(incident, exc)
@@ -98,7 +99,7 @@ def outage(exc: Exception) -> bool:
 def _failed(incident: Incident, exc: Exception) -> Incident:
     log.exception("repair of incident %s failed", incident.pk)
     incident.refresh_from_db()
-    return transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
+    return transition(incident, IncidentStatus.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
                       error=scrub_secrets(f"{type(exc).__name__}: {exc}"))
 
 
@@ -204,11 +205,11 @@ def finish(incident: Incident) -> Incident:
     with transaction.atomic():
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
-        transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
+        transition(incident, IncidentStatus.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
                    compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
         repair_finished.send(sender=Incident, incident=incident)
-        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=S.BLOCKED,
+        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
                                                error__startswith=WAITING_FOR).values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
     return incident
@@ -221,7 +222,7 @@ def _half_applied_overlap(incident: Incident) -> Incident | None:
     if incident.plan is not None:
         return None
     return (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
-                                    status__in=(S.REPAIRING, S.BLOCKED, S.FAILED), plan__isnull=False,
+                                    status__in=(IncidentStatus.REPAIRING, IncidentStatus.BLOCKED, IncidentStatus.FAILED), plan__isnull=False,
                                     finished_at__isnull=True)
             .exclude(pk=incident.pk).defer("plan").order_by("pk").first())
 
@@ -231,6 +232,6 @@ def _wait_for(incident: Incident, other: Incident) -> Incident:
     again); a repeated wait for the same reason records nothing new."""
     message = (f"{WAITING_FOR}{other.pk} ({other.status}): its repair of this workspace is half-applied; "
                f"it resumes on its own after an outage, a failed one needs a retry or a close")
-    if incident.status == S.BLOCKED and incident.error == message:
+    if incident.status == IncidentStatus.BLOCKED and incident.error == message:
         return incident
-    return transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+    return transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)

@@ -9,10 +9,23 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from core import audit
+from core.vocabulary import AuditAction, IncidentStatus, Via
 from repairs.models import Incident, IncidentTransition
 
 log = logging.getLogger(__name__)
-S = Incident.Status
+
+
+def record_transition(*, incident_id: int, workspace_id: int, actor, via: str, from_status: str, to_status: str,
+                      reason: str) -> IncidentTransition:
+    """The transition row and its audit event, in the caller's transaction: every status change of an
+    incident (the flag too: no from_status) leaves both."""
+    row = IncidentTransition.objects.create(incident_id=incident_id, actor=actor, via=via, from_status=from_status,
+                                            to_status=to_status, reason=reason)
+    audit.record(action=AuditAction.of_incident(to_status, flagged=not from_status), subject_type="incident",
+                 subject_id=incident_id, via=via, actor=actor, reason=reason, incident_id=incident_id,
+                 workspace=workspace_id, from_status=from_status, to_status=to_status, data={"transition": row.pk})
+    return row
 
 
 def transition(incident: Incident, to: str, *, actor, via: str, reason: str, **fields) -> Incident:
@@ -23,8 +36,8 @@ def transition(incident: Incident, to: str, *, actor, via: str, reason: str, **f
         for name, value in fields.items():
             setattr(incident, name, value)
         incident.save()
-        IncidentTransition.objects.create(incident=incident, actor=actor, via=via, from_status=before, to_status=to,
-                                          reason=reason)
+        record_transition(incident_id=incident.pk, workspace_id=incident.workspace_id, actor=actor, via=via,
+                          from_status=before, to_status=to, reason=reason)
     return incident
 
 
@@ -38,10 +51,10 @@ def enqueue_repair(incident_id: int) -> None:
         log.warning("could not enqueue repair of incident %s: %s", incident_id, exc)
         error = f"could not enqueue the repair: {exc}"
         with transaction.atomic():
-            if Incident.objects.filter(pk=incident_id, status=S.OPEN).update(status=S.BLOCKED, error=error):
-                # Every status change leaves a transition (and, through it, an audit event).
-                IncidentTransition.objects.create(incident_id=incident_id, via=Incident.Via.WORKER,
-                                                  from_status=S.OPEN, to_status=S.BLOCKED, reason=error)
+            if Incident.objects.filter(pk=incident_id, status=IncidentStatus.OPEN).update(status=IncidentStatus.BLOCKED, error=error):
+                record_transition(incident_id=incident_id, actor=None, via=Via.WORKER, from_status=IncidentStatus.OPEN,
+                                  to_status=IncidentStatus.BLOCKED, reason=error,
+                                  workspace_id=Incident.objects.values_list("workspace_id", flat=True).get(pk=incident_id))
 
 
 def offer_to_idle_workers(task_name: str, *args: int) -> None:

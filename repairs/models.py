@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from core.vocabulary import Via
+from core.vocabulary import EffectRole, IncidentStatus, Via
 from provenance.vocabulary import ActionStatus
 
 
@@ -26,13 +26,7 @@ class Incident(models.Model):
 
     objects = IncidentQuerySet.as_manager()
 
-    class Status(models.TextChoices):
-        OPEN = "open"
-        REPAIRING = "repairing"
-        REPAIRED = "repaired"
-        FAILED = "failed"
-        BLOCKED = "blocked"
-        CLOSED = "closed"
+    Status = IncidentStatus
 
     class Phase(models.TextChoices):
         WALKING = "walking", "Repairing"
@@ -79,7 +73,7 @@ class Incident(models.Model):
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "source_id"], condition=~Q(status="closed"),
+            models.UniqueConstraint(fields=["workspace", "source_id"], condition=~Q(status=IncidentStatus.CLOSED),
                                     name="one_open_incident_per_source"),
         ]
         permissions = [("flag_source", "Can flag a source and start a repair")]
@@ -208,10 +202,7 @@ class RepairEffect(models.Model):
     """An external effect the repair invalidated (it already left: compensate) or produced (a
     replacement that waits for approval), or a held replacement of an earlier repair it cancelled."""
 
-    class Role(models.TextChoices):
-        INVALIDATED = "invalidated"
-        REPLACEMENT = "replacement"
-        CANCELLED = "cancelled"
+    Role = EffectRole
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="effects")
     effect_id = models.BigIntegerField()

@@ -14,14 +14,14 @@ from django.db.models import CharField, IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from core.money import format_money
+from core.vocabulary import IncidentStatus
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus
 from repairs import downstream
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too
 
-S = Incident.Status
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
-RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
+RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED)
 
 
 # --- the dashboard ----------------------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def dashboard(*, user, limit: int = 10) -> dict:
 
     light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
              .defer("plan", "verification", "counts"))
-    open_incidents = list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit])
+    open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
     counts = compensation.item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
     for incident in open_incidents:
         incident.item_counts, incident.status_label = counts[incident.pk], status_label(incident)

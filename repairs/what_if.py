@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
+from core.vocabulary import AuditAction, ItemKind
 from provenance import queries, tenancy, validation
 from provenance.graph import workspace_graph
 from provenance.llm import get_client
@@ -107,9 +108,9 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
     drafted = downstream.compensation.draft_planned(planned=planned, incident=unopened)
     reversed_, paid = defaultdict(int), defaultdict(int)
     for d in drafted:
-        if d.planned.kind == "refund_reversal":
+        if d.planned.kind == ItemKind.REFUND_REVERSAL:
             reversed_[d.draft["currency"] or d.planned.currency] += d.draft["amount_cents"]
-        elif d.planned.kind == "replacement_refund":
+        elif d.planned.kind == ItemKind.REPLACEMENT_REFUND:
             paid[d.planned.currency] += d.planned.amount_cents
     invalidated = [e for e in effects if e["role"] == RepairEffect.Role.INVALIDATED]
     by_kind: dict[str, int] = defaultdict(int)
@@ -136,7 +137,7 @@ def what_if(*, workspace: Workspace, source: str, actor, via: str, progress: Pro
     result = compute_what_if(workspace=workspace, source=source, progress=progress)
     with transaction.atomic():
         source_pk = Source.objects.get(workspace=workspace, source_id=source).pk
-        audit.record(action="what_if.viewed", subject_type="source", subject_id=source_pk, via=via, actor=actor,
+        audit.record(action=AuditAction.WHAT_IF_VIEWED, subject_type="source", subject_id=source_pk, via=via, actor=actor,
                      reason="what-if before flagging", workspace=workspace.pk,
                      data={"source": source, "fingerprint": result.fingerprint, "blast_radius": result.blast_radius,
                            "counts": result.counts, "compensations": result.compensations,

@@ -12,6 +12,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from core.money import format_money
+from core.vocabulary import Via
 from provenance import membership, tenancy
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance.graph import GraphUnavailable, default_server_key
@@ -106,7 +107,7 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
             return
         try:
             added, removed = membership.set_members(workspace=form.instance, users=list(form.cleaned_data["members"]),
-                                                    actor=request.user, reason=reason, via="admin")
+                                                    actor=request.user, reason=reason, via=Via.ADMIN)
         except membership.MembershipRefused as exc:
             raise PermissionDenied(str(exc)) from None
         if added or removed:

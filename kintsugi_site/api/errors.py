@@ -17,6 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from compensation.services import DecisionRefused, ReviewRefused
 from core.errors import error_body, first_line, map_domain_error  # noqa: F401  (the API's names for them)
+from core.vocabulary import Via
 from provenance.refusals import record_refusal
 
 log = logging.getLogger("kintsugi.api")
@@ -94,6 +95,6 @@ def _record_refusal(request, view, response: Response) -> None:
     token = getattr(actor, "token", None)
     if token is not None:  # a recording token: not a person, its workspace's chain records the refusal
         actor, workspace, attempted = None, token.workspace, f"{attempted} (recording token {token.prefix})"
-    record_refusal(actor=actor, via="api", attempted=attempted, subject_type=subject_type, subject_id=subject_id,
+    record_refusal(actor=actor, via=Via.API, attempted=attempted, subject_type=subject_type, subject_id=subject_id,
                    status=response.status_code, code=error["code"], message=error["message"],
                    incident_id=incident_id, workspace=workspace)

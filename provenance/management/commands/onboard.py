@@ -5,8 +5,9 @@ from provenance import onboarding
 from core.commands import KintsugiCommand
 from provenance.services import get_workspace
 from core.users import get_user
+from core.vocabulary import Via
 
-VIA = "cli"
+VIA = Via.CLI
 
 
 class Command(KintsugiCommand):

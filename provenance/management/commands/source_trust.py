@@ -5,8 +5,9 @@ from provenance.recorder import UnknownSource
 from provenance.services import get_workspace
 from provenance.trust import set_source_trust
 from core.users import get_user
+from core.vocabulary import Via
 
-VIA = "cli"
+VIA = Via.CLI
 
 
 class Command(KintsugiCommand):
