@@ -47,7 +47,6 @@ from repairs.verify import verify_incident
 
 log = logging.getLogger(__name__)
 P = Incident.Phase
-WAITING_FOR = "waiting for incident #"  # how a blocked incident's error starts when it waits for another
 
 
 def run_repair(*, incident_id: int) -> Incident | None:
@@ -72,7 +71,7 @@ def run_repair(*, incident_id: int) -> Incident | None:
                 if incident.status != IncidentStatus.REPAIRING:
                     transition(incident, IncidentStatus.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
                                attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
-                               error="")
+                               error="", waiting_for=None)
                 return repair(incident)
             except (GraphUnavailable, OperationalError) as exc:
                 if not outage(exc):
@@ -210,7 +209,7 @@ def finish(incident: Incident) -> Incident:
                    progress_done=1, progress_total=1)
         repair_finished.send(sender=Incident, incident=incident)
         waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
-                                               error__startswith=WAITING_FOR).values_list("pk", flat=True))
+                                               waiting_for__isnull=False).values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
     return incident
 
@@ -230,8 +229,9 @@ def _half_applied_overlap(incident: Incident) -> Incident | None:
 def _wait_for(incident: Incident, other: Incident) -> Incident:
     """Block the incident until the other repair finishes (the sweep, or that repair's end, enqueues it
     again); a repeated wait for the same reason records nothing new."""
-    message = (f"{WAITING_FOR}{other.pk} ({other.status}): its repair of this workspace is half-applied; "
+    message = (f"waiting for incident #{other.pk} ({other.status}): its repair of this workspace is half-applied; "
                f"it resumes on its own after an outage, a failed one needs a retry or a close")
-    if incident.status == IncidentStatus.BLOCKED and incident.error == message:
+    if incident.status == IncidentStatus.BLOCKED and incident.waiting_for_id == other.pk and incident.error == message:
         return incident
-    return transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+    return transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message,
+                      waiting_for=other)

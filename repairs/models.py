@@ -69,6 +69,10 @@ class Incident(models.Model):
     # The sources this repair leaves out (sorted), fixed when its walk starts: the walk and the
     # verification baseline must leave out the same ones even when other incidents open meanwhile.
     excluded = models.JSONField(null=True, blank=True, editable=False)
+    # The repair this blocked incident waits for (one of the workspace's, half-applied); the end of a
+    # repair of the workspace enqueues its waiters again.
+    waiting_for = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, editable=False,
+                                    related_name="waiters")
 
     class Meta:
         ordering = ["-created_at"]
