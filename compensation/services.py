@@ -9,7 +9,6 @@ exit code 2 and the admin into an error message.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.utils import timezone
 
 from compensation import customers, effect_kinds, gates, sequencing
 from core import audit
+from core.broker import send
 from core.errors import DomainError
 from core.vocabulary import AuditAction
 from compensation.drafting import PlannedItem
@@ -29,7 +29,6 @@ from provenance import tenancy, validation
 from provenance.llm import get_client
 from repairs.models import Incident
 
-log = logging.getLogger(__name__)
 K, St = CompensationItem.Kind, CompensationItem.Status
 REVIEW_PERMISSION = "compensation.review_compensationitem"
 EDITABLE_FIELDS = {
@@ -340,7 +339,5 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
 def enqueue_execution(item_id: int) -> None:
     from compensation.tasks import execute_compensation
 
-    try:
-        execute_compensation.delay(item_id)
-    except Exception as exc:  # the broker is down: the item stays approved; `execute_approved` picks it up
-        log.warning("could not enqueue execution of compensation item %s: %s", item_id, exc)
+    # When the broker is down the item stays approved; `execute_approved` picks it up.
+    send(execute_compensation, item_id, what=f"the execution of compensation item {item_id}")

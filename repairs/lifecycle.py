@@ -4,16 +4,13 @@ piece of one goes to a worker through the broker, and a broker that refuses is s
 (a repair) or means this worker does the piece itself (an offer)."""
 from __future__ import annotations
 
-import logging
-
 from django.conf import settings
 from django.db import transaction
 
 from core import audit
+from core.broker import send
 from core.vocabulary import AuditAction, IncidentStatus, Via
 from repairs.models import Incident, IncidentTransition
-
-log = logging.getLogger(__name__)
 
 
 def record_transition(*, incident_id: int, workspace_id: int, actor, via: str, from_status: str, to_status: str,
@@ -45,11 +42,9 @@ def enqueue_repair(incident_id: int) -> None:
     """Send the repair to a worker; when the broker is down, say so on the incident instead of losing it."""
     from repairs.tasks import repair_incident  # the tasks run the job, which calls this module
 
-    try:
-        repair_incident.delay(incident_id)
-    except Exception as exc:  # noqa: BLE001 - any broker failure blocks the incident with its reason
-        log.warning("could not enqueue repair of incident %s: %s", incident_id, exc)
-        error = f"could not enqueue the repair: {exc}"
+    refused = send(repair_incident, incident_id, what=f"the repair of incident {incident_id}")
+    if refused is not None:
+        error = f"could not enqueue the repair: {refused}"
         with transaction.atomic():
             if Incident.objects.filter(pk=incident_id, status=IncidentStatus.OPEN).update(status=IncidentStatus.BLOCKED, error=error):
                 record_transition(incident_id=incident_id, actor=None, via=Via.WORKER, from_status=IncidentStatus.OPEN,
@@ -63,7 +58,4 @@ def offer_to_idle_workers(task_name: str, *args: int) -> None:
         return
     from repairs import tasks  # the tasks run the job, which calls this module
 
-    try:
-        getattr(tasks, task_name).apply_async(args, retry=False)
-    except Exception as exc:  # noqa: BLE001 - any broker failure; the work is not lost, only not shared
-        log.warning("incident %s: could not hand %s to another worker: %s", args[0], task_name, exc)
+    send(getattr(tasks, task_name), *args, what=f"{task_name} of incident {args[0]}", retry=False)

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Sum
 
 from core import locks
+from core.broker import send
 from core.bulk import copy_rows
 from core.locks import advisory_lock
 from provenance import queries
@@ -65,10 +66,8 @@ def _walk_parts(incident: Incident, parts: list[RepairPart]) -> dict | None:
 
     for part in parts[1:]:
         if part.plan is None:  # optional: when the broker refuses, this worker walks the part itself
-            try:
-                walk_repair_part.apply_async((incident.pk, part.index), retry=False)
-            except Exception as exc:  # noqa: BLE001 - any broker failure; the part is not lost, only not shared
-                log.warning("incident %s: could not hand part %s to another worker: %s", incident.pk, part.index, exc)
+            send(walk_repair_part, incident.pk, part.index, what=f"part {part.index} of incident {incident.pk}",
+                 retry=False)
     while pending := list(incident.parts.filter(plan__isnull=True).values_list("pk", flat=True)):
         if not any([walk_part(pk) for pk in pending]):
             time.sleep(0.2)  # every unfinished part is being walked by another worker (its bar moves the incident's)
