@@ -50,6 +50,18 @@ class DecisionRefused(DomainError, ValueError):
     code, status = "decision_refused", 409  # the item's state conflicts
 
 
+def _locked_pending(item_pk: int, *, workspace_id: int, refusal: str, with_incident: bool = True) -> CompensationItem:
+    """The item, locked for the rest of the transaction after its workspace's audit chain (the order
+    every audited transaction takes its locks in); DecisionRefused ("item #N is " + `refusal`, with
+    {status} filled in) when it is no longer pending."""
+    audit.lock_chain(workspace_id)
+    rows = CompensationItem.objects.select_for_update()
+    item = (rows.select_related("incident") if with_incident else rows).get(pk=item_pk)
+    if item.status != St.PENDING:
+        raise DecisionRefused(f"item #{item.pk} is {refusal.format(status=item.status)}")
+    return item
+
+
 def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
     """Draft a pending item again through the current model client (after a model failure, or with a
     new backend). The same model input is answered from the response cache."""
@@ -72,10 +84,8 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
                                                        workspace=refreshed.incident.workspace.name)
     get_client().flush()
     with transaction.atomic():
-        audit.lock_chain(refreshed.incident.workspace_id)
-        item = CompensationItem.objects.select_for_update().get(pk=item.pk)
-        if item.status != St.PENDING:
-            raise DecisionRefused(f"item #{item.pk} is {item.status}; only pending items are redrafted")
+        item = _locked_pending(item.pk, workspace_id=refreshed.incident.workspace_id, with_incident=False,
+                               refusal="{status}; only pending items are redrafted")
         facts_before = item.facts
         if ticket_found is not None:
             item.facts, item.customer_email = ticket_found, ticket_found["customer_email"]
@@ -107,10 +117,8 @@ def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason
     _require_reviewer(current, actor, via=via, action="set customer")
     try:
         with transaction.atomic():
-            audit.lock_chain(current.incident.workspace_id)
-            item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
-            if item.status != St.PENDING:
-                raise DecisionRefused(f"item #{item.pk} is {item.status}; only a pending item's customer is set")
+            item = _locked_pending(item.pk, workspace_id=current.incident.workspace_id,
+                                   refusal="{status}; only a pending item's customer is set")
             if not item.facts.get("ticket_missing"):
                 raise DecisionRefused(f"item #{item.pk} has its ticket {item.ticket_id}: the customer is the ticket's")
             if item.moves_money:
@@ -169,10 +177,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
     relaxed = _require_reviewer(current, actor, via=via, action=decision)
     try:
         with transaction.atomic():
-            audit.lock_chain(current.incident.workspace_id)
-            item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
-            if item.status != St.PENDING:
-                raise DecisionRefused(f"item #{item.pk} is already {item.status}")
+            item = _locked_pending(item.pk, workspace_id=current.incident.workspace_id, refusal="already {status}")
             if not gates.decidable(item.incident):
                 # Drafted from the checkpointed plan while the repair was still being applied.
                 raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "

@@ -130,8 +130,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             },
             "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
-            "can_retry": self.has_lead_permission(request) and incident.status in (Incident.Status.FAILED,
-                                                                                   Incident.Status.BLOCKED),
+            "can_retry": self.has_lead_permission(request) and incident.may_retry(),
             "can_close": self._can_close(request, incident),
             "close_url": reverse("admin:repairs_incident_close", args=[incident.pk]),
             **(extra_context or {}),
@@ -195,8 +194,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         return self._lead_post(request, incident_id, services.retry_incident, "sent back to the worker")
 
     def _can_close(self, request, incident: Incident) -> bool:
-        return self.has_lead_permission(request) and incident.status not in (Incident.Status.REPAIRING,
-                                                                             Incident.Status.CLOSED)
+        return self.has_lead_permission(request) and incident.may_close()
 
     def close_view(self, request, incident_id):
         """GET: what closing does (pending items cancelled, with their counts and money) and a reason

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from core.vocabulary import EffectRole
 from provenance import queries
-from provenance.graph import Graph
+from provenance.graph import Graph, workspace_graph
 from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
@@ -358,6 +358,19 @@ def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incide
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
                           only=only, mask=mask, radius=radius).run()
+
+
+def walk_incident(incident: Incident, *, graph: Graph | None = None, excluded: set[str] | None = None,
+                  id_base: tuple | None = None, progress: ProgressFn = noop, **options) -> Plan:
+    """The repair walk of `incident` (an unsaved one for the what-if): its workspace's graph, a session
+    without the sources the repair leaves out (numbering new nodes from `id_base`, for a part), and
+    compute_plan with `options` (only, mask, radius). The job, its parts and the what-if all walk here."""
+    graph = graph if graph is not None else workspace_graph(incident.workspace.name)
+    session = repair_session(incident, graph, incident.excluded_sources() if excluded is None else excluded)
+    if id_base is not None:
+        session.number_from(*id_base)
+    return compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
+                        progress=progress, **options)
 
 
 def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:

@@ -85,6 +85,15 @@ class Incident(models.Model):
 
     # The statuses a repair job takes up (a delivered task for any other incident does nothing).
     REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED)
+    # What a person may do with an incident: the services refuse anything else, the admin offers no more.
+    RETRYABLE = (Status.FAILED, Status.BLOCKED)
+    UNCLOSABLE = (Status.REPAIRING, Status.CLOSED)
+
+    def may_retry(self) -> bool:
+        return self.status in self.RETRYABLE
+
+    def may_close(self) -> bool:
+        return self.status not in self.UNCLOSABLE
 
     def __str__(self) -> str:
         return f"Incident #{self.pk}: {self.source_id} in {self.workspace}"

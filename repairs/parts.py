@@ -18,12 +18,12 @@ from core.broker import send
 from core.bulk import copy_rows
 from core.locks import advisory_lock
 from provenance import queries
-from provenance.graph import Graph, workspace_graph
+from provenance.graph import Graph
 from provenance.llm import get_client
 from provenance.progress import ProgressFn, throttled
 from provenance.selectors import ingesters, radius_actions
 from repairs import parallel
-from repairs.engine import compute_plan, repair_session
+from repairs.engine import walk_incident
 from repairs.faults import fault_point
 from repairs.lifecycle import offer_to_idle_workers
 from repairs.models import Incident, RepairPart, RepairPartChunk
@@ -50,9 +50,8 @@ def plan_walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
             parts = _split(incident, graph, radius)
         plan = _walk_parts(incident, parts) if parts else None
     if plan is None:
-        plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded), source=incident.source_id,
-                            incident=incident.pk, progress=incident_progress(incident.pk, Incident.Phase.WALKING),
-                            radius=radius).to_json()
+        plan = walk_incident(incident, graph=graph, excluded=excluded, radius=radius,
+                             progress=incident_progress(incident.pk, Incident.Phase.WALKING)).to_json()
     get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
     fault_point("walked")
     return plan
@@ -110,12 +109,9 @@ def walk_part(part_id: int) -> bool:
         part = RepairPart.objects.select_related("incident__workspace").filter(pk=part_id).first()
         if part is None or part.plan is not None:
             return part is not None
-        graph = workspace_graph(part.incident.workspace.name)
-        session = repair_session(part.incident, graph, part.incident.excluded_sources())
-        session.number_from(*part.id_base)
         started = time.monotonic()
-        plan = compute_plan(graph=graph, session=session, source=part.incident.source_id, incident=part.incident_id,
-                            progress=part_progress(part), only=part.action_ids, mask=part.index == 0)
+        plan = walk_incident(part.incident, id_base=part.id_base, progress=part_progress(part), only=part.action_ids,
+                             mask=part.index == 0)
         get_client().flush()
         fault_point(f"part:{part.index}")
         _checkpoint(part, plan.to_json(), walked_by=f"{socket.gethostname()}:{os.getpid()}",

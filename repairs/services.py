@@ -79,7 +79,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
-        if incident.status not in (IncidentStatus.FAILED, IncidentStatus.BLOCKED):
+        if not incident.may_retry():
             raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
         transition(incident, IncidentStatus.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
         transaction.on_commit(lambda: enqueue_repair(incident.pk))
@@ -93,10 +93,9 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
-        if incident.status == IncidentStatus.REPAIRING:
-            raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")
-        if incident.status == IncidentStatus.CLOSED:
-            raise RefusedTransition(f"incident #{incident.pk} is already closed")
+        if not incident.may_close():
+            raise RefusedTransition(f"incident #{incident.pk} is already closed" if incident.status == IncidentStatus.CLOSED
+                                    else f"incident #{incident.pk} is repairing; wait for it to finish")
         transition(incident, IncidentStatus.CLOSED, actor=actor, via=via, reason=reason)
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=via)
     return incident

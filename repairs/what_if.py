@@ -28,7 +28,7 @@ from provenance.progress import ProgressFn, noop
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
 from repairs import downstream
-from repairs.engine import compute_plan, repair_session
+from repairs.engine import walk_incident
 from repairs.models import Incident, RepairEffect
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
@@ -74,12 +74,9 @@ def desk_fingerprint(workspace: Workspace) -> str:
 
 def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) -> dict:
     """The repair walk of an incident not yet opened (an unsaved Incident), as a plan never applied.
-    The what-if's only call into the walk: the repair job's own session (repairs.engine.repair_session,
-    with the sources the job would leave out) and the same compute_plan, so the two cannot drift."""
-    graph = workspace_graph(incident.workspace.name)
-    session = repair_session(incident, graph, incident.excluded_sources())
-    plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=None, progress=progress)
-    return plan.to_json()
+    The what-if's only call into the walk: the repair job's own (repairs.engine.walk_incident, with the
+    sources the job would leave out), so the two cannot drift."""
+    return walk_incident(incident, progress=progress).to_json()
 
 
 def _tickets_changed(outcomes: list[dict]) -> list[dict]:
