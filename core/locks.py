@@ -2,8 +2,8 @@
 
 All locks use the two-key form `pg_advisory_(xact_)lock(namespace, key)`: the first key says whose
 lock it is, the second which object (a workspace, incident or part id). Two uses that shared a
-namespace would block each other whenever their ids happened to be equal (the audit chain once used
-the repair parts' namespace), so a use gets its own number here and imports it from here;
+namespace would block each other whenever their ids happened to be equal, so a use gets its own
+number here and imports it from here;
 tests/test_locks.py checks that no number repeats and that no product module spells one out itself.
 """
 from __future__ import annotations

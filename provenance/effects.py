@@ -43,7 +43,7 @@ def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dic
     by_kind: dict[str, list] = defaultdict(list)
     for row, details in effects:
         by_kind[row["kind"]].append((row, details, idempotency_key(workspace, run_number, row["id"])))
-    # Money before messages, as before: a confirmation never precedes its payment in the same flush.
+    # Money before messages: a confirmation never precedes its payment in the same flush.
     for kind in sorted(by_kind, key=lambda k: (k != "refund", k != "email", k)):
         dispatch = upstream.compensation.effect_kind(kind).dispatch
         if dispatch is None:

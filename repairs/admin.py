@@ -198,7 +198,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     def close_view(self, request, incident_id):
         """GET: what closing does (pending items cancelled, with their counts and money) and a reason
-        field. POST: close through repairs.services.close_incident, as before."""
+        field. POST: close through repairs.services.close_incident."""
         if request.method == "POST":
             return self._lead_post(request, incident_id, services.close_incident, "closed")
         if request.method != "GET":

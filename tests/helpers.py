@@ -1,4 +1,4 @@
-"""What many tests need and each used to write for itself: people with roles, and a flagged, repaired
+"""What many tests need: people with roles, and a flagged, repaired
 source. Fixtures in the apps' conftest.py files build on these."""
 from __future__ import annotations
 

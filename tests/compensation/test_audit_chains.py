@@ -196,7 +196,7 @@ def test_the_verify_page_prints_what_the_command_prints_and_breaks_with_it(ws, c
     cmd_code, cmd_out = run_command(capsys, "verify_audit")
     assert code == 200 and cmd_code == 0 and err == []
     assert out == cmd_out.splitlines()  # a superuser's page covers every chain, line for line
-    # Red: a row edited behind the triggers' back breaks the page exactly as it breaks the command.
+    # A row edited behind the triggers' back breaks the page exactly as it breaks the command.
     behind_the_triggers_back(f"UPDATE {TABLE} SET reason = 'rewritten' WHERE workspace_id = %s AND seq = 3", [ws.a.pk])
     code, out, err = _verify_page(client)
     cmd_code, cmd_out = run_command(capsys, "verify_audit")
