@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from core import audit
 from core.vocabulary import AuditAction
 from provenance import upstream, validation
 from provenance.graph import (
@@ -68,8 +69,6 @@ def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:
 def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, via: str,
                    progress: ProgressFn = noop) -> MoveResult:
     """Move `workspace`'s graphs to server `to_server` (a `host:port` placement key)."""
-    from core import audit
-
     reason = validation.reason(reason)
     if actor is None or not actor.is_active or not actor.is_superuser:
         raise MoveRefused("only a superuser moves a workspace between FalkorDB servers")
@@ -109,8 +108,6 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
 
 def _finish_interrupted(workspace: Workspace, *, to_server: str, actor, reason: str, via: str) -> MoveResult:
     """The workspace is on `to_server` already: delete what an interrupted move left elsewhere."""
-    from core import audit
-
     result = MoveResult(workspace.name, to_server, to_server, moved=False)
     leftovers = _leftovers(workspace, keep=to_server)
     if not leftovers:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
 from core.vocabulary import AuditAction
 from provenance import tenancy, validation
 from provenance.agents import NAME_PATTERN, registered_names
@@ -32,8 +33,6 @@ class OnboardingRefused(PermissionError):
 
 def _audit(*, workspace, action: str, subject_type: str, subject_id, actor, reason: str, via: str,
            data: dict | None = None) -> None:
-    from core import audit
-
     audit.record(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
                  reason=reason, data=data, workspace=workspace)
 

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import audit
 from core.vocabulary import AuditAction, RecordingStatus, Via
 from provenance import protocol, validation
 from provenance.agents import registered_names
@@ -129,8 +130,6 @@ def _expire_idle(ws: Workspace) -> None:
 
 
 def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None:
-    from core import audit
-
     announced = [e | {"action": r["id"]} for r in row.state["records"] for e in r["effects"]]
     row.status, row.finished_at = status, timezone.now()
     row.save(update_fields=["status", "finished_at"])

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from core import audit
 from core.vocabulary import AuditAction
 from provenance import queries, tenancy, validation
 from provenance.graph import Graph
@@ -82,8 +83,6 @@ def check_may_set_trust(actor) -> None:
 def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str) -> Source:
     """Set how far a source is trusted (a Support lead's call, like flagging), recorded with who and why:
     one `source.trust_set` audit event in the source's workspace chain, from the old level to the new."""
-    from core import audit
-
     reason = validation.reason(reason)
     if level not in T.values:
         raise validation.InvalidInput(f"trust must be one of {', '.join(T.values)}")

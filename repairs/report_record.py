@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from core import chains, checkpoints
+from core.checkpoints import Checkpoint
 from repairs import downstream
 from repairs.models import Incident
 
@@ -27,8 +29,6 @@ class ReportRefused(ValueError):
 def record_section(incident: Incident) -> dict:
     """The chain head, its latest checkpoint (signed now when the head moved and this runs outside a
     transaction) and the report's state."""
-    from core import chains, checkpoints
-
     ws = incident.workspace_id
     checkpoints.flush()
     checkpoints.sign_heads([ws])
@@ -51,8 +51,6 @@ def _canonical(report: dict) -> bytes:
 
 def sign_report(report: dict) -> dict:
     """The report with its `signature` (the report must already be plain JSON data)."""
-    from core import checkpoints
-
     data = _canonical(report)
     return {**report, "signature": {"alg": ALGORITHM, "key": checkpoints.signing_fingerprint(), "covers": COVERS,
                                     "digest": hashlib.sha256(data).hexdigest(), "value": checkpoints.sign(data)}}
@@ -60,9 +58,6 @@ def sign_report(report: dict) -> dict:
 
 def verify_report(report: dict, *, public_key) -> str:
     """One line saying what holds; raises ReportRefused with the first reason it does not."""
-    from core import checkpoints
-    from core.checkpoints import Checkpoint
-
     signature = report.get("signature") if isinstance(report, dict) else None
     if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:
         raise ReportRefused("the report carries no Ed25519 signature")

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
+from core import audit
 from core.vocabulary import AuditAction, ItemKind
 from provenance import queries, tenancy, validation
 from provenance.graph import workspace_graph
@@ -127,8 +128,6 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
 
 def what_if(*, workspace: Workspace, source: str, actor, via: str, progress: ProgressFn = noop) -> WhatIf:
     """compute_what_if for a person or agent: tenancy checked, the look recorded in the audit trail."""
-    from core import audit
-
     if actor is not None:
         tenancy.require_visible(actor, workspace, via=via, what=f"workspace {workspace.name!r}")
     result = compute_what_if(workspace=workspace, source=source, progress=progress)
