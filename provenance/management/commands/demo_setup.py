@@ -4,15 +4,15 @@ from django.contrib.auth.models import Group
 from core import audit
 from provenance import membership
 from core.commands import KintsugiCommand
-from core.vocabulary import AuditAction, Via
+from core.vocabulary import AuditAction, Role, Via
 from provenance.models import Workspace
 from provenance.services import desk_run
 
 DEMO_USERS = [
     # username, group, superuser
-    ("lead", "Support lead", False),
-    ("reviewer", "Reviewer", False),
-    ("auditor", "Auditor", False),
+    ("lead", Role.SUPPORT_LEAD, False),
+    ("reviewer", Role.REVIEWER, False),
+    ("auditor", Role.AUDITOR, False),
     ("admin", None, True),
 ]
 DEMO_PASSWORD = "kintsugi-demo"
