@@ -264,3 +264,7 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.seq} {self.action} {self.subject_type}:{self.subject_id}"
+
+
+# Delivery (connectors, each item's way out and its attempts) keeps its models in a module of its own.
+from compensation.delivery_models import Delivery, DeliveryAttempt, ProviderEvent, WorkspaceConnector  # noqa: E402,F401
