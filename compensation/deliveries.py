@@ -24,11 +24,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit
 from compensation.connectors import Outcome, PermanentFailure, TemporaryFailure, connector
 from compensation.connectors import config
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState, WorkspaceConnector
 from compensation.models import CompensationItem
+from core import audit
+from core.vocabulary import AuditAction, ItemStatus
 from provenance.models import Workspace
 
 S = DeliveryState
@@ -131,7 +132,7 @@ def summary(item: CompensationItem) -> dict | None:
     except Delivery.DoesNotExist:
         delivery = None
     if delivery is None:
-        if item.status not in (CompensationItem.Status.APPROVED, CompensationItem.Status.EXECUTED):
+        if item.status not in (ItemStatus.APPROVED, ItemStatus.EXECUTED):
             return None
         name, _ = config.choice(workspace_id=item.incident.workspace_id, kind=item.kind)
         return {"state": S.QUEUED.value, "connector": name, "reference": "", "attempts": 0, "failure_reason": "",
@@ -171,7 +172,7 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
         delivery.save(update_fields=["state", "next_attempt_at", "failure_reason", "updated_at"])
         CompensationItem.objects.filter(pk=item.pk, status=CompensationItem.Status.EXECUTED).update(
             status=CompensationItem.Status.APPROVED, executed_at=None)
-        audit.record(action="item.delivery_retried", subject_type="compensation_item", subject_id=item.pk, via=via,
+        audit.record(action=AuditAction.ITEM_DELIVERY_RETRIED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=was, to_status=S.QUEUED)
     from compensation.tasks import execute_compensation
 
@@ -207,6 +208,6 @@ def set_connector(*, workspace: Workspace, kind: str, name: str, options: dict |
         audit.lock_chain(workspace)
         row, _ = WorkspaceConnector.objects.update_or_create(workspace=workspace, kind=kind,
                                                              defaults={"connector": name, "options": options})
-        audit.record(action="connector.set", subject_type="workspace", subject_id=workspace.pk, via=via, actor=actor,
+        audit.record(action=AuditAction.CONNECTOR_SET, subject_type="workspace", subject_id=workspace.pk, via=via, actor=actor,
                      reason=reason, workspace=workspace, data={"kind": kind, "connector": name, "options": options})
     return row

@@ -14,11 +14,11 @@ import stripe
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
-from compensation import audit
 from compensation.connectors.config import secret
 from compensation.connectors.stripe_payments import INVOICE_STATES, REFUND_STATES, WEBHOOK_SECRET_ENV
 from compensation.delivery_models import Delivery, DeliveryState, ProviderEvent, WorkspaceConnector
-from repairs.models import Incident
+from core import audit
+from core.vocabulary import AuditAction, Via
 
 log = logging.getLogger(__name__)
 REFUSED_COUNTER = "webhooks:stripe:refused"
@@ -102,8 +102,8 @@ def _apply(delivery: Delivery, state: str, event_type: str, obj: dict, event_id:
     delivery.state = state
     delivery.failure_reason = str(obj.get("failure_reason") or "")[:300] if state == DeliveryState.FAILED else ""
     delivery.save(update_fields=["state", "failure_reason", "updated_at"])
-    audit.record(action="item.delivery_changed", subject_type="compensation_item", subject_id=item.pk,
-                 via=Incident.Via.API, actor=None,
+    audit.record(action=AuditAction.ITEM_DELIVERY_CHANGED, subject_type="compensation_item", subject_id=item.pk,
+                 via=Via.API, actor=None,
                  reason=f"Stripe {event_type}", incident_id=item.incident_id, from_status=was, to_status=state,
                  data={"event": event_id, "reference": delivery.reference, "failure_reason": delivery.failure_reason})
     return "applied"

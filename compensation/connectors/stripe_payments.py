@@ -82,7 +82,7 @@ class Stripe(Connector):
             status = getattr(e, "http_status", None)
             if status is None or status >= 500 or status == 409:
                 raise TemporaryFailure(f"Stripe answered {status or 'nothing'}", status_code=status) from None
-            code = getattr(e, "code", None) or "refused"
+            code = getattr(e, "code", None) or "declined"
             raise PermanentFailure(f"Stripe refused: {code}", status_code=status) from None
 
 

@@ -3,9 +3,10 @@ import json
 from compensation.connectors import config
 from compensation.deliveries import set_connector
 from provenance import tenancy
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
+from core.users import get_user
+from core.vocabulary import Via
 from provenance.services import get_workspace
-from repairs.services import get_user
 
 
 class Command(KintsugiCommand):
@@ -26,7 +27,7 @@ class Command(KintsugiCommand):
         workspace = get_workspace(o["workspace"])
         actor = get_user(o["user"]) if o["user"] else None
         if actor is not None:
-            tenancy.require_visible(actor, workspace, via="cli", what=f"workspace {workspace.name!r}")
+            tenancy.require_visible(actor, workspace, via=Via.CLI, what=f"workspace {workspace.name!r}")
         if o["set"]:
             if actor is None:
                 raise ValueError("--set needs --user (the workspace's Workspace admin) and --reason")
@@ -38,7 +39,7 @@ class Command(KintsugiCommand):
             if not isinstance(options, dict):
                 raise ValueError("--options must be a JSON object")
             set_connector(workspace=workspace, kind=kind.strip(), name=name.strip(), options=options, actor=actor,
-                          reason=o["reason"], via="cli")
+                          reason=o["reason"], via=Via.CLI)
         listing = config.listing(workspace_id=workspace.pk)
         if o["json"]:
             self.print_json(listing)
