@@ -6,7 +6,8 @@ what-if of a flag against the real repair's walk on the same desk; `python -m be
 on network-namespace test hosts and loses a worker host mid-repair (root; see bench/multihost.py); `python -m bench
 agents [--quick]` times recording over HTTP against recording in-process; `python -m bench scale [--actions N]
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
-repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory. None of these is part
+repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory; `python -m bench delivery
+[--quick]` delivers approved items through each connector against local servers beside the sandbox. None of these is part
 of "all". Results
 also go to
 bench/results/latest.json (gitignored).
@@ -34,7 +35,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "delivery")  # run only when named
 
 
 def _git_commit() -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 
 from compensation import sequencing
+from compensation.delivery_models import delivery_needs_person
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
 from core.money import format_money
@@ -34,12 +35,13 @@ GONE = (St.REJECTED, St.CANCELLED)
 
 
 class CaseState:
+    DELIVERY_FAILED = "delivery failed: a person decides"  # a provider refused after the approval
     NEEDS_DECISION = "needs decision"
     WAITING = "approved, waiting to go out"
     DONE = "done"
 
 
-STATE_RANK = {CaseState.NEEDS_DECISION: 0, CaseState.WAITING: 1, CaseState.DONE: 2}
+STATE_RANK = {CaseState.DELIVERY_FAILED: 0, CaseState.NEEDS_DECISION: 0, CaseState.WAITING: 1, CaseState.DONE: 2}
 
 
 @dataclass
@@ -106,6 +108,8 @@ class Case:
 
     @property
     def state(self) -> str:
+        if any(delivery_needs_person(c.item) for c in self.items):
+            return CaseState.DELIVERY_FAILED
         if self.pending:
             return CaseState.NEEDS_DECISION
         if any(c.item.status == St.APPROVED for c in self.items):
@@ -203,7 +207,7 @@ def _items(*, user, incident: Incident | None):
 def cases(*, user, incident: Incident | None = None, status: str | None = None) -> list[Case]:
     """The cases `user` may see (one incident's, or those of the newest incidents with pending items),
     needing a decision first. `status`: "pending" (cases with an undecided item), "decided" (the rest)."""
-    found = _build(list(_items(user=user, incident=incident).select_related("incident", "decided_by")
+    found = _build(list(_items(user=user, incident=incident).select_related("incident", "decided_by", "delivery")
                         .defer("incident__plan", "incident__verification")))
     if status == ItemStatus.PENDING:
         return [c for c in found if c.pending]
@@ -216,7 +220,7 @@ def case(*, user, incident_id: int, ticket: str) -> Case | None:
     """One case, if `user` may see it, with its ticket's before → after and its items' edits; None
     otherwise (as for a case that does not exist)."""
     items = list(tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
-                 .filter(incident_id=incident_id, ticket_id=ticket).select_related("incident", "decided_by")
+                 .filter(incident_id=incident_id, ticket_id=ticket).select_related("incident", "decided_by", "delivery")
                  .defer("incident__plan", "incident__verification"))
     if not items:
         return None

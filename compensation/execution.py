@@ -5,21 +5,24 @@ Execution then runs in three steps:
 1. lock the item; an executed item is a no-op, anything but an approved item is refused, an item of a
    repair not yet verified 0 / 0 / 0 (compensation.gates) and an email still waiting for the money item
    it explains (compensation.sequencing) are left for later; count the attempt;
-2. deliver, carrying the key, as the item kind's registration says (compensation.effect_kinds): a ledger row (reversal request or payment) is created with
+2. deliver, carrying the key, through the connector the workspace chose for the item's kind
+   (compensation.deliveries: Stripe, SMTP, a signed webhook, or the demo's sandbox); the sandbox
+   delivers as the item kind's registration says (compensation.effect_kinds): a ledger row (reversal request or payment) is created with
    get_or_create on its unique idempotency key, and an email goes through Django's email framework with
    the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once; a manual
    compensation sends nothing (a person did it; the approval's reason says what);
 3. lock the item again and mark it executed (once: a concurrent or repeated run finds it executed).
 A retry, a double click or a worker that dies between 2 and 3 repeats step 2 with the same key and
-sends nothing twice. With a real SMTP backend instead of the outbox, a crash between 2 and 3 could
-send an email twice unless the relay honours the key; the ledger is always exact.
+sends nothing twice (Stripe and the webhook honour the key; SMTP, which cannot, is marked `uncertain`
+for a person instead of being repeated: compensation.deliveries).
 """
 from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import effect_kinds, gates, sequencing
+from compensation import deliveries, effect_kinds, gates, sequencing
+from compensation.connectors import TemporaryFailure
 from core import audit
 from core.vocabulary import AuditAction, Via
 from compensation.models import CompensationItem
@@ -58,7 +61,10 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
             return item
         item.execution_attempts += 1
         item.save(update_fields=["execution_attempts", "updated_at"])
-    outcome = deliver(item)
+    sent = deliveries.send(item)  # TemporaryFailure propagates: the task retries with backoff
+    if sent is None:
+        return item  # failed, dead-lettered or uncertain: it stays approved, and a person decides
+    outcome = {"delivery": sent.state, "connector": item.delivery.connector, "reference": sent.reference}
     with transaction.atomic():
         audit.lock_chain(item.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)
@@ -81,10 +87,14 @@ def execute_approved(*, via: str = Via.WORKER, actor=None, approved_before=None,
     placed on `skip_servers`. Returns how many were executed (emails held for their money item stay
     approved)."""
     done = 0
-    waiting = CompensationItem.objects.filter(status=St.APPROVED).exclude(
-        incident__workspace__falkordb_server__in=skip_servers)
+    waiting = deliveries.due(CompensationItem.objects.filter(status=St.APPROVED).exclude(
+        incident__workspace__falkordb_server__in=skip_servers))
     if approved_before is not None:
         waiting = waiting.filter(updated_at__lt=approved_before)
     for pk in waiting.order_by("pk").values_list("pk", flat=True):
-        done += execute_item(item_id=pk, via=via, actor=actor).status == St.EXECUTED
+        try:
+            done += execute_item(item_id=pk, via=via, actor=actor).status == St.EXECUTED
+        except TemporaryFailure:
+            continue  # its delivery waits for its next try; the others go on
+
     return done

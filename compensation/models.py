@@ -196,3 +196,7 @@ class QueueTotal(models.Model):
 
     def __str__(self) -> str:
         return f"incident #{self.incident_id} {self.status}: {self.items} items, {format_money(self.cents, self.currency)}"
+
+
+# Delivery (connectors, each item's way out and its attempts) keeps its models in a module of its own.
+from compensation.delivery_models import Delivery, DeliveryAttempt, ProviderEvent, WorkspaceConnector  # noqa: E402,F401

@@ -2,11 +2,12 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
+from compensation.connectors import TemporaryFailure
 from core.vocabulary import Via
 from compensation.execution import execute_approved, execute_item
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, autoretry_for=(OperationalError,),
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, autoretry_for=(OperationalError, TemporaryFailure),
              retry_backoff=settings.KINTSUGI_RETRY_BACKOFF_SECONDS,
              retry_backoff_max=settings.KINTSUGI_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=True,
              max_retries=settings.KINTSUGI_RETRY_MAX)

@@ -87,6 +87,10 @@ class AuditAction(models.TextChoices):
     ITEM_CANCELLED = "item.cancelled"
     ITEM_REFUSED = "item.refused"
     FOUR_EYES_RELAXED = "four_eyes.relaxed"
+    # delivery of approved items
+    CONNECTOR_SET = "connector.set"
+    ITEM_DELIVERY_RETRIED = "item.delivery_retried"
+    ITEM_DELIVERY_CHANGED = "item.delivery_changed"
     # recordings of remote agents: one per status a recording ends in
     RECORDING_COMMITTED = "recording.committed"
     RECORDING_ABANDONED = "recording.abandoned"

@@ -9,6 +9,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from compensation import deliveries
 from compensation.models import CompensationItem
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
@@ -306,6 +307,16 @@ class FactHistorySerializer(serializers.Serializer):
 
 
 # --- review items (compensation drafts) -------------------------------------------------------------------
+class DeliverySerializer(serializers.Serializer):
+    state = serializers.CharField(help_text="queued, retrying, sending, delivered, accepted, submitted, pending, "
+                                            "succeeded, failed, canceled, dead or uncertain.")
+    connector = serializers.CharField(help_text="sandbox_ledger, outbox, manual, smtp, stripe or webhook.")
+    reference = serializers.CharField(help_text="The provider's id: a Stripe refund or invoice, a Message-ID.")
+    attempts = serializers.IntegerField()
+    failure_reason = serializers.CharField()
+    accepted_at = serializers.DateTimeField(allow_null=True)
+
+
 class ReviewItemSerializer(serializers.ModelSerializer):
     workspace = serializers.CharField(source="incident.workspace.name", read_only=True)
     ticket = serializers.CharField(source="ticket_id", read_only=True)
@@ -317,10 +328,17 @@ class ReviewItemSerializer(serializers.ModelSerializer):
     problems = serializers.ListField(child=serializers.CharField(), read_only=True)
     amount = serializers.CharField(source="amount_display", read_only=True,
                                    help_text='The amount as people read it ("$75.00"); amount_cents is the value.')
+    delivery = serializers.SerializerMethodField(help_text="Where the item is on its way out, beside its decision "
+                                                           "(null until it is approved).")
 
     class Meta:
         model = CompensationItem
         fields = ["id", "incident", "workspace", "kind", "status", "ticket", "customer_email", "to", "subject", "body",
                   "amount_cents", "currency", "amount", "payment_reference", "valid", "problems", "edited", "drafted_by",
-                  "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at"]
+                  "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at",
+                  "delivery"]
         read_only_fields = fields
+
+    @extend_schema_field(DeliverySerializer(allow_null=True))
+    def get_delivery(self, item) -> dict | None:
+        return deliveries.summary(item)

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, decide, views
+from kintsugi_site.api import agents, decide, views, webhooks
 
 app_name = "api"
 
@@ -27,6 +27,7 @@ urlpatterns = [
     path("workspaces/<int:pk>/suspicious-sources/", decide.SuspiciousSourcesView.as_view(),
          name="workspace-suspicious-sources"),
     path("workspaces/<int:pk>/actions/<int:action_id>/", decide.ActionAtView.as_view(), name="workspace-action"),
+    path("webhooks/stripe/", webhooks.StripeWebhookView.as_view(), name="webhook-stripe"),
     *router.urls,
     re_path(r"^[\s\S]*$", views.NotFoundView.as_view(), name="not-found"),  # any character, newlines too
 ]

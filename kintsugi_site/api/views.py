@@ -273,7 +273,8 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = ReviewItemSerializer
 
     def get_queryset(self):
-        qs = compensation_selectors.review_queue().filter(incident__workspace__in=_visible(self.request))
+        qs = (compensation_selectors.review_queue().filter(incident__workspace__in=_visible(self.request))
+              .select_related("delivery"))
         if self.action != "list":
             return qs
         for name, field in (("workspace", "incident__workspace_id"), ("incident", "incident_id")):

@@ -208,6 +208,18 @@ KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")
+# Delivery of approved items (compensation.connectors). Each item kind's default connector, e.g.
+# "refund_reversal=stripe,replacement_refund=stripe,correction_email=smtp"; unset kinds use the sandbox
+# ledger (money) and the outbox (email). A workspace admin may choose otherwise per workspace. Secrets
+# come from the environment (KINTSUGI_STRIPE_API_KEY, KINTSUGI_STRIPE_WEBHOOK_SECRET,
+# KINTSUGI_WEBHOOK_SECRET, KINTSUGI_SMTP_USERNAME / _PASSWORD) or files (the same names + _FILE).
+KINTSUGI_CONNECTORS = env("KINTSUGI_CONNECTORS", default="")
+EMAIL_HOST = env("KINTSUGI_SMTP_HOST", default="")
+EMAIL_PORT = env.int("KINTSUGI_SMTP_PORT", default=25)
+EMAIL_USE_TLS = env.bool("KINTSUGI_SMTP_TLS", default=False)
+KINTSUGI_STRIPE_API_BASE = env("KINTSUGI_STRIPE_API_BASE", default="")  # a local fake in tests and benches
+KINTSUGI_DELIVERY_TIMEOUT_SECONDS = env.float("KINTSUGI_DELIVERY_TIMEOUT_SECONDS", default=10.0)
+KINTSUGI_DELIVERY_MAX_ATTEMPTS = env.int("KINTSUGI_DELIVERY_MAX_ATTEMPTS", default=8)
 
 # The REST API (kintsugi_site/api): token first so that anonymous callers get 401 with WWW-Authenticate;
 # session auth keeps the browsable API usable from a logged-in admin session.

@@ -60,7 +60,9 @@ def keep_test_connection():
     request_finished.connect(close_old_connections)
 
 
-@schema.parametrize()
+# Providers' webhooks are left out: their only valid request is one signed with a secret, which no
+# generator makes, so every generated body is rightly refused (tests/compensation/test_delivery_webhooks.py).
+@schema.exclude(path_regex="^/api/v1/webhooks/").parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_every_operation_keeps_to_the_schema(case, token, keep_test_connection):
     case.call_and_validate(headers={"Authorization": f"Token {token}"},
