@@ -36,6 +36,7 @@ from provenance import queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.llm import get_client
 from provenance.models import Workspace
+from provenance.replay import ReplayUnavailable
 from provenance.scrub import scrub_secrets
 from provenance.vocabulary import ActionStatus
 from repairs import parts
@@ -80,10 +81,26 @@ def run_repair(*, incident_id: int) -> Incident | None:
                     return _failed(incident, exc)
                 incident.refresh_from_db()
                 message = scrub_secrets(str(exc).splitlines()[0])
+                if isinstance(exc, ReplayUnavailable):
+                    return _replay_failed(incident, message)
                 transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
                 return _failed(incident, exc)
+
+
+def _replay_failed(incident: Incident, message: str) -> Incident:
+    """A remote agent did not take its replay: block and retry, as for an outage, but only up to
+    KINTSUGI_REPLAY_MAX_ATTEMPTS times per incident; then the repair fails (a person retries it)."""
+    failures, most = incident.replay_failures + 1, settings.KINTSUGI_REPLAY_MAX_ATTEMPTS
+    if failures >= most:
+        message = f"{message} (failure {failures} of {most}: gave up; retry the repair once the agent answers)"
+        return transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="remote agent gave up",
+                          error=message, replay_failures=failures)
+    message = f"{message} (failure {failures} of {most}; the repair retries once the agent answers)"
+    transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message,
+               replay_failures=failures)
+    raise ReplayUnavailable(message)
 
 
 def outage(exc: Exception) -> bool:

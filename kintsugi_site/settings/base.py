@@ -8,6 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 import environ
 
 from kintsugi_site import db_roles, embedded
+from kintsugi_site.egress import parse_allow_list
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -260,6 +261,14 @@ KINTSUGI_WEB_HOST = env("KINTSUGI_WEB_HOST", default="127.0.0.1")
 KINTSUGI_WEB_PORT = env.int("KINTSUGI_WEB_PORT", default=8000)
 KINTSUGI_WEB_WORKERS = env.int("KINTSUGI_WEB_WORKERS", default=2)
 KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
+# Where the worker may send requests an administrator's URL points it at (kintsugi_site.egress): public
+# addresses, plus these CIDRs. Locally (`make demo`) the demo's own agents live on loopback, so loopback
+# is allowed here; production's settings allow nothing beyond public addresses unless told. The
+# deployment's own services stay refused whatever this says.
+KINTSUGI_EGRESS_ALLOW = parse_allow_list(env.list("KINTSUGI_EGRESS_ALLOW", default=["127.0.0.0/8", "::1/128"]))
+# How many times one incident's repair may fail to reach a remote agent before it fails instead of
+# blocking again (each failure is counted on the incident).
+KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=5)
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 
