@@ -48,17 +48,31 @@ def audit_incident_transition(sender, instance: IncidentTransition, created: boo
 # system chain: attributed when it came through provenance.membership, "unattributed" otherwise.
 @receiver(m2m_changed, sender=Workspace.members.through, dispatch_uid="compensation.audit_membership")
 def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
+    _audit_workspace_users(instance, action, reverse, pk_set, field="members", related="workspaces",
+                           prefix="membership")
+
+
+# Who a workspace's admins may find in the members picker widens what they see of other people: audited
+# the same way.
+@receiver(m2m_changed, sender=Workspace.visible_users.through, dispatch_uid="compensation.audit_visible_users")
+def audit_visible_users(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
+    _audit_workspace_users(instance, action, reverse, pk_set, field="visible_users", related="visible_in_workspaces",
+                           prefix="visibility")
+
+
+def _audit_workspace_users(instance, action: str, reverse: bool, pk_set, *, field: str, related: str,
+                           prefix: str) -> None:
     if action not in ("post_add", "post_remove", "pre_clear") or (action != "pre_clear" and not pk_set):
         return
     if action == "pre_clear":
         # clear() sends no pk_set afterwards: record what it is about to remove.
-        pk_set = set(instance.members.values_list("pk", flat=True) if not reverse
-                     else instance.workspaces.values_list("pk", flat=True))
+        pk_set = set(getattr(instance, field).values_list("pk", flat=True) if not reverse
+                     else getattr(instance, related).values_list("pk", flat=True))
         if not pk_set:
             return
     who = current_attribution() or {"actor": None, "via": "cli",
                                     "reason": "membership changed outside kintsugi's services (unattributed)"}
-    verb = "membership.added" if action == "post_add" else "membership.removed"
+    verb = f"{prefix}.added" if action == "post_add" else f"{prefix}.removed"
     pairs = ([(instance, pk) for pk in sorted(pk_set)] if not reverse
              else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
     User = get_user_model()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -93,7 +94,10 @@ _DRF_CODES = {
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     request = context.get("request")
-    if isinstance(exc, Http404):
+    if isinstance(exc, RequestDataTooBig):  # a body Django itself refused to read into memory
+        exc = ApiError(f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+                       code="request_too_large", status_code=413)
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()

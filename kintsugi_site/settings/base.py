@@ -8,6 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 import environ
 
 from kintsugi_site import db_roles, embedded
+from kintsugi_site.client_ip import trusted_proxies
 from kintsugi_site.egress import parse_allow_list
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -69,10 +70,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("KINTSUGI_LOGIN_LOCKOUT_MINUTES", 
 AXES_RESET_ON_SUCCESS = True
 # Attempts live in the cache (AXES_HANDLER), so axes's admin pages would list tables that stay empty.
 AXES_ENABLE_ADMIN = False
-# The client's address: REMOTE_ADDR, or behind KINTSUGI_TRUSTED_PROXIES reverse proxies the address the
-# outermost trusted one saw (kintsugi_site.client_ip).
+# The client's address: REMOTE_ADDR, which the web server sets to the forwarded client only when the peer
+# is one of KINTSUGI_TRUSTED_PROXIES (addresses or CIDRs, empty: trust nobody; kintsugi_site.client_ip).
 AXES_CLIENT_IP_CALLABLE = "kintsugi_site.client_ip.client_ip"
-KINTSUGI_TRUSTED_PROXIES = env.int("KINTSUGI_TRUSTED_PROXIES", default=0)
+KINTSUGI_TRUSTED_PROXIES = trusted_proxies(env("KINTSUGI_TRUSTED_PROXIES", default=""))
 
 ROOT_URLCONF = "kintsugi_site.urls"
 TEMPLATES = [
@@ -225,6 +226,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "kintsugi_site.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "kintsugi_site.api.errors.exception_handler",
+    # JSON bodies over DATA_UPLOAD_MAX_MEMORY_SIZE answer 413, nested too deeply 400 (kintsugi_site.api.parsers).
+    "DEFAULT_PARSER_CLASSES": [
+        "kintsugi_site.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # Only the expensive endpoints are throttled (kintsugi_site.api.throttles), each by its own scope.
     "DEFAULT_THROTTLE_RATES": {
         "blast_radius": env("KINTSUGI_API_RATE_BLAST_RADIUS", default="120/min"),
