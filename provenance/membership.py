@@ -17,6 +17,7 @@ import contextvars
 from contextlib import contextmanager
 
 from django.db import transaction
+from django.db.models import Q
 
 from provenance.models import Workspace
 
@@ -61,9 +62,11 @@ def pickable_users(actor):
         return users.none()
     if actor.is_superuser:
         return users
-    managed = manageable_workspaces(actor)
-    return (users.filter(pk__in=managed.values("members")) | users.filter(pk__in=managed.values("visible_users"))
-            | users.filter(pk=actor.pk))
+    managed = manageable_workspaces(actor).values("pk")
+    # Through the link tables: `managed` is itself filtered on members, and a join on it would be reused.
+    members = Workspace.members.through.objects.filter(workspace_id__in=managed).values("user_id")
+    visible = Workspace.visible_users.through.objects.filter(workspace_id__in=managed).values("user_id")
+    return users.filter(Q(pk__in=members) | Q(pk__in=visible) | Q(pk=actor.pk))
 
 
 @contextmanager

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -17,6 +16,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from compensation.services import DecisionRefused, ReviewRefused
 from kintsugi_site.api.audit import record_refusal
+from kintsugi_site.api.parsers import too_large
 from provenance.graph import GraphUnavailable
 from provenance.protocol import CallConflict
 from provenance.remote import RecordingInProgress
@@ -95,8 +95,7 @@ _DRF_CODES = {
 def exception_handler(exc: Exception, context: dict) -> Response:
     request = context.get("request")
     if isinstance(exc, RequestDataTooBig):  # a body Django itself refused to read into memory
-        exc = ApiError(f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
-                       code="request_too_large", status_code=413)
+        exc = too_large()
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

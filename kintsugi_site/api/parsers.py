@@ -6,16 +6,22 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
-from rest_framework import parsers
-from rest_framework.exceptions import ParseError
-
-from kintsugi_site.api.errors import ApiError
+from rest_framework import parsers, status
+from rest_framework.exceptions import APIException, ParseError
+from rest_framework.utils.json import strict_constant
 
 MAX_JSON_DEPTH = 64
 
 
-def too_large(limit: int) -> ApiError:
-    return ApiError(f"the request body is larger than {limit} bytes", code="request_too_large", status_code=413)
+class RequestTooLarge(APIException):
+    # Not kintsugi_site.api.errors.ApiError: that module imports DRF's views, which import this parser.
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "request_too_large"
+
+
+def too_large(limit: int | None = None) -> RequestTooLarge:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if limit is None else limit
+    return RequestTooLarge(f"the request body is larger than {limit} bytes")
 
 
 def too_deep() -> ParseError:
@@ -41,7 +47,7 @@ def depth(value) -> int:
 def loads_limited(raw: bytes, *, encoding: str = "utf-8", strict: bool = True):
     """json.loads with the depth limit; ParseError for anything that is not acceptable JSON."""
     try:
-        data = json.loads(raw.decode(encoding), parse_constant=json.strict_constant if strict else None)
+        data = json.loads(raw.decode(encoding), parse_constant=strict_constant if strict else None)
     except RecursionError:
         raise too_deep() from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
