@@ -118,7 +118,8 @@ def _service_urls() -> list[str]:
 
 
 def own_services() -> set[tuple[str, int]]:
-    """(host, port) of every service of this deployment that a request must never reach."""
+    """(host, port) of every service of this deployment that a request must never reach: its Postgres,
+    FalkorDB servers, broker, cache, SMTP server, web and MCP ports."""
     services: set[tuple[str, int]] = set()
     for url in _service_urls():
         try:
@@ -131,6 +132,8 @@ def own_services() -> set[tuple[str, int]]:
         host = db.get("HOST") or ""
         if host and not host.startswith("/"):
             services.add((host, int(db.get("PORT") or 5432)))
+    if getattr(settings, "EMAIL_HOST", ""):
+        services.add((settings.EMAIL_HOST, int(settings.EMAIL_PORT)))  # the outbox's SMTP server
     services.add((settings.KINTSUGI_WEB_HOST, int(settings.KINTSUGI_WEB_PORT)))
     services.add((settings.KINTSUGI_MCP_HOST, int(settings.KINTSUGI_MCP_PORT)))
     return services
