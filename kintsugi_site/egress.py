@@ -46,6 +46,10 @@ class EgressRefused(ValueError):
     """The URL's destination is not allowed; the message says why (shown to whoever registered it)."""
 
 
+class Unresolved(EgressRefused):
+    """The host does not resolve (now): nothing to check, and nothing to connect to."""
+
+
 class EgressFailed(ConnectionError):
     """An outbound request did not get a 2xx answer; `outcome` is one of the Outcome strings."""
 
@@ -187,7 +191,7 @@ def destination(url: str, *, unresolved_ok: bool = False) -> Destination | None:
     if not addresses:
         if unresolved_ok:
             return None
-        raise EgressRefused(f"host {parts.hostname!r} does not resolve")
+        raise Unresolved(f"host {parts.hostname!r} does not resolve")
     for address in addresses:  # every answer: a name that also resolves inward is refused
         why = refusal(address, port)
         if why:
@@ -208,6 +212,9 @@ def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 
     status; EgressFailed(outcome) otherwise (the remote text is logged, never returned)."""
     try:
         dest = destination(url)
+    except Unresolved as exc:  # a name server away is an outage like any other: retried, not refused
+        log.warning("egress to %s: %s", url, exc)
+        raise EgressFailed(Outcome.UNREACHABLE) from None
     except EgressRefused as exc:
         log.warning("egress refused %s: %s", url, exc)
         raise EgressFailed(Outcome.REFUSED) from None

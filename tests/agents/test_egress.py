@@ -223,3 +223,10 @@ def test_a_url_the_policy_refuses_at_connection_fails_the_repair_at_once(setting
     incident = run_repair(incident_id=open_incident(ws.name, "kb/page").pk)
     assert incident.status == "failed" and "agent 'reader' refused by egress policy" in incident.error
     assert agent.requests == [] and Incident.objects.get(pk=incident.pk).replay_failures == 0
+
+
+def test_a_name_that_does_not_resolve_is_unreachable_not_refused(settings):
+    with pytest.raises(egress.EgressFailed) as failed:
+        egress.post_json("http://agent.invalid/replay", b"{}", timeout=5)
+    assert failed.value.outcome == egress.Outcome.UNREACHABLE
+    assert egress.check_url("http://agent.invalid/replay")  # registered now, checked again on each call
