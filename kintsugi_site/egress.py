@@ -88,7 +88,8 @@ def parse_allow_list(entries) -> list[str]:
         try:
             ipaddress.ip_network(entry, strict=False)
         except ValueError:
-            raise ImproperlyConfigured(f"KINTSUGI_EGRESS_ALLOW entry {entry!r} is not an address or CIDR network") from None
+            raise ImproperlyConfigured(f"KINTSUGI_EGRESS_ALLOW entry {entry!r} is not an address or CIDR "
+                                       f"network") from None
         out.append(entry)
     return out
 

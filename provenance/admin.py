@@ -32,7 +32,8 @@ class WorkspaceForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if {"members", "visible_users"} & set(self.changed_data) and not (cleaned.get("membership_reason") or "").strip():
+        changed = {"members", "visible_users"} & set(self.changed_data)
+        if changed and not (cleaned.get("membership_reason") or "").strip():
             self.add_error("membership_reason", "Give a reason: membership changes are recorded in the audit trail.")
         return cleaned
 
