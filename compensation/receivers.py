@@ -1,22 +1,22 @@
 """How the compensation app hears about repairs and people: cancelling on close, releasing what was
-approved while a repair was verified, the audit event for every incident transition and every change
-of workspace membership."""
+approved while a repair was verified, and the audit event for every change of workspace membership
+(incident transitions are audited where they happen: repairs.lifecycle.record_transition)."""
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models.signals import m2m_changed, post_save
+from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
-from compensation import audit
+from core import audit
+from core.vocabulary import AuditAction, Via
 from compensation.models import CompensationItem
 from compensation.services import cancel_incident_items, enqueue_execution
 from provenance.membership import current_attribution
 from provenance.models import Workspace
-from repairs.models import IncidentTransition
 from repairs.signals import incident_closed, repair_finished
 
 
 @receiver(incident_closed, dispatch_uid="compensation.cancel_for_closed_incident")
-def cancel_for_closed_incident(sender, incident, actor=None, reason="", via="worker", **kwargs) -> None:
+def cancel_for_closed_incident(sender, incident, actor=None, reason="", via=Via.WORKER, **kwargs) -> None:
     cancel_incident_items(incident=incident, actor=actor, reason=reason or "incident closed", via=via)
 
 
@@ -29,27 +29,12 @@ def execute_approved_after_repair(sender, incident, **kwargs) -> None:
     transaction.on_commit(lambda: [enqueue_execution(pk) for pk in approved])
 
 
-# Every IncidentTransition row (flag, repair start, blocked, repaired, failed, retry, close) is mirrored
-# into the hash-chained audit trail in the same transaction. A receiver instead of a call in
-# repairs.services._transition, because repairs also creates transitions directly (flag, blocked).
-@receiver(post_save, sender=IncidentTransition, dispatch_uid="compensation.audit_incident_transition")
-def audit_incident_transition(sender, instance: IncidentTransition, created: bool, **kwargs) -> None:
-    if not created:
-        return
-    action = "incident.flagged" if not instance.from_status else f"incident.{instance.to_status}"
-    audit.record(action=action, subject_type="incident", subject_id=instance.incident_id, via=instance.via,
-                 actor=instance.actor, reason=instance.reason, incident_id=instance.incident_id,
-                 workspace=instance.incident.workspace_id,
-                 from_status=instance.from_status, to_status=instance.to_status,
-                 data={"transition": instance.pk})
-
-
 # Membership decides what the tenancy rule lets a person see, so every change of it is in the record's
 # system chain: attributed when it came through provenance.membership, "unattributed" otherwise.
 @receiver(m2m_changed, sender=Workspace.members.through, dispatch_uid="compensation.audit_membership")
 def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
     _audit_workspace_users(instance, action, reverse, pk_set, field="members", related="workspaces",
-                           prefix="membership")
+                           added=AuditAction.MEMBERSHIP_ADDED, removed=AuditAction.MEMBERSHIP_REMOVED)
 
 
 # Who a workspace's admins may find in the members picker widens what they see of other people: audited
@@ -57,11 +42,11 @@ def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set
 @receiver(m2m_changed, sender=Workspace.visible_users.through, dispatch_uid="compensation.audit_visible_users")
 def audit_visible_users(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
     _audit_workspace_users(instance, action, reverse, pk_set, field="visible_users", related="visible_in_workspaces",
-                           prefix="visibility")
+                           added=AuditAction.VISIBILITY_ADDED, removed=AuditAction.VISIBILITY_REMOVED)
 
 
 def _audit_workspace_users(instance, action: str, reverse: bool, pk_set, *, field: str, related: str,
-                           prefix: str) -> None:
+                           added: AuditAction, removed: AuditAction) -> None:
     if action not in ("post_add", "post_remove", "pre_clear") or (action != "pre_clear" and not pk_set):
         return
     if action == "pre_clear":
@@ -70,9 +55,9 @@ def _audit_workspace_users(instance, action: str, reverse: bool, pk_set, *, fiel
                      else getattr(instance, related).values_list("pk", flat=True))
         if not pk_set:
             return
-    who = current_attribution() or {"actor": None, "via": "cli",
+    who = current_attribution() or {"actor": None, "via": Via.CLI,
                                     "reason": "membership changed outside kintsugi's services (unattributed)"}
-    verb = f"{prefix}.added" if action == "post_add" else f"{prefix}.removed"
+    verb = added if action == "post_add" else removed
     pairs = ([(instance, pk) for pk in sorted(pk_set)] if not reverse
              else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
     User = get_user_model()

@@ -17,7 +17,7 @@ GUNICORN_CONF = ROOT / "kintsugi_site" / "gunicorn_conf.py"
 
 
 def _running_embedded() -> set[str]:
-    from kintsugi_site import embedded
+    from core import embedded
 
     up = set()
     if embedded._port_answers(embedded.FALKORDB_PORT):
@@ -59,7 +59,7 @@ def main() -> int:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 child.kill()
-        from kintsugi_site import embedded
+        from core import embedded
 
         started = _running_embedded() - before
         if started:

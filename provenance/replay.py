@@ -16,7 +16,7 @@ children and replays each one in turn, as it does for in-process agents.
 The answer to the POST may come before or after `finish`; the replay ends when the action is finished.
 No answer, an error status or no `finish` within the registration's timeout raises ReplayUnavailable, a
 GraphUnavailable: the repair blocks with that reason and resumes like any repair an outage stopped, up to
-KINTSUGI_REPLAY_MAX_ATTEMPTS failures (repairs.job). The POST goes through kintsugi_site.egress: the
+KINTSUGI_REPLAY_MAX_ATTEMPTS failures (repairs.job). The POST goes through core.egress: the
 replay URL is checked again against the egress policy, pinned to the address checked, never redirected,
 and a failure is told in that module's fixed words, never the remote text.
 """
@@ -31,7 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.conf import settings
 
-from kintsugi_site import egress
+from core import egress
+from core.errors import error_body, first_line, map_domain_error
 from provenance import protocol
 from provenance.graph import GraphUnavailable
 
@@ -42,6 +43,11 @@ MAX_BODY = 512 * 1024
 class ReplayUnavailable(GraphUnavailable):
     """A remote agent did not replay an action (unreachable, an error status, no finish in time). A
     GraphUnavailable on purpose: whoever blocks and retries a repair on an outage does so for this too."""
+
+    code = "agent_unavailable"
+
+    def public_message(self) -> str:
+        return first_line(self)
 
 
 class ReplayFailed(ValueError):
@@ -84,8 +90,6 @@ class _Replay:
         self.lock = threading.Lock()
 
     def handle(self, action: int, op: str, body) -> tuple[int, dict]:
-        from kintsugi_site.api.errors import error_body, map_domain_error
-
         if action != self.record.id:
             return 404, error_body("not_found", f"this replay is of action {self.record.id}, not {action}")
         with self.lock:
