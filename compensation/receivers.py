@@ -33,17 +33,31 @@ def execute_approved_after_repair(sender, incident, **kwargs) -> None:
 # system chain: attributed when it came through provenance.membership, "unattributed" otherwise.
 @receiver(m2m_changed, sender=Workspace.members.through, dispatch_uid="compensation.audit_membership")
 def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
+    _audit_workspace_users(instance, action, reverse, pk_set, field="members", related="workspaces",
+                           added=AuditAction.MEMBERSHIP_ADDED, removed=AuditAction.MEMBERSHIP_REMOVED)
+
+
+# Who a workspace's admins may find in the members picker widens what they see of other people: audited
+# the same way.
+@receiver(m2m_changed, sender=Workspace.visible_users.through, dispatch_uid="compensation.audit_visible_users")
+def audit_visible_users(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
+    _audit_workspace_users(instance, action, reverse, pk_set, field="visible_users", related="visible_in_workspaces",
+                           added=AuditAction.VISIBILITY_ADDED, removed=AuditAction.VISIBILITY_REMOVED)
+
+
+def _audit_workspace_users(instance, action: str, reverse: bool, pk_set, *, field: str, related: str,
+                           added: AuditAction, removed: AuditAction) -> None:
     if action not in ("post_add", "post_remove", "pre_clear") or (action != "pre_clear" and not pk_set):
         return
     if action == "pre_clear":
         # clear() sends no pk_set afterwards: record what it is about to remove.
-        pk_set = set(instance.members.values_list("pk", flat=True) if not reverse
-                     else instance.workspaces.values_list("pk", flat=True))
+        pk_set = set(getattr(instance, field).values_list("pk", flat=True) if not reverse
+                     else getattr(instance, related).values_list("pk", flat=True))
         if not pk_set:
             return
     who = current_attribution() or {"actor": None, "via": Via.CLI,
                                     "reason": "membership changed outside kintsugi's services (unattributed)"}
-    verb = AuditAction.MEMBERSHIP_ADDED if action == "post_add" else AuditAction.MEMBERSHIP_REMOVED
+    verb = added if action == "post_add" else removed
     pairs = ([(instance, pk) for pk in sorted(pk_set)] if not reverse
              else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
     User = get_user_model()

@@ -162,19 +162,18 @@ def export_row(event: AuditEvent) -> dict:
     }
 
 
-def _html_safe(text: str) -> str:
-    # Exports are opened in browsers and spreadsheet previews too: markup never leaves unescaped.
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def csv_cell(value) -> str:
-    """A CSV cell that a spreadsheet shows as text: markup escaped, and a leading =, +, -, @ (or tab,
-    carriage return) prefixed with an apostrophe so it is never evaluated as a formula (OWASP)."""
+    """A CSV cell that a spreadsheet shows as the text itself: a text starting with =, +, -, @, tab or
+    carriage return gets an apostrophe in front so it is never evaluated as a formula (OWASP). Nothing
+    else changes: a CSV is data, and HTML entities in it would be data corrupted, not escaped (a
+    browser that renders a download is told it is text/csv or a zip, not HTML)."""
     if value is None:
         return ""
+    if isinstance(value, (int, float)):  # a number, negative or not, is no formula
+        return str(value)
     if isinstance(value, (dict, list)):
-        value = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    text = _html_safe(str(value))
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    text = str(value)
     if text.startswith(_FORMULA_START):
         text = "'" + text
     return text

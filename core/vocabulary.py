@@ -101,6 +101,8 @@ class AuditAction(models.TextChoices):
     WORKSPACE_LEFTOVERS_DELETED = "workspace.leftovers_deleted"
     MEMBERSHIP_ADDED = "membership.added"
     MEMBERSHIP_REMOVED = "membership.removed"
+    VISIBILITY_ADDED = "visibility.added"
+    VISIBILITY_REMOVED = "visibility.removed"
     USER_CREATED = "user.created"
     SOURCE_CREATED = "source.created"
     SOURCE_CHANGED = "source.changed"

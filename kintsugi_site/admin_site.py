@@ -5,6 +5,33 @@ Installed through KintsugiAdminConfig (in INSTALLED_APPS instead of "django.cont
 """
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.contrib.admin.views.autocomplete import AutocompleteJsonView
+
+
+class PickerAutocomplete(AutocompleteJsonView):
+    """The admin's autocomplete, with the workspace members picker answering by the membership rule
+    (provenance.membership.pickable_users) instead of the user admin's own permission and list: a
+    Workspace admin finds only the people they may add, never every user of the deployment."""
+
+    def _members_picker(self) -> bool:
+        from provenance.models import Workspace
+
+        return self.source_field.model is Workspace and self.source_field.name == "members"
+
+    def has_perm(self, request, obj=None) -> bool:
+        if self._members_picker():
+            from provenance.membership import manageable_workspaces
+
+            return manageable_workspaces(request.user).exists()
+        return super().has_perm(request, obj)
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if self._members_picker():
+            from provenance.membership import pickable_users
+
+            queryset = queryset.filter(pk__in=pickable_users(self.request.user).values("pk"))
+        return queryset
 
 
 class KintsugiAdminSite(admin.AdminSite):
@@ -17,6 +44,9 @@ class KintsugiAdminSite(admin.AdminSite):
         from repairs.selectors import dashboard  # apps are loaded by the time a request arrives
 
         return super().index(request, {"dashboard": dashboard(user=request.user), **(extra_context or {})})
+
+    def autocomplete_view(self, request):
+        return PickerAutocomplete.as_view(admin_site=self)(request)
 
 
 class KintsugiAdminConfig(AdminConfig):

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Its trusted proxies (KINTSUGI_TRUSTED_PROXIES), not gunicorn's default of believing loopback's X-Forwarded-For.
+GUNICORN_CONF = ROOT / "kintsugi_site" / "gunicorn_conf.py"
 
 
 def _running_embedded() -> set[str]:
@@ -35,8 +37,9 @@ def web_server_command(py: str, *, bind: str | None = None, workers: int | None 
 
         bind = bind or f"{settings.KINTSUGI_WEB_HOST}:{settings.KINTSUGI_WEB_PORT}"
         workers = workers or settings.KINTSUGI_WEB_WORKERS
-    return [py, "-m", "gunicorn", "kintsugi_site.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker",
-            "--workers", str(workers), "--bind", bind, "--graceful-timeout", "10", "--no-control-socket"]
+    return [py, "-m", "gunicorn", "kintsugi_site.asgi:application", "--config", str(GUNICORN_CONF),
+            "--worker-class", "uvicorn_worker.UvicornWorker", "--workers", str(workers), "--bind", bind,
+            "--graceful-timeout", "10", "--no-control-socket"]
 
 
 def main() -> int:

@@ -33,6 +33,7 @@ from core.vocabulary import ItemStatus
 from provenance.refusals import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
+from kintsugi_site.body_limit import BodyLimit
 from compensation import effect_kinds, selectors as compensation_selectors, sequencing
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
@@ -375,4 +376,4 @@ def build_app(*, host: str = "127.0.0.1", port: int = 8765, extra_hosts=(), extr
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
         transport_security=transport_security(host=host, port=port, extra_hosts=extra_hosts,
                                               extra_origins=extra_origins))
-    return TokenSchemeAsBearer(app)
+    return BodyLimit(TokenSchemeAsBearer(app))

@@ -2,7 +2,9 @@
 
 Membership is what the tenancy rule (provenance.tenancy) reads, so changing it is a privileged act:
 superusers may change any workspace's members; a Workspace admin (permission
-provenance.manage_members) may change the members of the workspaces they belong to, and of no other.
+provenance.manage_members) may change the members of the workspaces they belong to, and of no other,
+adding only the users their picker shows (pickable_users): people already in a workspace they
+administer, or made visible to one of those workspaces by a superuser.
 Roles themselves (the groups) stay with superusers.
 
 Every change of membership lands in the audit record's system chain. The services below record who did
@@ -15,6 +17,7 @@ import contextvars
 from contextlib import contextmanager
 
 from django.db import transaction
+from django.db.models import Q
 
 from provenance.models import Workspace
 
@@ -47,6 +50,25 @@ def manageable_workspaces(actor):
     return Workspace.objects.filter(members=actor)
 
 
+def pickable_users(actor):
+    """The users `actor` may find in the members picker and add to a workspace: everyone for a
+    superuser; for a Workspace admin, the members of the workspaces they administer and the users a
+    superuser made visible to one of those workspaces; nobody for anyone else. Other teams' people stay
+    out of sight unless a superuser says otherwise."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(is_active=True)
+    if actor is None or not actor.is_authenticated or not actor.is_active:
+        return users.none()
+    if actor.is_superuser:
+        return users
+    managed = manageable_workspaces(actor).values("pk")
+    # Through the link tables: `managed` is itself filtered on members, and a join on it would be reused.
+    members = Workspace.members.through.objects.filter(workspace_id__in=managed).values("user_id")
+    visible = Workspace.visible_users.through.objects.filter(workspace_id__in=managed).values("user_id")
+    return users.filter(Q(pk__in=members) | Q(pk__in=visible) | Q(pk=actor.pk))
+
+
 @contextmanager
 def attributed(*, actor, reason: str, via: str):
     token = _attribution.set({"actor": actor, "reason": reason, "via": via})
@@ -72,11 +94,37 @@ def set_members(*, workspace: Workspace, users, actor, reason: str, via: str) ->
     with transaction.atomic(), attributed(actor=actor, reason=reason, via=via):
         current = {u.pk: u for u in workspace.members.select_for_update().all()}
         added = [u for pk, u in sorted(wanted.items()) if pk not in current]
+        unseen = {u.pk for u in added} - set(pickable_users(actor).filter(pk__in=[u.pk for u in added])
+                                             .values_list("pk", flat=True))
+        if unseen:
+            raise MembershipRefused(f"user {getattr(actor, 'username', None)!r} may not add users outside the "
+                                    f"members picker (members of workspaces they administer, or made visible "
+                                    f"to them by a superuser)")
         removed = [u for pk, u in sorted(current.items()) if pk not in wanted]
         if removed:
             workspace.members.remove(*removed)
         if added:
             workspace.members.add(*added)
+    return added, removed
+
+
+def set_visible_users(*, workspace: Workspace, users, actor, reason: str, via: str) -> tuple[list, list]:
+    """Make `users` the ones this workspace's Workspace admins may find in the members picker (superusers
+    only). Returns (added, removed); each change is audited."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a reason is required to change who a workspace's admins may see")
+    if actor is None or not getattr(actor, "is_superuser", False):
+        raise MembershipRefused("only a superuser decides which users a workspace's admins may see")
+    wanted = {u.pk: u for u in users}
+    with transaction.atomic(), attributed(actor=actor, reason=reason, via=via):
+        current = {u.pk: u for u in workspace.visible_users.select_for_update().all()}
+        added = [u for pk, u in sorted(wanted.items()) if pk not in current]
+        removed = [u for pk, u in sorted(current.items()) if pk not in wanted]
+        if removed:
+            workspace.visible_users.remove(*removed)
+        if added:
+            workspace.visible_users.add(*added)
     return added, removed
 
 

@@ -10,6 +10,11 @@ class Workspace(models.Model):
 
     name = models.SlugField(max_length=64, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="workspaces")
+    # Users a superuser lets this workspace's Workspace admins find in the members picker, beyond the
+    # members of the workspaces they administer (provenance.membership.pickable_users).
+    visible_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="visible_in_workspaces",
+                                           help_text="Users this workspace's Workspace admins may find and add as "
+                                                     "members (set by a superuser).")
     run_number = models.PositiveIntegerField(default=0, help_text="Increments each time a desk run replaces the graph.")
     run_params = models.JSONField(default=dict, blank=True)
     action_count = models.PositiveIntegerField(default=0)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit
+from core import audit, egress
 from core.vocabulary import AuditAction
 from provenance import tenancy, validation
 from provenance.agents import NAME_PATTERN, registered_names
@@ -153,7 +153,10 @@ def replay_url(value) -> str:
         raise validation.InvalidInput("replay_url must be an http:// or https:// URL with a host")
     if parts.username or parts.password:
         raise validation.InvalidInput("replay_url must not carry credentials; the replay brings its own token")
-    return url
+    try:
+        return egress.check_url(url)
+    except egress.EgressRefused as exc:
+        raise validation.InvalidInput(f"replay_url: {exc}") from None
 
 
 def remote_agent_name(value) -> str:

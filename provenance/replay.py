@@ -15,7 +15,10 @@ children and replays each one in turn, as it does for in-process agents.
 
 The answer to the POST may come before or after `finish`; the replay ends when the action is finished.
 No answer, an error status or no `finish` within the registration's timeout raises ReplayUnavailable, a
-GraphUnavailable: the repair blocks with that reason and resumes like any repair an outage stopped.
+GraphUnavailable: the repair blocks with that reason and resumes like any repair an outage stopped, up to
+KINTSUGI_REPLAY_MAX_ATTEMPTS failures (repairs.job). The POST goes through core.egress: the
+replay URL is checked again against the egress policy, pinned to the address checked, never redirected,
+and a failure is told in that module's fixed words, never the remote text.
 """
 from __future__ import annotations
 
@@ -24,12 +27,11 @@ import re
 import secrets
 import threading
 import time
-import urllib.error
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.conf import settings
 
+from core import egress
 from core.errors import error_body, first_line, map_domain_error
 from provenance import protocol
 from provenance.graph import GraphUnavailable
@@ -159,21 +161,18 @@ def _replay(agent: RemoteAgent, rec, payload: dict) -> dict:
         body = json.dumps({"workspace": agent.workspace, "agent": agent.agent_name, "action": rec.action_id,
                            "payload": payload, "mode": "replay", "base_url": f"http://{host}:{port}",
                            "token": replay.token}).encode()
-        request = urllib.request.Request(agent.replay_url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=agent.timeout_seconds) as response:
-                response.read(MAX_BODY)
-        except urllib.error.HTTPError as exc:
-            raise ReplayUnavailable(f"{where} answered the replay of action {rec.action_id} with HTTP {exc.code}; "
-                                    f"the repair resumes once the agent replays") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ReplayUnavailable(f"{where} did not take the replay of action {rec.action_id} ({reason}); "
-                                    f"the repair resumes once the agent answers") from None
+            egress.post_json(agent.replay_url, body, timeout=agent.timeout_seconds, max_answer=MAX_BODY)
+        except egress.EgressFailed as exc:
+            # The outcome's fixed words only: the remote side's own text would tell the incident's readers
+            # what listens at whatever address the URL names.
+            said = f"agent {agent.agent_name!r} {exc.outcome}: replay of action {rec.action_id} at {agent.replay_url}"
+            if exc.outcome == egress.Outcome.REFUSED:  # waiting mends nothing; a changed setting or URL does
+                raise ReplayFailed(said) from None
+            raise ReplayUnavailable(said) from None
         if not replay.finished.wait(max(0.0, deadline - time.monotonic())):
             raise ReplayUnavailable(f"{where} did not finish its replay of action {rec.action_id} within "
-                                    f"{agent.timeout_seconds}s; the repair resumes once the agent answers")
+                                    f"{agent.timeout_seconds}s")
     finally:
         server.shutdown()
         server.server_close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
@@ -36,6 +37,7 @@ from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
+from provenance.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
 from repairs import downstream, parts
 from repairs.faults import fault_point
@@ -78,10 +80,26 @@ def run_repair(*, incident_id: int) -> Incident | None:
                     return _failed(incident, exc)
                 incident.refresh_from_db()
                 message = scrub_secrets(str(exc).splitlines()[0])
+                if isinstance(exc, ReplayUnavailable):
+                    return _replay_failed(incident, message)
                 transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
                 return _failed(incident, exc)
+
+
+def _replay_failed(incident: Incident, message: str) -> Incident:
+    """A remote agent did not take its replay: block and retry, as for an outage, but only up to
+    KINTSUGI_REPLAY_MAX_ATTEMPTS times per incident; then the repair fails (a person retries it)."""
+    failures, most = incident.replay_failures + 1, settings.KINTSUGI_REPLAY_MAX_ATTEMPTS
+    if failures >= most:
+        message = f"{message} (failure {failures} of {most}: gave up; retry the repair once the agent answers)"
+        return transition(incident, IncidentStatus.FAILED, actor=None, via=Incident.Via.WORKER,
+                          reason="remote agent gave up", error=message, replay_failures=failures)
+    message = f"{message} (failure {failures} of {most}; the repair retries once the agent answers)"
+    transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message,
+               error=message, replay_failures=failures)
+    raise ReplayUnavailable(message)
 
 
 def outage(exc: Exception) -> bool:

@@ -45,6 +45,8 @@ class Incident(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # How many times a remote agent did not take its replay (repairs.job bounds them).
+    replay_failures = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)

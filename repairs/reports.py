@@ -4,7 +4,8 @@ The PDF is WeasyPrint over `reports/incident.html`, which includes the same sect
 (`reports/_incident_sections.html`) as the admin's incident page, so the page and the PDF can't drift.
 The JSON carries everything the other two show (and the rows behind them), so the report can be rebuilt
 from it. Text in the report (decisions, drafted emails, reasons) is untrusted: the templates escape it,
-the CSV cells are defused for spreadsheets (core.audit.csv_cell), and the JSON escapes <, > and &
+the CSV cells hold the text itself with formulas defused for spreadsheets (core.audit.csv_cell: no HTML
+entities, which would corrupt the data), and the JSON escapes <, > and &
 as \\u sequences.
 """
 from __future__ import annotations

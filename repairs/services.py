@@ -81,7 +81,8 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         if not incident.may_retry():
             raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
-        transition(incident, IncidentStatus.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
+        transition(incident, IncidentStatus.OPEN, actor=actor, via=via, reason=reason or "retry", error="",
+                   replay_failures=0)
         transaction.on_commit(lambda: enqueue_repair(incident.pk))
     incident.refresh_from_db(fields=["status", "error"])  # blocked again if the broker refused the task
     return incident

@@ -38,7 +38,8 @@ class WorkspaceForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if "members" in self.changed_data and not (cleaned.get("membership_reason") or "").strip():
+        changed = {"members", "visible_users"} & set(self.changed_data)
+        if changed and not (cleaned.get("membership_reason") or "").strip():
             self.add_error("membership_reason", "Give a reason: membership changes are recorded in the audit trail.")
         return cleaned
 
@@ -52,7 +53,9 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
     form = WorkspaceForm
     list_display = ("name", "run_number", "action_count", "falkordb_placement", "member_count", "created_at")
     search_fields = ("name",)
-    filter_horizontal = ("members",)
+    # An autocomplete, not a list of every user: it offers only membership.pickable_users (admin_site).
+    autocomplete_fields = ("members",)
+    filter_horizontal = ("visible_users",)
 
     def get_urls(self):
         wrap, name = self.admin_site.admin_view, "provenance_workspace"
@@ -74,6 +77,8 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         if db_field.name == "members":
+            kwargs["queryset"] = membership.pickable_users(request.user).order_by("username")
+        elif db_field.name == "visible_users":
             kwargs["queryset"] = get_user_model().objects.filter(is_active=True).order_by("username")
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
@@ -87,6 +92,8 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
     def get_fields(self, request, obj=None):
         fields = ["name", "members", "membership_reason", "run_number", "run_params", "action_count",
                   "falkordb_placement"]
+        if request.user.is_superuser:
+            fields.insert(2, "visible_users")
         return fields if self.has_change_permission(request, obj) else ["name", "members", "run_number",
                                                                           "run_params", "action_count",
                                                                           "falkordb_placement"]
@@ -100,9 +107,12 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change):
         # Not form.save_m2m(): the membership service checks who may change it and audits each change.
+        reason = form.cleaned_data.get("membership_reason") or ("workspace created" if not change else "")
+        if request.user.is_superuser and "visible_users" in form.changed_data:
+            membership.set_visible_users(workspace=form.instance, users=list(form.cleaned_data["visible_users"]),
+                                         actor=request.user, reason=reason or "visible users changed", via=Via.ADMIN)
         if "members" not in form.cleaned_data:
             return
-        reason = form.cleaned_data.get("membership_reason") or ("workspace created" if not change else "")
         if not change and not form.cleaned_data["members"]:
             return
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -18,6 +18,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from compensation.services import DecisionRefused, ReviewRefused
 from core.errors import error_body, first_line, map_domain_error  # noqa: F401  (the API's names for them)
 from core.vocabulary import Via
+from kintsugi_site.api.parsers import too_large
 from provenance.refusals import record_refusal
 
 log = logging.getLogger("kintsugi.api")
@@ -49,7 +50,9 @@ _DRF_CODES = {
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     request = context.get("request")
-    if isinstance(exc, Http404):
+    if isinstance(exc, RequestDataTooBig):  # a body Django itself refused to read into memory
+        exc = too_large()
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()

@@ -8,6 +8,8 @@ from urllib.parse import urlsplit, urlunsplit
 import environ
 
 from core import db_roles, embedded
+from core.egress import parse_allow_list
+from kintsugi_site.client_ip import trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -69,10 +71,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("KINTSUGI_LOGIN_LOCKOUT_MINUTES", 
 AXES_RESET_ON_SUCCESS = True
 # Attempts live in the cache (AXES_HANDLER), so axes's admin pages would list tables that stay empty.
 AXES_ENABLE_ADMIN = False
-# The client's address: REMOTE_ADDR, or behind KINTSUGI_TRUSTED_PROXIES reverse proxies the address the
-# outermost trusted one saw (kintsugi_site.client_ip).
+# The client's address: REMOTE_ADDR, which the web server sets to the forwarded client only when the peer
+# is one of KINTSUGI_TRUSTED_PROXIES (addresses or CIDRs, empty: trust nobody; kintsugi_site.client_ip).
 AXES_CLIENT_IP_CALLABLE = "kintsugi_site.client_ip.client_ip"
-KINTSUGI_TRUSTED_PROXIES = env.int("KINTSUGI_TRUSTED_PROXIES", default=0)
+KINTSUGI_TRUSTED_PROXIES = trusted_proxies(env("KINTSUGI_TRUSTED_PROXIES", default=""))
 
 ROOT_URLCONF = "kintsugi_site.urls"
 TEMPLATES = [
@@ -234,6 +236,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "kintsugi_site.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "kintsugi_site.api.errors.exception_handler",
+    # JSON bodies over DATA_UPLOAD_MAX_MEMORY_SIZE answer 413, nested too deeply 400 (kintsugi_site.api.parsers).
+    "DEFAULT_PARSER_CLASSES": [
+        "kintsugi_site.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # Only the expensive endpoints are throttled (kintsugi_site.api.throttles), each by its own scope.
     "DEFAULT_THROTTLE_RATES": {
         "blast_radius": env("KINTSUGI_API_RATE_BLAST_RADIUS", default="120/min"),
@@ -270,6 +278,14 @@ KINTSUGI_WEB_HOST = env("KINTSUGI_WEB_HOST", default="127.0.0.1")
 KINTSUGI_WEB_PORT = env.int("KINTSUGI_WEB_PORT", default=8000)
 KINTSUGI_WEB_WORKERS = env.int("KINTSUGI_WEB_WORKERS", default=2)
 KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
+# Where the worker may send requests an administrator's URL points it at (core.egress): public
+# addresses, plus these CIDRs. Locally (`make demo`) the demo's own agents live on loopback, so loopback
+# is allowed here; production's settings allow nothing beyond public addresses unless told. The
+# deployment's own services stay refused whatever this says.
+KINTSUGI_EGRESS_ALLOW = parse_allow_list(env.list("KINTSUGI_EGRESS_ALLOW", default=["127.0.0.0/8", "::1/128"]))
+# How many times one incident's repair may fail to reach a remote agent before it fails instead of
+# blocking again (each failure is counted on the incident).
+KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=5)
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 

@@ -8,6 +8,7 @@ with a clear error) and be readable by the app only."""
 from django.core.exceptions import ImproperlyConfigured
 
 from core import db_roles
+from core.egress import parse_allow_list
 
 from .base import *  # noqa: F403
 from .base import DATABASE_OWNER_URL, DATABASE_URL, env
@@ -60,3 +61,7 @@ SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Production calls loopback and private addresses only where KINTSUGI_EGRESS_ALLOW says (agents on the
+# premises); the local default's loopback is for the demo's own agents.
+KINTSUGI_EGRESS_ALLOW = parse_allow_list(env.list("KINTSUGI_EGRESS_ALLOW", default=[]))

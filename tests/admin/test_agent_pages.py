@@ -28,7 +28,7 @@ def teams(make_user):
     people = {"admin": make_user(f"ws-admin-{tag}", WORKSPACE_ADMIN, member_of=a),
               "lead": make_user(f"lead-{tag}", SUPPORT_LEAD, member_of=a),
               "reviewer": make_user(f"reviewer-{tag}", REVIEWER, member_of=a)}
-    b_agent, _ = register_agent(workspace=b, name="b_triage", replay="http://10.9.9.9:9100/replay", actor=None,
+    b_agent, _ = register_agent(workspace=b, name="b_triage", replay="http://agents-b.example:9100/replay", actor=None,
                                 reason="b's agent", via="cli")
     b_token, _ = issue_agent_token(workspace=b, label="b desk", actor=None, reason="b's token", via="cli")
     return a, b, people, b_agent, b_token

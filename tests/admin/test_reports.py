@@ -1,5 +1,6 @@
 """The incident report: JSON complete enough to rebuild it, CSV as a zip of tables, PDF with the source
 as text, from the admin and from `manage.py export_incident`."""
+import csv
 import io
 import json
 import shutil
@@ -11,6 +12,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from provenance.desk.scenario import POISONED_PAGE
+from repairs.models import Incident
 from repairs.reports import build_report, render_html, render_report
 
 
@@ -47,6 +49,22 @@ def test_csv_report_is_a_zip_of_tables(repaired):
         assert len(actions) == 1 + 29
         outcome = z.read(f"incident-{repaired.pk}/outcome.csv").decode()
         assert "blast_radius,Blast radius,25," in outcome
+
+
+def test_csv_report_holds_the_text_itself_with_formulas_defused(repaired):
+    def incident_csv(reason: str) -> tuple[dict, str]:
+        Incident.objects.filter(pk=repaired.pk).update(reason=reason)
+        repaired.refresh_from_db()
+        body, _, _ = render_report(repaired, "csv")
+        with zipfile.ZipFile(io.BytesIO(body)) as z:
+            rows = dict(csv.reader(io.StringIO(z.read(f"incident-{repaired.pk}/incident.csv").decode())))
+            return rows, "".join(z.read(n).decode() for n in z.namelist())
+
+    reason = "&A1 <img src=x> \"quoted\", and a comma"
+    rows, text = incident_csv(reason)
+    assert rows["reason"] == reason and "&amp;" not in text and "&lt;" not in text
+    for formula in ("=HYPERLINK(\"http://evil.example\",\"x\")", "+1", "-1+2", "@SUM(A1)", "\t=1", "\r=1"):
+        assert incident_csv(formula)[0]["reason"] == "'" + formula
 
 
 @pytest.mark.skipif(not shutil.which("pdftotext"), reason="pdftotext (poppler-utils) is not installed")

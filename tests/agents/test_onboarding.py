@@ -14,7 +14,8 @@ TICKET = {"customer_name": "Ana", "customer_email": "ana@example.com", "subject"
           "amount_cents": 4500}
 
 
-def test_workspace_admin_onboards_a_workspace_and_its_agents_through_the_api(make_user):
+def test_workspace_admin_onboards_a_workspace_and_its_agents_through_the_api(make_user, settings):
+    settings.KINTSUGI_EGRESS_ALLOW = ["10.0.0.0/8"]  # an agent on the premises, allowed by the operator
     admin = make_user("wsadmin", roles=["Workspace admin"])
     api = client_for(admin)
     created = api.post("/api/v1/workspaces/", {"name": "desk-a", "reason": "our desk"}, format="json")

@@ -51,7 +51,8 @@ def test_replay_endpoint_down_blocks_the_repair_and_it_resumes_to_the_same_resul
     assert isinstance(caught.value, GraphUnavailable)  # what the repair task retries and the sweep resumes
     incident.refresh_from_db()
     assert incident.status == "blocked"
-    assert "did not take the replay" in incident.error and "agent '" in incident.error
+    assert incident.error.startswith("agent 'desk_triage' unreachable: replay of action")
+    assert "failure 1 of" in incident.error and "refused" not in incident.error  # fixed words, not the socket's
 
     desk.start(serve_only=True)
     healed = _outcome(run_repair(incident_id=incident.pk))

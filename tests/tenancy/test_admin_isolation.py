@@ -67,7 +67,7 @@ def two_teams(django_db_setup, django_db_blocker):
                                            subject="Your refund", body="sent", idempotency_key=f"b-{tag}")
             Token.objects.create(user=b_lead)
             # B's agent in another process and its recording token (set up from B's shell).
-            agent, _ = register_agent(workspace=ws_b, name=f"b_agent_{tag}", replay="http://10.9.9.9:9100/replay",
+            agent, _ = register_agent(workspace=ws_b, name=f"b_agent_{tag}", replay="http://agents-b.example:9100/replay",
                                       actor=None, reason="b's agent", via="cli")
             agent_token, _ = issue_agent_token(workspace=ws_b, label="b's desk", actor=None, reason="b's token",
                                                via="cli")

@@ -31,6 +31,8 @@ def test_a_workspace_admin_manages_their_own_workspace_only(desks):
     admin_a = _user("wsadmin", WORKSPACE_ADMIN)
     a.members.add(admin_a)
     newcomer = _user("newcomer", REVIEWER)
+    membership.set_visible_users(workspace=a, users=[newcomer], actor=_user("root0", is_superuser=True),
+                                 reason="hired for desk a", via="admin")
     added, removed = membership.set_members(workspace=a, users=[admin_a, newcomer], actor=admin_a,
                                             reason="joins the team", via="admin")
     assert added == [newcomer] and removed == []
@@ -66,6 +68,7 @@ def test_the_admin_changes_members_through_the_service_with_a_reason(desks, clie
     admin_a = _user("wsadmin2", WORKSPACE_ADMIN)
     a.members.add(admin_a)
     newcomer = _user("newcomer2")
+    a.visible_users.add(newcomer)
     client.force_login(admin_a)
     url = reverse("admin:provenance_workspace_change", args=[a.pk])
     no_reason = client.post(url, {"members": [admin_a.pk, newcomer.pk], "membership_reason": ""})
