@@ -16,6 +16,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from compensation.services import DecisionRefused, ReviewRefused
 from kintsugi_site.api.audit import record_refusal
+from provenance.batch import BatchCallFailed
 from provenance.graph import GraphUnavailable
 from provenance.protocol import CallConflict
 from provenance.remote import RecordingInProgress
@@ -51,6 +52,12 @@ def first_line(exc: BaseException) -> str:
 def map_domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
     """(status, code, message, details) for the services' exceptions; None for anything unknown.
     The MCP endpoint maps its tools' errors with this too."""
+    if isinstance(exc, BatchCallFailed):  # the failing call's own error, naming where it was in the batch
+        mapped = map_domain_error(exc.cause)
+        if mapped is None:
+            return None
+        code_status, code, _, details = mapped
+        return code_status, code, first_line(exc), exc.details | ({"cause": details} if details else {})
     if isinstance(exc, DecisionRefused):  # already decided, or an invalid draft: the item's state conflicts
         return 409, "decision_refused", first_line(exc), None
     if isinstance(exc, IncidentAlreadyOpen):
