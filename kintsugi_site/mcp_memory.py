@@ -8,6 +8,7 @@ former, fact_history takes either (a person sees the workspaces they are a membe
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from kintsugi_site.api.errors import map_domain_error
 from provenance import batch, remote, selectors, tenancy, validation
 from provenance.models import AgentToken
 
+log = logging.getLogger("kintsugi.mcp")
 AGENT_SUBJECT = "agent-token:"  # an AccessToken's subject for a recording token (a person's is their pk)
 
 
@@ -51,6 +53,7 @@ def _run(access, fn, kwargs: dict) -> dict[str, Any]:
     except Exception as exc:
         mapped = map_domain_error(exc)
         if mapped is None:
+            log.exception("MCP memory tool %s failed", getattr(fn, "__name__", fn))
             raise ToolError("internal error; it has been logged") from None
         raise ToolError(mapped[2]) from None
     finally:
