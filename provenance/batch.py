@@ -70,16 +70,27 @@ def calls(*, token: AgentToken, action_id, calls) -> dict:
     with transaction.atomic():
         row = remote._locked_row(token, action_id)
         session = remote._session(row)
-        results = []
+        try:
+            index, record = remote._open_record(row, token, action_id)
+        except CALL_ERRORS as exc:
+            raise BatchCallFailed(exc, call=0, op=ops[0][0], action_id=action_id) from exc
+        if any(op == "ingest" for op, _ in ops):
+            session.quarantined = quarantine.held(workspace=row.workspace_id)
+        # The action is read from the row and written back once, not once per call.
+        rec, keys, results = Recorder(session, record), row.state["keys"].setdefault(str(action_id), {}), []
         for i, (op, body) in enumerate(ops):
             try:
                 if op == "finish":
+                    row.state["records"][index] = protocol.dump_record(record)
+                    remote._count_quarantined(row, session, record.agent)
                     results.append(remote.apply_finish(row, session, token=token, action_id=action_id, body=body))
                     return {"results": results}
-                results.append(remote.apply_call(row, session, token=token, action_id=action_id, op=op, body=body))
+                results.append(protocol.apply_op(rec, record, op, body, perform=True, keys=keys))
             except CALL_ERRORS as exc:
                 remote._forget(row)
                 raise BatchCallFailed(exc, call=i, op=op, action_id=action_id) from exc
+        row.state["records"][index] = protocol.dump_record(record)
+        remote._count_quarantined(row, session, record.agent)
         remote._save(row, session)
     return {"results": results}
 
