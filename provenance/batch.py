@@ -13,9 +13,13 @@ follow each other in one batch (each one's handoffs before the next root), as a 
 """
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import DomainError, first_line, map_domain_error
+from core.vocabulary import Via
 from provenance import protocol, quarantine, remote, validation
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.decisions import MalformedDecision
@@ -23,6 +27,7 @@ from provenance.protocol import CallConflict, InvalidCall
 from provenance.recorder import ActionRecord, Recorder, RecordingSession
 from provenance.services import workspace_lock
 
+log = logging.getLogger("kintsugi.api")
 MAX_CALLS = 10_000  # calls in one request (either form)
 MAX_ACTIONS = 5_000  # actions in one whole recording
 CALL_OPS = protocol.OPS + ("finish",)
@@ -31,8 +36,10 @@ CALL_OPS = protocol.OPS + ("finish",)
 CALL_ERRORS = (InvalidCall, CallConflict, LookupError, PermissionError, ValueError, MalformedDecision)
 
 
-class BatchCallFailed(Exception):
-    """A call of a batch failed: `cause` is what the single call would have raised. Nothing was recorded."""
+class BatchCallFailed(DomainError):
+    """A call of a batch failed: `cause` is what the single call would have raised. Nothing was recorded.
+    Answered with the cause's own status and code, naming where in the batch it was (the cause's details
+    under "cause")."""
 
     def __init__(self, cause: Exception, *, call: int | None, op: str | None, action: int | None = None,
                  action_id: int | None = None):
@@ -41,10 +48,19 @@ class BatchCallFailed(Exception):
             if action is not None else ""
         where += f"call {call} ({op})" if call is not None else "its opening"
         super().__init__(f"{where}: {cause}")
+        mapped = map_domain_error(cause)
+        # Every error a batch catches is mapped; anything else is answered (and logged) as an unknown
+        # failure would be.
+        if mapped is None:
+            log.error("batch call failed: %s", self, exc_info=cause)
+        self.status, self.code, _, self._cause_details = mapped or (500, "server_error", "", None)
 
-    @property
+    def public_message(self) -> str:
+        return first_line(self) if self.status != 500 else "internal error; it has been logged"
+
     def details(self) -> dict:
-        return {"action": self.action, "call": self.call, "op": self.op, "action_id": self.action_id}
+        where = {"action": self.action, "call": self.call, "op": self.op, "action_id": self.action_id}
+        return where | ({"cause": self._cause_details} if self._cause_details else {})
 
 
 def _calls(calls) -> list[tuple[str, dict]]:
@@ -151,7 +167,7 @@ def record(*, token: AgentToken, actions) -> dict:
                 state={"records": [{"id": a} for a in ids], "batch": True, "next_action": session.next_action})
     finally:
         if hits:
-            quarantine.record_attempts(workspace=ws, hits=hits, via="api", agent=None)
+            quarantine.record_attempts(workspace=ws, hits=hits, via=Via.API, agent=None)
     return {"committed": True, "actions": ids, "results": results}
 
 

@@ -22,6 +22,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core import audit
+from core.vocabulary import AuditAction
 from provenance.models import SourceQuarantine, Workspace
 
 QUARANTINE_AUDIT_SECONDS = 60
@@ -43,11 +45,9 @@ def attempts_of(*, incident_id: int) -> int | None:
 def quarantine_source(*, workspace: Workspace, source_id: str, incident_id: int, actor, reason: str,
                       via: str) -> SourceQuarantine:
     """Hold `source_id` out of the workspace's live recordings; called in the flag's own transaction."""
-    from compensation import audit  # the audit record is a shared bottom piece that still sits in compensation
-
     with transaction.atomic():
         row = SourceQuarantine.objects.create(workspace=workspace, source_id=source_id, incident_id=incident_id)
-        audit.record(action="source.quarantined", subject_type="quarantine", subject_id=row.pk, via=via, actor=actor,
+        audit.record(action=AuditAction.SOURCE_QUARANTINED, subject_type="quarantine", subject_id=row.pk, via=via, actor=actor,
                      reason=reason, incident_id=incident_id, workspace=workspace, data={"source": source_id})
     return row
 
@@ -55,8 +55,6 @@ def quarantine_source(*, workspace: Workspace, source_id: str, incident_id: int,
 def record_attempts(*, workspace: Workspace | int, hits: Iterable[tuple[str, int]], via: str,
                     agent: str | None = None) -> None:
     """Count refused ingests (`hits`: (source, incident) per attempt) and audit them, throttled."""
-    from compensation import audit
-
     counts = Counter(incident for _, incident in hits)
     if not counts:
         return
@@ -71,7 +69,7 @@ def record_attempts(*, workspace: Workspace | int, hits: Iterable[tuple[str, int
                 continue
             if row.last_audited_at and row.last_audited_at > now - timedelta(seconds=QUARANTINE_AUDIT_SECONDS):
                 continue
-            audit.record(action="source.quarantine_refused", subject_type="quarantine", subject_id=row.pk,
+            audit.record(action=AuditAction.SOURCE_QUARANTINE_REFUSED, subject_type="quarantine", subject_id=row.pk,
                          via=via, incident_id=incident_id, workspace=ws_id,
                          reason=f"an ingest of the quarantined source{f' by agent {agent}' if agent else ''}",
                          data={"source": row.source_id, "attempts": row.attempts - row.audited_attempts,
@@ -82,8 +80,6 @@ def record_attempts(*, workspace: Workspace | int, hits: Iterable[tuple[str, int
 
 def lift(*, incident_id: int, actor, reason: str, via: str) -> bool:
     """Let the incident's source be read again (the incident was a false alarm). False: nothing held."""
-    from compensation import audit
-
     with transaction.atomic():
         row = (SourceQuarantine.objects.select_for_update().select_related("workspace")
                .filter(incident_id=incident_id, lifted_at__isnull=True).first())
@@ -91,7 +87,7 @@ def lift(*, incident_id: int, actor, reason: str, via: str) -> bool:
             return False
         row.lifted_at, row.lifted_by, row.lift_reason = timezone.now(), actor, reason
         row.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
-        audit.record(action="source.quarantine_lifted", subject_type="quarantine", subject_id=row.pk, via=via,
+        audit.record(action=AuditAction.SOURCE_QUARANTINE_LIFTED, subject_type="quarantine", subject_id=row.pk, via=via,
                      actor=actor, reason=reason, incident_id=incident_id, workspace=row.workspace,
                      data={"source": row.source_id, "attempts": row.attempts})
     return True

@@ -5,7 +5,9 @@ import json
 
 from django.db import OperationalError, connection, transaction
 
-from kintsugi_site import locks
+from core import locks
+from core.errors import DomainError
+from core.vocabulary import Via
 from provenance import quarantine, queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
@@ -28,8 +30,8 @@ class MalformedPayload(ValueError):
 WORKSPACE_LOCK = locks.WORKSPACE_GRAPH
 
 
-class WorkspaceBusy(RuntimeError):
-    pass
+class WorkspaceBusy(DomainError, RuntimeError):
+    code, status = "workspace_busy", 409
 
 
 def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
@@ -108,7 +110,7 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
             session.run_root("triage", ticket.as_payload())
             progress(i, total)
         session.flush()
-        quarantine.record_attempts(workspace=ws, hits=session.quarantine_hits, via="cli", agent="research")
+        quarantine.record_attempts(workspace=ws, hits=session.quarantine_hits, via=Via.CLI, agent="research")
         ws.action_count = len(session.recorded)
         ws.save(update_fields=["run_number", "run_params", "action_count"])
     return desk_summary(workspace=ws)
@@ -174,5 +176,5 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
         # Counted after the recording's own transaction: a failed recording rolls back, and the refused
         # ingests it made still happened.
         if hits:
-            quarantine.record_attempts(workspace=ws, hits=hits, via="cli", agent=agent)
+            quarantine.record_attempts(workspace=ws, hits=hits, via=Via.CLI, agent=agent)
     return ids
