@@ -4,7 +4,8 @@ runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone 
 [--quick]` the review desk's pages beside their baselines; `python -m bench what_if [--sizes ...] [--quick]` times the
 what-if of a flag against the real repair's walk on the same desk; `python -m bench multihost [--quick]` runs kintsugi
 on network-namespace test hosts and loses a worker host mid-repair (root; see bench/multihost.py); `python -m bench
-agents [--quick]` times recording over HTTP against recording in-process; `python -m bench scale [--actions N]
+agents [--quick] [--same-workspace]` times recording over HTTP against recording in-process, and 1, 20 and 100
+concurrent clients call by call and in batches; `python -m bench scale [--actions N]
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
 repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory; `python -m bench delivery
 [--quick]` delivers approved items through each connector against local servers beside the sandbox. None of these is part
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actions", type=lambda s: int(s.replace("_", "").replace(",", "")),
                         help="scale: desk size in actions (default 1,000,000; --quick: 400)")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
+    parser.add_argument("--same-workspace", action="store_true",
+                        help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
     if args.sizes and args.benchmark in ("all", "admin"):
         parser.error("--sizes needs one benchmark: recorder, radius, repair, workers or what_if")
@@ -93,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"\n# {name} ({mode})", flush=True)
             module = import_module(f"bench.{name}")
-            out = module.run(args.actions, args.quick) if name == "scale" else module.run(args.quick)
+            if name == "scale":
+                out = module.run(args.actions, args.quick)
+            elif name == "agents":
+                out = module.run(args.quick, same_workspace=args.same_workspace)
+            else:
+                out = module.run(args.quick)
             out["seconds"] = time.perf_counter() - t0
             results["benchmarks"][name] = out
             common.write_results(results, _path(args.output))

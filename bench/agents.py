@@ -17,9 +17,9 @@ import subprocess
 import sys
 import time
 
-from bench import common
+from bench import agents_concurrent, common
 
-ROOTS = {"full": 200, "quick": 30}
+ROOTS = {"full": 200, "quick": 15}  # quick: the concurrent rows follow, and the run must stay short
 OPS_PER_ROOT = 8
 
 
@@ -61,12 +61,19 @@ def _http_desk(client):
     return desk
 
 
+SERVER_LOG = common.RESULTS_DIR / "agents-web.log"
+
+
 def _server(port: int) -> subprocess.Popen:
-    env = dict(os.environ, KINTSUGI_WEB_PORT=str(port))
+    # A pool of Postgres connections per web worker: a hundred concurrent clients must not open a
+    # hundred connections each (the machine's Postgres allows 100 in all).
+    env = dict(os.environ, KINTSUGI_WEB_PORT=str(port), KINTSUGI_DB_POOL_MAX_SIZE=os.environ.get(
+        "KINTSUGI_DB_POOL_MAX_SIZE", "8"))
+    SERVER_LOG.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "kintsugi_site.asgi:application", "--worker-class",
                              "uvicorn_worker.UvicornWorker", "--workers", "2", "--bind", f"127.0.0.1:{port}",
                              "--no-control-socket"], cwd=common.ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=open(SERVER_LOG, "wb"), start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -78,7 +85,29 @@ def _server(port: int) -> subprocess.Popen:
     raise RuntimeError("the web server did not start")
 
 
-def run(quick: bool) -> dict:
+def _concurrent_keys(admin, count: int) -> list[str]:
+    """One workspace per concurrent client (a recording token each), the bench's remote agents registered."""
+    from provenance.graph import workspace_graph
+    from provenance.models import Workspace
+    from provenance.onboarding import issue_agent_token, register_agent
+
+    keys = []
+    for i in range(count):
+        # Kept from run to run (their graphs emptied): creating a hundred workspaces through the audited
+        # services takes longer than the measurement; a token is issued afresh (keys are never stored).
+        name = f"bench-http-c{i:03d}"
+        ws, created = Workspace.objects.get_or_create(name=name)
+        workspace_graph(name).delete()
+        ws.recordings.all().delete()
+        if created:
+            for agent in REMOTE:
+                register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin,
+                               reason="bench", via="cli")
+        keys.append(issue_agent_token(workspace=ws, label="bench", actor=admin, reason="bench", via="cli")[1])
+    return keys
+
+
+def run(quick: bool, *, same_workspace: bool = False) -> dict:
     from django.contrib.auth import get_user_model
 
     from kintsugi_client import Client
@@ -110,13 +139,18 @@ def run(quick: bool) -> dict:
         session.run_root("bench_local_writer", {"n": n})
     session.flush()
     out["session_s"] = time.perf_counter() - t0
+    common.log(f"in-process session: {out['session_s']:.1f}s")
     assert session.ops == roots * OPS_PER_ROOT, session.ops
 
     t0 = time.perf_counter()
     for n in range(roots):
         record_root(workspace=names["record_root"], agent="bench_local_writer", payload={"n": n})
     out["record_root_s"] = time.perf_counter() - t0
+    common.log(f"record_root: {out['record_root_s']:.1f}s")
 
+    t0 = time.perf_counter()
+    keys = [key] if same_workspace else _concurrent_keys(admin, max(agents_concurrent.CLIENTS))
+    common.log(f"{len(keys)} workspaces for concurrent clients in {time.perf_counter() - t0:.1f}s")
     port = common._free_port()
     server = _server(port)
     try:
@@ -126,11 +160,15 @@ def run(quick: bool) -> dict:
         for n in range(roots):
             desk.run_root("bench_remote_writer", {"n": n})
         out["http_s"] = time.perf_counter() - t0
+        common.log(f"HTTP, one client: {out['http_s']:.1f}s")
+        actions = workspace_graph(names["http"]).ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
+        assert actions == 2 * (roots + 1), actions
+        out["concurrent"] = agents_concurrent.run(base=f"http://127.0.0.1:{port}", keys=keys,
+                                                  writer="bench_remote_writer", reader="bench_remote_reader",
+                                                  quick=quick, same_workspace=same_workspace)
     finally:
         server.terminate()
         server.wait(timeout=20)
-    actions = workspace_graph(names["http"]).ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
-    assert actions == 2 * (roots + 1), actions
 
     base = out["ops"] / out["record_root_s"]
     for label, key_s in (("in-process, one session", "session_s"), ("in-process, record_root", "record_root_s"),
@@ -143,4 +181,14 @@ def run(quick: bool) -> dict:
                  ["path", "roots", "ops", "seconds", "ops/s", "x record_root"], rows,
                  [f"HTTP: {out['http_requests_per_s']:.0f} requests/s (10 per root), one client, gunicorn with 2 "
                   f"uvicorn workers on loopback", f"load average {common.load_avg()}"])
+    base = {r["mode"]: r["ops_per_s"] for r in out["concurrent"] if r["clients"] == 1}
+    common.table(f"concurrent recording over HTTP ({'one workspace' if same_workspace else 'a workspace per client'})",
+                 ["mode", "clients", "ops", "ops/s", "x 1 client", "x record_root", "requests/s", "p50 ms", "p95 ms",
+                  "409s"],
+                 [[r["mode"], r["clients"], r["ops"], r["ops_per_s"], r["ops_per_s"] / base[r["mode"]],
+                   r["ops_per_s"] / out["record_root_ops_per_s"], r["requests_per_s"], r["p50_ms"], r["p95_ms"],
+                   r["conflicts"]] for r in out["concurrent"]],
+                 [f"per_call: 10 requests per root (8 ops); batch: {agents_concurrent.BATCH_ROOTS} roots per request; "
+                  f"a {agents_concurrent.WINDOW_S['quick' if quick else 'full']}s window per row",
+                  "clients are asyncio tasks in the bench process, sharing the machine with the server"])
     return out

@@ -97,4 +97,12 @@ def databases(*, env, owner_url: str, app_url: str, derive_app_role: bool = True
     dbs = {"default": app, **({OWNER_ALIAS: owner} if owner else {})}
     for alias in dbs.values():
         alias["ENGINE"] = "django.db.backends.postgresql"
+    # Under ASGI each concurrent request runs its sync view in a thread of its own, with a connection of
+    # its own: a hundred agents recording at once would open a hundred connections per web worker. A
+    # pool (psycopg_pool, Django's `pool` option) bounds them; requests beyond it wait for a connection.
+    pool = env.int("KINTSUGI_DB_POOL_MAX_SIZE", default=0)
+    if pool:
+        app.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": pool,
+                                                 "timeout": env.int("KINTSUGI_DB_POOL_TIMEOUT", default=30)}
+        app["CONN_MAX_AGE"] = 0
     return dbs

@@ -8,6 +8,7 @@ former, fact_history takes either (a person sees the workspaces they are a membe
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -18,9 +19,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from kintsugi_site.api.errors import map_domain_error
-from provenance import remote, selectors, tenancy, validation
+from provenance import batch, remote, selectors, tenancy, validation
 from provenance.models import AgentToken
 
+log = logging.getLogger("kintsugi.mcp")
 AGENT_SUBJECT = "agent-token:"  # an AccessToken's subject for a recording token (a person's is their pk)
 
 
@@ -51,6 +53,7 @@ def _run(access, fn, kwargs: dict) -> dict[str, Any]:
     except Exception as exc:
         mapped = map_domain_error(exc)
         if mapped is None:
+            log.exception("MCP memory tool %s failed", getattr(fn, "__name__", fn))
             raise ToolError("internal error; it has been logged") from None
         raise ToolError(mapped[2]) from None
     finally:
@@ -72,6 +75,14 @@ def _open(access, *, agent: str, payload: dict | None, parent: int | None) -> di
 
 def _finish(access, *, action: int, decision: dict) -> dict:
     return remote.finish_action(token=_recording_token(access), action_id=action, body={"decision": decision})
+
+
+def _calls(access, *, action: int, calls: list) -> dict:
+    return batch.calls(token=_recording_token(access), action_id=action, calls=calls)
+
+
+def _batch(access, *, actions: list) -> dict:
+    return batch.record(token=_recording_token(access), actions=actions)
 
 
 def _fact_history(access, *, workspace: str, key: str, as_of: str | None, clock: str) -> dict:
@@ -153,6 +164,23 @@ def register_memory_tools(server) -> None:
         """Finish the action with its structured decision (no floats). `next` names the handoff to open
         next; `committed` is true once the whole recording is in the graph."""
         return await _call(_finish, action=action, decision=decision)
+
+    @server.tool(name="record_calls", annotations=writes)
+    async def record_calls(action: int, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """Several calls of one open action in one request, in order: each is {"op": "ingest" | "get" |
+        "set" | "handoff" | "effect" | "finish", ...the single tool's fields} (effect: idempotency_key;
+        finish: decision, and last). Answers {"results": [...]}, one per call, each what the single call
+        answers. A failing call is named by its position and nothing of the batch is recorded."""
+        return await _call(_calls, action=action, calls=calls)
+
+    @server.tool(name="record_batch", annotations=writes)
+    async def record_batch(actions: list[dict[str, Any]]) -> dict[str, Any]:
+        """A whole finished recording in one request: actions [{"agent", "payload", "parent": index of
+        the action that handed off to it or null, "calls": [...]}] in depth-first order (each handoff
+        after its parent, the last handoff first), every action ending with finish. Answers
+        {"committed": true, "actions": [ids], "results"}; an error names the action and call, and
+        nothing is recorded."""
+        return await _call(_batch, actions=actions)
 
     @server.tool(name="fact_history", annotations=reads)
     async def fact_history(workspace: str, key: str, as_of: str | None = None, clock: str = "known") -> dict[str, Any]:

@@ -198,3 +198,30 @@ class Recording(models.Model):
         # root action too, which is what makes seq order the order reads were resolved in.
         constraints = [models.UniqueConstraint(fields=["workspace"], condition=models.Q(status=RecordingStatus.OPEN),
                                                name="one_open_recording_per_workspace")]
+
+
+class SourceQuarantine(models.Model):
+    """A flagged source held out of live recordings of its workspace: an ingest gets no content from the
+    moment it is flagged until a lead closes the incident as a false alarm (provenance.quarantine).
+    `incident_id` is the repairs Incident's id (kept as a number: provenance sits below repairs)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="quarantines")
+    source_id = models.CharField(max_length=200)
+    incident_id = models.BigIntegerField(unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="Ingests refused since the flag.")
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    audited_attempts = models.PositiveIntegerField(default=0, editable=False)
+    last_audited_at = models.DateTimeField(null=True, blank=True, editable=False)
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                  related_name="+")
+    lift_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["workspace", "source_id"], condition=models.Q(lifted_at__isnull=True),
+                                name="quarantine_held")]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} (incident #{self.incident_id})"

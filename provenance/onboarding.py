@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from urllib.parse import urlsplit
 
 from django.db import transaction
@@ -233,14 +235,42 @@ def revoke_agent_token(*, token: AgentToken, actor, reason: str, via: str) -> Ag
         if token.revoked_at is None:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
+            forget_token(token)
+            transaction.on_commit(lambda: forget_token(token))
             _audit(workspace=token.workspace, action=AuditAction.AGENT_TOKEN_REVOKED, subject_type="agent_token",
                    subject_id=token.pk, actor=actor, reason=reason, via=via, data={"prefix": token.prefix})
     return token
+
+
+# An agent recording call by call authenticates every call: the token it found is kept for a moment in
+# this process, so a busy agent costs one token lookup every few seconds, not one per call. Revoking
+# forgets it here at once; other processes refuse the key within TOKEN_CACHE_SECONDS.
+TOKEN_CACHE_SECONDS = 2.0
+_tokens: dict[str, tuple[float, AgentToken]] = {}
+_tokens_lock = threading.Lock()
 
 
 def token_for_key(key: str) -> AgentToken | None:
     """The live token whose key this is (None for an unknown or revoked key)."""
     if not isinstance(key, str) or not key.startswith(TOKEN_PREFIX) or len(key) > 100:
         return None
-    return (AgentToken.objects.select_related("workspace")
-            .filter(key_hash=hash_key(key), revoked_at__isnull=True).first())
+    digest, now = hash_key(key), time.monotonic()
+    with _tokens_lock:
+        cached = _tokens.get(digest)
+    if cached and cached[0] > now:
+        return cached[1]
+    token = (AgentToken.objects.select_related("workspace")
+             .filter(key_hash=digest, revoked_at__isnull=True).first())
+    with _tokens_lock:
+        if token is None:
+            _tokens.pop(digest, None)
+        else:
+            if len(_tokens) > 1000:
+                _tokens.clear()
+            _tokens[digest] = (now + TOKEN_CACHE_SECONDS, token)
+    return token
+
+
+def forget_token(token: AgentToken) -> None:
+    with _tokens_lock:
+        _tokens.pop(token.key_hash, None)

@@ -61,7 +61,11 @@ def apply_op(rec: Recorder, record: ActionRecord, op: str, body: Any, *, perform
         if op == "ingest":
             body = _body(body, {"source"})
             source = validation.source_id(_field(body, "source"))
-            return {"source": source, "content": rec.ingest(source)}
+            content = rec.ingest(source)
+            incident = rec.quarantine_of(source) if content is None else None
+            if incident is not None:
+                return {"source": source, "content": None, "quarantined": True, "incident": incident}
+            return {"source": source, "content": content}
         if op == "get":
             body = _body(body, {"key", "default"})
             key = validation.fact_key(_field(body, "key"))

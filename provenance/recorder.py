@@ -93,6 +93,10 @@ class Recorder:
             self._record.ingested.append(source_id)
         return content
 
+    def quarantine_of(self, source_id: str) -> int | None:
+        """The incident that quarantines `source_id` in this session, if any (its ingest got None)."""
+        return self._session.quarantined.get(source_id)
+
     def get(self, key: str, default: Any = None) -> Any:
         for write in reversed(self._record.writes):
             if write["key"] == key:
@@ -165,6 +169,11 @@ class RecordingSession:
         self.effects_mode = effects
         self.run_number = run_number
         self.excluded = frozenset(excluded_sources)
+        # Flagged sources held out of a live recording ({source: incident}, provenance.quarantine): an
+        # ingest gets None, as for an excluded source, and is noted in quarantine_hits for the caller
+        # to count and audit.
+        self.quarantined: dict[str, int] = {}
+        self.quarantine_hits: list[tuple[str, int]] = []
         self.incident = incident
         self.facts = FactIndex()
         self.next_action = self.next_fact = self.next_effect = 1
@@ -213,6 +222,10 @@ class RecordingSession:
 
     def source_content(self, source_id: str) -> str | None:
         if source_id in self.excluded:
+            return None
+        incident = self.quarantined.get(source_id)
+        if incident is not None:
+            self.quarantine_hits.append((source_id, incident))
             return None
         try:
             return self.sources[source_id]

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from core import audit
 from core.vocabulary import AuditAction, RecordingStatus, Via
-from provenance import protocol, validation
+from provenance import protocol, quarantine, validation
 from provenance.agents import registered_names
 from provenance.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
@@ -247,16 +247,19 @@ def _open_record(row: Recording, token: AgentToken, action_id: int) -> tuple[int
     return index, record
 
 
+def _count_quarantined(row: Recording, session: RecordingSession, agent: str) -> None:
+    if session.quarantine_hits:
+        quarantine.record_attempts(workspace=row.workspace_id, hits=session.quarantine_hits, via=Via.API, agent=agent)
+        session.quarantine_hits = []
+
+
 # --- calls --------------------------------------------------------------------------------------------------
 def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     """One memory, source, handoff or effect call of an open action."""
     with transaction.atomic():
         row = _locked_row(token, action_id)
         session = _session(row)
-        index, record = _open_record(row, token, action_id)
-        keys = row.state["keys"].setdefault(str(action_id), {})
-        answer = protocol.apply_op(Recorder(session, record), record, op, body, perform=True, keys=keys)
-        row.state["records"][index] = dump_record(record)
+        answer = apply_call(row, session, token=token, action_id=action_id, op=op, body=body)
         _save(row, session)
     return answer
 
@@ -266,19 +269,36 @@ def finish_action(*, token: AgentToken, action_id, body) -> dict:
     with transaction.atomic():
         row = _locked_row(token, action_id)
         session = _session(row)
-        index, record = _open_record(row, token, action_id)
-        protocol.finish(record, body)
-        row.state["records"][index] = dump_record(record)
-        session.commit(record, status="ok", root=record.parent is None, sink=defaultdict(list))
-        session._outgoing.clear()
-        row.state["stack"].extend([a, p, record.id] for a, p in reversed(record.handoffs))
-        row.state["open"] = None
-        answer = {"action": record.id, "dhash": record.dhash, "recording": row.pk}
-        if row.state["stack"]:
-            agent, payload, parent = row.state["stack"][-1]
-            _save(row, session)
-            return answer | {"committed": False, "next": {"agent": agent, "parent": parent, "payload": payload}}
-        ids = _commit(row)
+        return apply_finish(row, session, token=token, action_id=action_id, body=body)
+
+
+def apply_call(row: Recording, session: RecordingSession, *, token: AgentToken, action_id, op: str, body) -> dict:
+    """A call applied to the locked recording `row` and its session; the caller saves the row."""
+    index, record = _open_record(row, token, action_id)
+    keys = row.state["keys"].setdefault(str(action_id), {})
+    if op == "ingest":
+        session.quarantined = quarantine.held(workspace=row.workspace_id)
+    answer = protocol.apply_op(Recorder(session, record), record, op, body, perform=True, keys=keys)
+    _count_quarantined(row, session, record.agent)
+    row.state["records"][index] = dump_record(record)
+    return answer
+
+
+def apply_finish(row: Recording, session: RecordingSession, *, token: AgentToken, action_id, body) -> dict:
+    """Finish the action in the locked recording `row`: saves the row, or commits the whole recording."""
+    index, record = _open_record(row, token, action_id)
+    protocol.finish(record, body)
+    row.state["records"][index] = dump_record(record)
+    session.commit(record, status="ok", root=record.parent is None, sink=defaultdict(list))
+    session._outgoing.clear()
+    row.state["stack"].extend([a, p, record.id] for a, p in reversed(record.handoffs))
+    row.state["open"] = None
+    answer = {"action": record.id, "dhash": record.dhash, "recording": row.pk}
+    if row.state["stack"]:
+        agent, payload, parent = row.state["stack"][-1]
+        _save(row, session)
+        return answer | {"committed": False, "next": {"agent": agent, "parent": parent, "payload": payload}}
+    ids = _commit(row)
     return answer | {"committed": True, "next": None, "actions": ids}
 
 

@@ -7,7 +7,8 @@ from django.db import OperationalError, connection, transaction
 
 from core import locks
 from core.errors import DomainError
-from provenance import queries, validation
+from core.vocabulary import Via
+from provenance import quarantine, queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
 from provenance.graph import ping, workspace_graph
@@ -100,6 +101,7 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
         graph = workspace_graph(ws.name)
         session = RecordingSession(graph=graph, workspace=ws.name, sources={s: c for s, _, c in pages},
                                    effects="live", run_number=ws.run_number, load=False)
+        session.quarantined = quarantine.held(workspace=ws)
         total = len(pages) + len(specs)
         for i, (source, _, _) in enumerate(pages, start=1):
             session.run_root("research", {"source": source})
@@ -108,6 +110,7 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
             session.run_root("triage", ticket.as_payload())
             progress(i, total)
         session.flush()
+        quarantine.record_attempts(workspace=ws, hits=session.quarantine_hits, via=Via.CLI, agent="research")
         ws.action_count = len(session.recorded)
         ws.save(update_fields=["run_number", "run_params", "action_count"])
     return desk_summary(workspace=ws)
@@ -148,21 +151,30 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
         raise MalformedPayload("payload must be a JSON object")
     validation.payload(payload)
     ping(workspace=ws.name)
-    with transaction.atomic():
-        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-        workspace_lock(ws)
-        session = RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name,
-                                   sources=dict(ws.sources.values_list("source_id", "content")),
-                                   effects="live", run_number=ws.run_number)
-        try:
-            ids = session.run_root(agent, payload)
-            session.flush()
-        except KeyError as exc:
-            session.discard()
-            raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
-        except BaseException:
-            session.discard()
-            raise
-        ws.action_count += len(ids)
-        ws.save(update_fields=["action_count"])
+    hits: list[tuple[str, int]] = []
+    try:
+        with transaction.atomic():
+            ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+            workspace_lock(ws)
+            session = RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name,
+                                       sources=dict(ws.sources.values_list("source_id", "content")),
+                                       effects="live", run_number=ws.run_number)
+            session.quarantined = quarantine.held(workspace=ws)
+            hits = session.quarantine_hits
+            try:
+                ids = session.run_root(agent, payload)
+                session.flush()
+            except KeyError as exc:
+                session.discard()
+                raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
+            except BaseException:
+                session.discard()
+                raise
+            ws.action_count += len(ids)
+            ws.save(update_fields=["action_count"])
+    finally:
+        # Counted after the recording's own transaction: a failed recording rolls back, and the refused
+        # ingests it made still happened.
+        if hits:
+            quarantine.record_attempts(workspace=ws, hits=hits, via=Via.CLI, agent=agent)
     return ids

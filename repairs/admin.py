@@ -6,6 +6,8 @@ reads, repairs.services changes state, repairs.views serves the small endpoints.
 """
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
@@ -15,7 +17,7 @@ from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance import tenancy
+from provenance import quarantine, tenancy
 from repairs import downstream, explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
@@ -94,6 +96,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         base = incident_url(incident.pk)
         explain_url = reverse("admin:repairs_incident_explain", args=[incident.pk])
         graph_url = reverse("admin:repairs_incident_graph", args=[incident.pk])
+        held = quarantine.state_of(incident_id=incident.pk)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Incident #{incident.pk}: {incident.source_id}",
@@ -114,6 +117,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "invalidated_effects": effects,
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
+            "quarantine": held,
             "item_counts": compensation.item_counts(incident=incident),
             "review_url": compensation.review_queue_url(incident=incident, pending=True),
             "review_all_url": compensation.review_queue_url(incident=incident),
@@ -132,6 +136,8 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
             "can_retry": self.has_lead_permission(request) and incident.may_retry(),
             "can_close": self._can_close(request, incident),
+            "can_lift": (incident.status == Incident.Status.CLOSED and self.has_lead_permission(request)
+                         and bool(held and held["held"])),
             "close_url": reverse("admin:repairs_incident_close", args=[incident.pk]),
             **(extra_context or {}),
         }
@@ -200,7 +206,9 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         """GET: what closing does (pending items cancelled, with their counts and money) and a reason
         field. POST: close through repairs.services.close_incident."""
         if request.method == "POST":
-            return self._lead_post(request, incident_id, services.close_incident, "closed")
+            false_alarm = request.POST.get("false_alarm") == "on"
+            return self._lead_post(request, incident_id, partial(services.close_incident, false_alarm=false_alarm),
+                                   "closed as a false alarm: its source reads again" if false_alarm else "closed")
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET", "POST"])
         compensation = downstream.compensation
@@ -215,6 +223,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "incident": incident,
             "status_label": selectors.status_label(incident),
             "can_close": self._can_close(request, incident),
+            "quarantine": quarantine.state_of(incident_id=incident.pk),
             "item_counts": compensation.item_counts(incident=incident),
             "incident_url": incident_url(incident.pk),
         }

@@ -8,7 +8,7 @@ from core import locks
 from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from core.vocabulary import IncidentStatus, Via
-from provenance import tenancy, validation
+from provenance import quarantine, tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
@@ -65,6 +65,10 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
                                                flagged_via=via)
             record_transition(incident_id=incident.pk, workspace_id=workspace.pk, actor=actor, via=via, from_status="",
                               to_status=IncidentStatus.OPEN, reason=reason)
+            # The flag holds from now on: live recordings get no content from the source until a lead
+            # closes the incident as a false alarm.
+            quarantine.quarantine_source(workspace=workspace, source_id=source_id, incident_id=incident.pk,
+                                         actor=actor, reason=reason, via=via)
             transaction.on_commit(lambda: enqueue_repair(incident.pk))
     except IntegrityError:
         # Two flags raced past the check above; the partial unique index let exactly one through.
@@ -88,16 +92,28 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     return incident
 
 
-def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incident:
-    """Close an incident (not while it is repairing); a reason is required and recorded."""
+def close_incident(*, incident: Incident, actor, reason: str, via: str, false_alarm: bool = False) -> Incident:
+    """Close an incident (not while it is repairing); a reason is required and recorded. Its source
+    stays quarantined unless the lead closes it as a false alarm, which lets the source be read again."""
     reason = validation.reason(reason)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
-        if not incident.may_close():
-            raise RefusedTransition(f"incident #{incident.pk} is already closed" if incident.status == IncidentStatus.CLOSED
-                                    else f"incident #{incident.pk} is repairing; wait for it to finish")
-        transition(incident, IncidentStatus.CLOSED, actor=actor, via=via, reason=reason)
+        if not incident.may_close() and incident.status != IncidentStatus.CLOSED:
+            raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")
+        if false_alarm and not _can_flag(actor, via):
+            raise PermissionError(f"user {actor.get_username()!r} may not lift a quarantine (Support lead role needed)")
+        if incident.status == IncidentStatus.CLOSED:
+            # An incident closed earlier (after its repair, or by a desk run) still holds its source's
+            # quarantine: a false alarm found later lifts it, and only that.
+            if false_alarm and quarantine.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}",
+                                               via=via):
+                return incident
+            raise RefusedTransition(f"incident #{incident.pk} is already closed")
+        if false_alarm:
+            quarantine.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
+        transition(incident, IncidentStatus.CLOSED, actor=actor, via=via,
+                   reason=f"false alarm: {reason}" if false_alarm else reason)
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=via)
     return incident
 

@@ -95,6 +95,14 @@ class IngestSerializer(serializers.Serializer):
     source = serializers.CharField(max_length=200)
 
 
+class IngestAnswerSerializer(serializers.Serializer):
+    source = serializers.CharField()
+    content = serializers.CharField(allow_null=True, help_text="Null when the source is masked or quarantined.")
+    quarantined = serializers.BooleanField(required=False, help_text="Present and true when the source is flagged: "
+                                                                     "its text is held out of every new action.")
+    incident = serializers.IntegerField(required=False, help_text="The incident that quarantines the source.")
+
+
 class GetSerializer(serializers.Serializer):
     key = serializers.CharField(max_length=200)
     default = serializers.JSONField(required=False)
@@ -137,12 +145,12 @@ class FinishSerializer(serializers.Serializer):
     decision = serializers.JSONField(help_text="The structured decision (no floats); its hash is recorded.")
 
 
-ANSWERS = {"ingest": OpenApiTypes.OBJECT, "get": OpenApiTypes.OBJECT, "set": OpenApiTypes.OBJECT,
+ANSWERS = {"ingest": IngestAnswerSerializer, "get": OpenApiTypes.OBJECT, "set": OpenApiTypes.OBJECT,
            "handoff": OpenApiTypes.OBJECT, "effect": EffectAnswerSerializer, "finish": OpenApiTypes.OBJECT}
 REQUESTS = {"ingest": IngestSerializer, "get": GetSerializer, "set": SetSerializer, "handoff": HandoffSerializer,
             "effect": EffectSerializer, "finish": FinishSerializer}
 SUMMARIES = {
-    "ingest": "Read a source (records INGESTED); content is null when the source is masked",
+    "ingest": "Read a source (records INGESTED); content is null when the source is masked or quarantined",
     "get": "Read a fact: the latest active version written before this action (READ and FEEDS)",
     "set": "Write a new version of a fact, with its valid and known clocks",
     "handoff": "Hand work to another agent; it is opened after this action finishes",

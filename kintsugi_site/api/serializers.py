@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from compensation import deliveries
 from compensation.models import CompensationItem
+from provenance import quarantine
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
 from repairs.models import Incident
@@ -189,6 +190,15 @@ class ProgressSerializer(serializers.Serializer):
     percent = serializers.IntegerField()
 
 
+class QuarantineSerializer(serializers.Serializer):
+    held = serializers.BooleanField(help_text="True: live recordings' ingests of the source get no content.")
+    attempts = serializers.IntegerField(help_text="Ingests of the source refused since the flag.")
+    last_attempt_at = serializers.DateTimeField(allow_null=True)
+    lifted_at = serializers.DateTimeField(allow_null=True, help_text="When a lead closed it as a false alarm.")
+    lifted_by = serializers.CharField(allow_null=True)
+    lift_reason = serializers.CharField(allow_blank=True)
+
+
 class IncidentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     incident = serializers.IntegerField(help_text="Same as id (the flag_source --json shape).")
@@ -209,9 +219,11 @@ class IncidentSerializer(serializers.Serializer):
     verification = VerificationSerializer()
     progress = ProgressSerializer()
     error = serializers.CharField(allow_null=True)
+    quarantine = QuarantineSerializer(allow_null=True, help_text="The flagged source's quarantine (null: none).")
 
     def to_representation(self, incident: Incident) -> dict:
         data = incident_summary(incident) | {
+            "quarantine": quarantine.state_of(incident_id=incident.pk),
             "id": incident.pk, "workspace_id": incident.workspace_id, "reason": incident.reason,
             "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,
             "created_at": incident.created_at, "finished_at": incident.finished_at, "attempts": incident.attempts,

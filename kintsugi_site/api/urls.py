@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, decide, views, webhooks
+from kintsugi_site.api import agents, decide, recording_batch, views, webhooks
 
 app_name = "api"
 
@@ -20,6 +20,8 @@ urlpatterns = [
     path("recording/actions/", agents.OpenActionView.as_view(), name="recording-open"),
     path("recording/actions/<int:action_id>/", agents.ActionView.as_view(), name="recording-action"),
     path("recording/actions/<int:action_id>/abandon/", agents.AbandonView.as_view(), name="recording-abandon"),
+    path("recording/actions/<int:action_id>/calls/", recording_batch.CallsView.as_view(), name="recording-calls"),
+    path("recording/batch/", recording_batch.BatchView.as_view(), name="recording-batch"),
     *[path(f"recording/actions/<int:action_id>/{op}/", view.as_view(), name=f"recording-{op}")
       for op, view in agents.CALL_VIEWS.items()],
     path("sources/<int:pk>/what-if/", decide.WhatIfView.as_view(), name="source-what-if"),

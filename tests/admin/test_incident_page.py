@@ -16,11 +16,12 @@ def outcome_values(html: str) -> dict:
     return dict(re.findall(r'data-outcome="(\w+)".*?<span class="value">(\d+)</span>', html, re.S))
 
 
-def test_incident_page_shows_the_articles_outcome_in_ten_queries_at_most(lead_client, repaired,
-                                                                         django_assert_max_num_queries):
+def test_incident_page_shows_the_articles_outcome_in_eleven_queries_at_most(lead_client, repaired,
+                                                                            django_assert_max_num_queries):
     url = reverse("admin:repairs_incident_change", args=[repaired.pk])
-    # The tenth: the customers' names of the page of tickets, for their before → after in words.
-    with django_assert_max_num_queries(10):
+    # The tenth: the customers' names of the page of tickets, for their before → after in words. The
+    # eleventh: the quarantine of the flagged source (held or lifted, and the ingests it refused).
+    with django_assert_max_num_queries(11):
         response = lead_client.get(url)
     html = response.content.decode()
     values = outcome_values(html)

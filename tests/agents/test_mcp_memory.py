@@ -63,3 +63,42 @@ def test_an_action_recorded_over_mcp_with_reads_and_an_effect_is_in_the_blast_ra
                                                      "as_of": "2026-06-01T00:00:00+00:00", "clock": "valid"}))
     assert history["value_as_of"]["value"] == content and len(history["versions"]) == 1
     assert call(web_mcp, key, "fact_history", {"workspace": "elsewhere", "key": "refund_policy"}).is_error
+
+
+def test_the_batch_tools_record_calls_and_whole_recordings_and_a_flagged_source_is_quarantined(web_mcp,
+                                                                                                django_user_model):
+    from provenance.models import SourceQuarantine
+    from tests.helpers import open_incident
+
+    # A workspace of its own: the server process remembers the graphs it saw, and the previous test's
+    # graph of the same name is deleted between tests.
+    admin = django_user_model.objects.create_superuser("mcp-batch-root", "b@example.com", "pass-1234-kintsugi")
+    ws = Workspace.objects.create(name="mcp-batch")
+    Source.objects.create(workspace=ws, source_id="kb/returns", content="Returns within 30 days: full refund.")
+    for agent in ("researcher", "refunder"):
+        register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin, reason="t", via="cli")
+    _, key = issue_agent_token(workspace=ws, label="mcp", actor=admin, reason="t", via="cli")
+    assert {"record_calls", "record_batch"} <= {t.name for t in call(web_mcp, key).tools}
+    a = ok(call(web_mcp, key, "open_action", {"agent": "researcher", "payload": {}}))["action"]
+    results = ok(call(web_mcp, key, "record_calls", {"action": a, "calls": [
+        {"op": "ingest", "source": "kb/returns"}, {"op": "set", "key": "refund_policy", "value": "30 days"},
+        {"op": "finish", "decision": {"keys": ["refund_policy"]}}]}))["results"]
+    assert results[0]["content"].startswith("Returns within 30 days") and results[2]["committed"] is True
+
+    done = ok(call(web_mcp, key, "record_batch", {"actions": [
+        {"agent": "refunder", "payload": {"ticket": "t1"}, "parent": None, "calls": [
+            {"op": "get", "key": "refund_policy"}, {"op": "finish", "decision": {"refund": 0}}]}]}))
+    assert done["committed"] is True and done["results"][0][0]["value"] == "30 days"
+    bad = call(web_mcp, key, "record_batch", {"actions": [
+        {"agent": "refunder", "payload": {}, "parent": None, "calls": [
+            {"op": "get", "key": ""}, {"op": "finish", "decision": {}}]}]})
+    assert bad.is_error and "action 0" in bad.content[0].text and "call 0 (get)" in bad.content[0].text
+
+    incident = open_incident(ws.name, "kb/returns")
+    b = ok(call(web_mcp, key, "open_action", {"agent": "researcher", "payload": {}}))["action"]
+    single = ok(call(web_mcp, key, "ingest_source", {"action": b, "source": "kb/returns"}))
+    assert single == {"source": "kb/returns", "content": None, "quarantined": True, "incident": incident.pk}
+    batched = ok(call(web_mcp, key, "record_calls", {"action": b, "calls": [
+        {"op": "ingest", "source": "kb/returns"}, {"op": "finish", "decision": {"keys": []}}]}))["results"]
+    assert batched[0]["quarantined"] is True
+    assert SourceQuarantine.objects.get(incident_id=incident.pk).attempts == 2
