@@ -103,6 +103,9 @@ class CompensationItem(models.Model):
     # second row with the same key, so retries and double clicks send nothing twice.
     execution_key = models.CharField(max_length=128, unique=True, null=True, blank=True, editable=False)
     execution_attempts = models.PositiveIntegerField(default=0)
+    # SHA-256 of what the approval bound (compensation.approval.content_hash): execution refuses an item
+    # whose content no longer hashes to it, so what leaves is exactly what a person approved.
+    approved_hash = models.CharField(max_length=64, blank=True, editable=False)
     executed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -264,3 +267,45 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.seq} {self.action} {self.subject_type}:{self.subject_id}"
+
+
+class CaseAssignment(models.Model):
+    """Who works a case (one ticket of one incident): written by compensation.assignments only."""
+
+    incident = models.ForeignKey("repairs.Incident", on_delete=models.CASCADE, related_name="+", db_index=False)
+    ticket_id = models.CharField(max_length=32)
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="case_assignments")
+    assigned_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    assigned_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["incident", "ticket_id"], name="compensation_case_assignment_key")]
+
+    def __str__(self) -> str:
+        return f"incident #{self.incident_id} {self.ticket_id} → {self.assignee_id}"
+
+
+class ReviewPolicy(models.Model):
+    """A rule that decides many items at once (compensation.policies), with four eyes on the rule itself:
+    one person writes and previews it, another applies it."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+
+    incident = models.ForeignKey("repairs.Incident", on_delete=models.PROTECT, related_name="review_policies")
+    rule = models.CharField(max_length=500)
+    decision = models.CharField(max_length=8, choices=Decision.choices, default=Decision.APPROVE)
+    reason = models.TextField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # What the author's preview matched (item ids): applying decides only these, so what was previewed is
+    # what is decided.
+    previewed = models.JSONField(default=list)
+    applier = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                related_name="+")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"policy #{self.pk} on incident #{self.incident_id}: {self.decision} {self.rule}"

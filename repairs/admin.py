@@ -7,6 +7,7 @@ reads, repairs.services changes state, repairs.views serves the small endpoints.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -28,11 +29,24 @@ def incident_url(incident_id: int) -> str:
     return reverse("admin:repairs_incident_change", args=[incident_id])
 
 
+class ReviewedChangeList(ChangeList):
+    """The incident list's page, with what waits for review read for the whole page in two grouped
+    queries (compensation.review_numbers) instead of per row."""
+
+    def get_results(self, request):
+        from compensation import review_numbers  # compensation depends on repairs
+
+        super().get_results(request)
+        found = review_numbers.review_by_incident(incident_ids=[i.pk for i in self.result_list])
+        for incident in self.result_list:
+            incident._review = found[incident.pk]
+
+
 @admin.register(Incident)
 class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     # Opened by flagging a source, with a preview first; retried and closed through their own forms.
-    list_display = ("number", "source_id", "workspace", "status", "progress_display", "blast_radius", "flagged_by",
-                    "created_at")
+    list_display = ("number", "source_id", "workspace", "status_display", "pending_display", "money_display",
+                    "progress_display", "blast_radius", "flagged_by", "created_at")
     list_display_links = ("number", "source_id")
     list_filter = ("status", "workspace")
     search_fields = ("source_id",)
@@ -46,6 +60,32 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     @admin.display(description="#", ordering="pk")
     def number(self, obj: Incident) -> str:
         return f"#{obj.pk}"
+
+    def get_changelist(self, request, **kwargs):
+        return ReviewedChangeList
+
+    @staticmethod
+    def _review(obj: Incident):
+        from compensation import review_numbers  # compensation depends on repairs
+
+        found = getattr(obj, "_review", None)
+        return found if found is not None else review_numbers.review(incident=obj)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, obj: Incident) -> str:
+        from compensation import review_numbers  # compensation depends on repairs
+
+        return review_numbers.status_text(obj, self._review(obj))
+
+    @admin.display(description="pending items")
+    def pending_display(self, obj: Incident) -> str:
+        found = self._review(obj)
+        return f"{found.items_pending} in {found.cases_pending} case{'s' if found.cases_pending != 1 else ''}" if found.items_pending else "0"
+
+    @admin.display(description="money pending")
+    def money_display(self, obj: Incident) -> str:
+        found = self._review(obj)
+        return found.money if found.items_pending else "—"
 
     @admin.display(description="progress")
     def progress_display(self, obj: Incident) -> str:
@@ -84,9 +124,11 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from compensation.selectors import cases_url, item_counts, review_queue_url  # compensation depends on repairs
+        from compensation import review_numbers  # compensation depends on repairs
+        from compensation.selectors import cases_url, item_counts, review_queue_url
 
         incident = self._incident(request, object_id, for_page=True)
+        review = review_numbers.review(incident=incident)
         page = views.page_number(request, "tickets")
         picture_page = views.page_number(request, "picture")
         tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
@@ -100,7 +142,10 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "subtitle": None,
             "opts": self.opts,
             "incident": incident,
-            "status_label": selectors.status_label(incident),
+            # While items wait for a person the status says so: never "Repaired" alone.
+            "status_label": (review_numbers.status_text(incident, review) if incident.status == Incident.Status.REPAIRED
+                             else selectors.status_label(incident)),
+            "review": review,
             "progress": selectors.progress(incident),
             "progress_url": reverse("admin:repairs_incident_progress", args=[incident.pk]),
             "outcome_rows": selectors.outcome_rows(incident),

@@ -9,6 +9,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from compensation import review_numbers
 from compensation.models import CompensationItem
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
@@ -188,6 +189,14 @@ class ProgressSerializer(serializers.Serializer):
     percent = serializers.IntegerField()
 
 
+class ReviewSerializer(serializers.Serializer):
+    items_pending = serializers.IntegerField(help_text="Review items still waiting for a decision.")
+    amount_pending_cents = serializers.IntegerField(help_text="Money those items move, in cents.")
+    cases_pending = serializers.IntegerField(help_text="Cases (tickets) with an item waiting for a decision.")
+    status_text = serializers.CharField(help_text='The status as people read it: "Needs review · 14 · $400.00" '
+                                                  "while items wait.")
+
+
 class IncidentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     incident = serializers.IntegerField(help_text="Same as id (the flag_source --json shape).")
@@ -208,9 +217,12 @@ class IncidentSerializer(serializers.Serializer):
     verification = VerificationSerializer()
     progress = ProgressSerializer()
     error = serializers.CharField(allow_null=True)
+    review = ReviewSerializer(help_text="What still waits for a person (compensation.review_numbers).")
 
     def to_representation(self, incident: Incident) -> dict:
+        found = review_numbers.review(incident=incident)
         data = incident_summary(incident) | {
+            "review": found.as_dict() | {"status_text": review_numbers.status_text(incident, found)},
             "id": incident.pk, "workspace_id": incident.workspace_id, "reason": incident.reason,
             "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,
             "created_at": incident.created_at, "finished_at": incident.finished_at, "attempts": incident.attempts,
