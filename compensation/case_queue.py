@@ -149,8 +149,9 @@ class CasePage:
 
 
 def page(*, user, incident, filters: Filters, after: str = "", number: int = 1, actor=None,
-         size: int = PAGE_SIZE) -> CasePage:
+         size: int | None = None) -> CasePage:
     """One page of cases: after the key `after` when given (keyset), else page `number` (offset)."""
+    size = size or PAGE_SIZE
     rows = grouped(user=user, incident=incident, filters=filters, actor=actor)
     window = _after(rows, after) if after else rows[(max(number, 1) - 1) * size:]
     found = list(window[: size + 1])
@@ -212,9 +213,11 @@ def matching_totals(*, user, incident, filters: Filters, actor=None) -> dict:
     rows = grouped(user=user, incident=incident, filters=filters, actor=actor).annotate(currency=Max("currency"))
     currencies = sorted(set(_items(user=user, incident=incident).values_list("currency", flat=True).distinct()))
     sums = {f"m_{n}": Coalesce(Sum("stake", filter=Q(currency=c)), Value(0)) for n, c in enumerate(currencies)}
-    agg = rows.aggregate(cases=Count("ticket_id"), left=Count("ticket_id", filter=Q(rank=0)),
-                         items=Coalesce(Sum("items"), Value(0)), pending_items=Coalesce(Sum("pending"), Value(0)),
-                         **sums)
+    found = rows.aggregate(t_cases=Count("ticket_id"), t_left=Count("ticket_id", filter=Q(rank=0)),
+                           t_items=Coalesce(Sum("items"), Value(0)), t_pending=Coalesce(Sum("pending"), Value(0)),
+                           **sums)
+    agg = {"cases": found.pop("t_cases"), "left": found.pop("t_left"), "items": found.pop("t_items"),
+           "pending_items": found.pop("t_pending"), **found}
     money = [(c, agg.pop(f"m_{n}")) for n, c in enumerate(currencies)]
     agg["money"] = [{"currency": c, "cents": cents, "text": format_money(cents, c)} for c, cents in money if cents]
     return agg
