@@ -5,6 +5,20 @@ Installed through KintsugiAdminConfig (in INSTALLED_APPS instead of "django.cont
 """
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+
+
+def door(user) -> str:
+    """Where a person lands after signing in, by role: a Reviewer on the cases to review, an Auditor on the
+    audit trail, a Support lead (and everyone else) on the incidents dashboard."""
+    if user.is_superuser or user.has_perm("repairs.flag_source"):
+        return reverse("admin:index")
+    if user.has_perm("compensation.review_compensationitem"):
+        return reverse("admin:compensation_compensationitem_cases")
+    if user.has_perm("compensation.export_auditevent"):
+        return reverse("admin:compensation_auditevent_changelist")
+    return reverse("admin:index")
 
 
 class KintsugiAdminSite(admin.AdminSite):
@@ -17,6 +31,14 @@ class KintsugiAdminSite(admin.AdminSite):
         from repairs.selectors import dashboard  # apps are loaded by the time a request arrives
 
         return super().index(request, {"dashboard": dashboard(user=request.user), **(extra_context or {})})
+
+    def login(self, request, extra_context=None):
+        asked = request.GET.get("next") or request.POST.get("next")
+        response = super().login(request, extra_context)
+        if (request.method == "POST" and isinstance(response, HttpResponseRedirect) and request.user.is_authenticated
+                and (not asked or asked == reverse("admin:index"))):
+            return HttpResponseRedirect(door(request.user))
+        return response
 
 
 class KintsugiAdminConfig(AdminConfig):

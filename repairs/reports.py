@@ -48,7 +48,8 @@ def _outcomes(incident: Incident, progress: ProgressFn) -> list[ActionOutcome]:
 
 def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
     """Everything the incident report shows, as plain JSON-able data."""
-    from compensation.selectors import compensation_items, item_counts  # compensation depends on repairs
+    from compensation import review_numbers  # compensation depends on repairs
+    from compensation.selectors import compensation_items, item_counts
 
     incident = selectors.incident_for_page(incident.pk)
     outcomes = _outcomes(incident, progress)
@@ -86,6 +87,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
         "effects": effects,
         "compensation": compensation_items(incident=incident),
         "item_counts": {**(counts := item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
+        "review": {**(found := review_numbers.review(incident=incident)).as_dict(),
+                   "status_text": review_numbers.status_text(incident, found)},
         "verification": incident.verification,
         "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
         "record": report_record.record_section(incident),
@@ -198,6 +201,7 @@ def report_context(report: dict) -> dict:
         "transitions": report["transitions"],
         "status_keys": selectors.STATUSES,
         "item_counts": report.get("item_counts"),
+        "review": report.get("review"),
     }
 
 

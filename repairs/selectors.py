@@ -29,6 +29,7 @@ def dashboard(*, user, limit: int = 10) -> dict:
     and amount, recent flags and the workspaces. Bounded queries on indexed columns only; no count over a
     whole table."""
     # compensation depends on repairs (its items point at incidents), so its modules are imported lazily.
+    from compensation import review_numbers
     from compensation.selectors import compensation_summary, item_counts_by_incident
     from provenance import tenancy
 
@@ -36,8 +37,12 @@ def dashboard(*, user, limit: int = 10) -> dict:
              .defer("plan", "verification", "counts"))
     open_incidents = list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit])
     counts = item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
+    reviews = review_numbers.review_by_incident(incident_ids=[i.pk for i in open_incidents])
     for incident in open_incidents:
-        incident.item_counts, incident.status_label = counts[incident.pk], status_label(incident)
+        incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
+        # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
+        incident.status_label = (review_numbers.status_text(incident, reviews[incident.pk])
+                                 if incident.status == S.REPAIRED else status_label(incident))
     return {
         "open_incidents": open_incidents,
         "recent_flags": [setattr(i, "status_label", status_label(i)) or i for i in light.order_by("-created_at")[:limit]],
