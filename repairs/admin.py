@@ -128,7 +128,8 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         from compensation.selectors import cases_url, item_counts, review_queue_url
 
         incident = self._incident(request, object_id, for_page=True)
-        review = review_numbers.review(incident=incident)
+        counts = item_counts(incident=incident)
+        review = review_numbers.review(incident=incident, counts=counts)
         page = views.page_number(request, "tickets")
         picture_page = views.page_number(request, "picture")
         tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
@@ -159,7 +160,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "invalidated_effects": effects,
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
-            "item_counts": item_counts(incident=incident),
+            "item_counts": counts,
             "review_url": review_queue_url(incident=incident, pending=True),
             "review_all_url": review_queue_url(incident=incident),
             "cases_url": cases_url(incident=incident),

@@ -36,16 +36,18 @@ def dashboard(*, user, limit: int = 10) -> dict:
     light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
              .defer("plan", "verification", "counts"))
     open_incidents = list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit])
-    counts = item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
-    reviews = review_numbers.review_by_incident(incident_ids=[i.pk for i in open_incidents])
-    for incident in open_incidents:
+    recent = list(light.order_by("-created_at")[:limit])
+    ids = {i.pk for i in open_incidents + recent}
+    counts = item_counts_by_incident(incident_ids=ids)
+    reviews = review_numbers.review_by_incident(incident_ids=ids, counts=counts)
+    for incident in open_incidents + recent:
         incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
         # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
         incident.status_label = (review_numbers.status_text(incident, reviews[incident.pk])
                                  if incident.status == S.REPAIRED else status_label(incident))
     return {
         "open_incidents": open_incidents,
-        "recent_flags": [setattr(i, "status_label", status_label(i)) or i for i in light.order_by("-created_at")[:limit]],
+        "recent_flags": recent,
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
         "review_queue": compensation_summary(incident=None, user=user),
         "limit": limit,
