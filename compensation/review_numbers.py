@@ -44,6 +44,11 @@ class Review:
                 "cases_pending": self.cases_pending}
 
 
+def from_counts(counts: ItemCounts) -> Review:
+    """Items and money only, from ItemCounts the caller already read (no query): what a status line needs."""
+    return _from(counts, 0, 0)
+
+
 def _from(counts: ItemCounts, cases_pending: int, cases: int) -> Review:
     return Review(items_pending=counts.pending, cases_pending=cases_pending, cases=cases,
                   pending_cents=dict(counts.pending_cents))
@@ -64,7 +69,7 @@ def review(*, incident, counts: ItemCounts | None = None) -> Review:
     """One incident's review. With `counts` (its ItemCounts, already read by the caller) only the
     items and money are filled, without another query: what a status line needs."""
     if counts is not None:
-        return _from(counts, 0, 0)
+        return from_counts(counts)
     return review_by_incident(incident_ids=[incident.pk])[incident.pk]
 
 
