@@ -68,7 +68,7 @@ def run(quick: bool) -> dict:
     ws = Workspace.objects.get(name=name)
     incident = services.flag_source(workspace=ws, source_id=POISONED_PAGE, actor=user, reason="bench",
                                     via=Incident.Via.CLI)
-    with drafting(True):
+    with drafting(True, lambda seconds: None):
         incident = job.run_repair(incident_id=incident.pk)
     setup_s = time.perf_counter() - t0
     items = CompensationItem.objects.filter(incident=incident)
