@@ -129,7 +129,8 @@ def _grow(incident, n_cases: int) -> int:
     CompensationItem.objects.filter(draft_key__startswith=prefix).delete()
     pair = [CompensationItem.objects.filter(incident=incident, kind=k).first() for k in (K.REFUND_REVERSAL, K.CORRECTION_EMAIL)]
     skip = {"id", "draft_key", "execution_key", "created_at", "updated_at", "ticket_id", "customer_email", "to",
-            "facts", "approved_hash"}
+            "facts", "approved_hash", "amount_cents", "status", "decided_by_id", "decided_at", "decision_reason",
+            "executed_at"}
     fields = [f.attname for f in CompensationItem._meta.concrete_fields if f.attname not in skip]
     batch, made = [], 0
     for n in range(n_cases):

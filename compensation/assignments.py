@@ -93,5 +93,8 @@ def workload(*, incident) -> list[dict]:
 
 def reviewers(*, incident) -> list:
     """Who a case of `incident` may be assigned to."""
-    users = get_user_model().objects.filter(is_active=True, workspaces=incident.workspace_id).order_by("username")
-    return [u for u in users if u.has_perm(REVIEW_PERMISSION)]
+    app, codename = REVIEW_PERMISSION.split(".")
+    may = (Q(groups__permissions__codename=codename, groups__permissions__content_type__app_label=app)
+           | Q(user_permissions__codename=codename, user_permissions__content_type__app_label=app) | Q(is_superuser=True))
+    return list(get_user_model().objects.filter(may, is_active=True, workspaces=incident.workspace_id)
+                .distinct().order_by("username")[:200])

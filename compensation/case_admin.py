@@ -81,6 +81,7 @@ class CaseViews:
             "totals": case_queue.matching_totals(user=request.user, incident=incident, filters=filters, actor=request.user),
             "progress": case_queue.progress(incident=incident) if incident else None,
             "workload": assignments.workload(incident=incident) if incident else None,
+            "reviewers": assignments.reviewers(incident=incident) if incident else [],
             "review": review_numbers.review(incident=incident) if incident else None,
             # The item counts every page prints (one incident's by kind and status, else the queue's).
             "item_counts": selectors.item_counts(incident=incident) if incident else None,

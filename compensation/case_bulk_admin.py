@@ -8,6 +8,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode
 
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -79,14 +80,19 @@ class CaseBulkViews:
             refuse_unseen(request, attempted=f"{decision} cases", subject_type="incident", subject_ids=unseen or [keys[0][0]])
             raise Http404("no such case")
         reason = request.POST.get("reason", "").strip()
-        if decision in ("claim", "unassign"):
+        if decision in ("claim", "unassign", "assign"):
             try:
-                n = assignments.assign(keys=keys, assignee=request.user if decision == "claim" else None,
-                                       actor=request.user, reason=reason or decision, via=VIA)
+                assignee = {"claim": request.user, "unassign": None}.get(decision) if decision != "assign" else \
+                    get_user_model().objects.filter(username=request.POST.get("assignee", "")).first()
+                if decision == "assign" and assignee is None:
+                    raise ValueError("choose a reviewer to assign the cases to")
+                n = assignments.assign(keys=keys, assignee=assignee, actor=request.user, reason=reason or decision,
+                                       via=VIA)
             except (PermissionError, ValueError) as exc:
                 messages.error(request, f"Refused: {exc}")
                 return HttpResponseRedirect(back)
-            messages.success(request, f"{n} case(s) {'claimed' if decision == 'claim' else 'unassigned'}.")
+            done = {"claim": "claimed", "unassign": "unassigned"}.get(decision, f"assigned to {assignee.get_username()}")
+            messages.success(request, f"{n} case(s) {done}.")
             return HttpResponseRedirect(back)
         if decision not in ("approve", "reject"):
             messages.error(request, f"Refused: unknown decision {decision!r}")

@@ -144,6 +144,10 @@ def test_claiming_cases_and_each_reviewers_count(canonical, client):
                                                       {"reviewer": "", "cases": 3}]
     page = client.get(f"{CASES}?incident={incident.pk}&assignee=me").content.decode()
     assert f'data-case="{incident.pk}/t05"' in page and f'data-case="{incident.pk}/t04"' not in page
+    client.post(BULK, {"case": [f"{incident.pk}/t04"], "decision": "assign", "assignee": canonical.people.lead_reviewer.username})
+    assert CaseAssignment.objects.get(ticket_id="t04").assignee == canonical.people.lead_reviewer
+    client.post(BULK, {"case": [f"{incident.pk}/t06"], "decision": "assign", "assignee": canonical.people.auditor.username})
+    assert not CaseAssignment.objects.filter(ticket_id="t06").exists()
     with pytest.raises(PermissionError):  # an auditor cannot be handed cases
         assignments.assign(keys=[(incident.pk, "t04")], assignee=canonical.people.auditor, actor=reviewer,
                            reason="help", via="admin")
