@@ -86,7 +86,7 @@ def workload(*, incident) -> list[dict]:
         Exists(pending.filter(ticket_id=OuterRef("ticket_id"))))
     rows = [{"reviewer": r["assignee__username"], "cases": r["n"]}
             for r in open_cases.values("assignee__username").annotate(n=Count("id")).order_by("assignee__username")]
-    total = pending.values("ticket_id").distinct().count()
+    total = pending.order_by().values("ticket_id").distinct().count()
     rows.append({"reviewer": "", "cases": total - sum(r["cases"] for r in rows)})
     return rows
 

@@ -71,6 +71,8 @@ class CaseViews:
         url = reverse("admin:compensation_compensationitem_cases")
         link = lambda **extra: url + "?" + urlencode({**base, **extra})  # noqa: E731
         query = f"?incident={incident.pk}" if incident else ""
+        counts = selectors.item_counts(incident=incident) if incident else None
+        progress = case_queue.progress(incident=incident) if incident else None
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -79,12 +81,13 @@ class CaseViews:
             "page": found,
             "assigned": assignments.assignees(keys=[c.key for c in found.cases]),
             "totals": case_queue.matching_totals(user=request.user, incident=incident, filters=filters, actor=request.user),
-            "progress": case_queue.progress(incident=incident) if incident else None,
+            "progress": progress,
             "workload": assignments.workload(incident=incident) if incident else None,
             "reviewers": assignments.reviewers(incident=incident) if incident else [],
-            "review": review_numbers.review(incident=incident) if incident else None,
+            "review": review_numbers.from_counts(counts, cases_pending=progress["cases_pending"],
+                                                 cases=progress["cases"]) if incident else None,
             # The item counts every page prints (one incident's by kind and status, else the queue's).
-            "item_counts": selectors.item_counts(incident=incident) if incident else None,
+            "item_counts": counts,
             "queue": selectors.compensation_summary(incident=None, user=request.user) if not incident else None,
             "incident": incident,
             "filters": filters,

@@ -109,8 +109,10 @@ def grouped(*, user, incident, filters: Filters, actor=None):
     if filters.assignee:
         qs = qs.filter(assignee_filter(filters.assignee, actor=actor))
     rows = (qs.values("incident_id", "ticket_id")
-            .annotate(items=Count("id"), pending=Count("id", filter=Q(status=St.PENDING)),
-                      approved=Count("id", filter=Q(status=St.APPROVED)),
+            # Counting ticket_id, not id: every column read is in the compensation_case_key index, so the
+            # grouping is an index-only scan instead of a pass over the wide item rows.
+            .annotate(items=Count("ticket_id"), pending=Count("ticket_id", filter=Q(status=St.PENDING)),
+                      approved=Count("ticket_id", filter=Q(status=St.APPROVED)),
                       stake=Coalesce(Sum("amount_cents", filter=Q(kind__in=CompensationItem.MONEY_KINDS)
                                          & ~Q(status__in=GONE)), Value(0)))
             .annotate(rank=When_(When(pending__gt=0, then=Value(0)), When(approved__gt=0, then=Value(1)),
@@ -185,11 +187,12 @@ def build(rows) -> list:
     """The full cases (items, sentence, ordering notes) of `rows`, in their order."""
     if not rows:
         return []
-    wanted = Q()
-    for r in rows:
-        wanted |= Q(incident_id=r["incident_id"], ticket_id=r["ticket_id"])
-    items = list(CompensationItem.objects.filter(wanted).select_related("incident", "decided_by")
-                 .defer("incident__plan", "incident__verification"))
+    pairs = {(r["incident_id"], r["ticket_id"]) for r in rows}
+    # incident IN … AND ticket IN … (one index range per incident), then the exact pairs kept here.
+    items = [i for i in CompensationItem.objects.filter(incident_id__in={p[0] for p in pairs},
+                                                        ticket_id__in={p[1] for p in pairs})
+             .select_related("incident", "decided_by").defer("incident__plan", "incident__verification")
+             if (i.incident_id, i.ticket_id) in pairs]
     by_key = {c.key: c for c in case_build._build(items)}
     return [by_key[(r["incident_id"], r["ticket_id"])] for r in rows if (r["incident_id"], r["ticket_id"]) in by_key]
 
@@ -211,7 +214,7 @@ def matching_totals(*, user, incident, filters: Filters, actor=None) -> dict:
     """What the matching cases add up to: cases, those needing a decision, items, pending items and the
     money at stake per currency (every page, not only the one shown), in one aggregate over the cases."""
     rows = grouped(user=user, incident=incident, filters=filters, actor=actor).annotate(currency=Max("currency"))
-    currencies = sorted(set(_items(user=user, incident=incident).values_list("currency", flat=True).distinct()))
+    currencies = sorted(set(_items(user=user, incident=incident).order_by().values_list("currency", flat=True).distinct()))
     sums = {f"m_{n}": Coalesce(Sum("stake", filter=Q(currency=c)), Value(0)) for n, c in enumerate(currencies)}
     found = rows.aggregate(t_cases=Count("ticket_id"), t_left=Count("ticket_id", filter=Q(rank=0)),
                            t_items=Coalesce(Sum("items"), Value(0)), t_pending=Coalesce(Sum("pending"), Value(0)),

@@ -44,9 +44,10 @@ class Review:
                 "cases_pending": self.cases_pending}
 
 
-def from_counts(counts: ItemCounts) -> Review:
-    """Items and money only, from ItemCounts the caller already read (no query): what a status line needs."""
-    return _from(counts, 0, 0)
+def from_counts(counts: ItemCounts, *, cases_pending: int = 0, cases: int = 0) -> Review:
+    """From ItemCounts (and case counts) the caller already read, without a query; without the case
+    counts, items and money only: what a status line needs."""
+    return _from(counts, cases_pending, cases)
 
 
 def _from(counts: ItemCounts, cases_pending: int, cases: int) -> Review:

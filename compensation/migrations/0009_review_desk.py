@@ -61,4 +61,9 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(bind_approved, migrations.RunPython.noop),
+        migrations.AddIndex(
+            model_name="compensationitem",
+            index=models.Index(fields=["incident", "ticket_id"], name="compensation_case_key",
+                               include=["status", "kind", "amount_cents", "currency"]),
+        ),
     ]
