@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from compensation import audit
+from core import audit
+from core.vocabulary import AuditAction
 from compensation.models import CaseAssignment, CompensationItem
 from compensation.services import REVIEW_PERMISSION, ReviewRefused
 from provenance import tenancy
@@ -61,7 +62,7 @@ def assign(*, keys: list[tuple[int, str]], assignee, actor, reason: str, via: st
             else:
                 CaseAssignment.objects.update_or_create(incident_id=incident_id, ticket_id=ticket,
                                                         defaults={"assignee": assignee, "assigned_by": actor})
-            audit.record(action="case.assigned", subject_type="case", subject_id=f"{incident_id}/{ticket}", via=via,
+            audit.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident_id}/{ticket}", via=via,
                          actor=actor, reason=reason, incident_id=incident_id, workspace=incident.workspace_id,
                          from_status=before, to_status=after, data={"ticket": ticket})
             changed += 1

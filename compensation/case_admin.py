@@ -15,11 +15,12 @@ from urllib.parse import urlencode
 from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
 from compensation import sequencing, services
 from compensation.models import CompensationItem
-from kintsugi_site.admin_tenancy import refuse_unseen
+from core.vocabulary import Via
 from provenance import tenancy
+from provenance.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 
-VIA = "admin"
+VIA = Via.ADMIN
 
 
 class CaseViews:

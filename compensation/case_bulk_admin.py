@@ -15,12 +15,13 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from compensation import assignments, case_decisions, case_queue
-from kintsugi_site.admin_tenancy import refuse_unseen
-from kintsugi_site.money import format_money
+from core.money import format_money
+from core.vocabulary import Via
 from provenance import tenancy
+from provenance.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 
-VIA = "admin"
+VIA = Via.ADMIN
 CONFIRM_LIMIT = 5000  # cases one confirmation decides; beyond it, narrow the filters
 
 
@@ -139,7 +140,7 @@ class CaseBulkViews:
             "decision": decision,
             "cases": found,
             "pending": pending,
-            "refused": refused,
+            "refused_items": refused,
             "money": ", ".join(format_money(n, c) for c, n in sorted(money.items()) if n) or "no money (emails only)",
             "reason": reason or ("approved in bulk from the case list" if decision == "approve" else ""),
             "filters": request.POST.get("filters", ""),

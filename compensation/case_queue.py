@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce
 
 from compensation import cases as case_build
 from compensation.models import CompensationItem
-from kintsugi_site.money import format_money, parse_money
+from core.money import format_money, parse_money
 from provenance import tenancy
 
 K, St = CompensationItem.Kind, CompensationItem.Status

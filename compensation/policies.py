@@ -25,9 +25,11 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from compensation import audit, services
+from compensation import services
+from core import audit
+from core.vocabulary import AuditAction
 from compensation.models import CompensationItem, ReviewPolicy
-from kintsugi_site.money import parse_money
+from core.money import parse_money
 from provenance import tenancy
 
 K, St = CompensationItem.Kind, CompensationItem.Status
@@ -131,7 +133,7 @@ def propose(*, incident, rule: str, decision: str, actor, reason: str, via: str)
     with transaction.atomic():
         policy = ReviewPolicy.objects.create(incident=incident, rule=rule, decision=decision, reason=reason,
                                              author=actor, previewed=found.item_ids)
-        audit.record(action="policy.proposed", subject_type="review_policy", subject_id=policy.pk, via=via,
+        audit.record(action=AuditAction.POLICY_PROPOSED, subject_type="review_policy", subject_id=policy.pk, via=via,
                      actor=actor, reason=reason, incident_id=incident.pk, workspace=incident.workspace_id,
                      data={"rule": rule, "decision": decision, **found.as_dict()})
     return policy
@@ -163,11 +165,11 @@ def apply(*, policy: ReviewPolicy, actor, reason: str, via: str) -> dict:
             decided.append(item.pk)
         except (PermissionError, ValueError) as exc:
             refused.append({"item": item.pk, "why": str(exc)})
-    outcome = {"decided": len(decided), "refused": refused, "skipped": len(locked.previewed) - len(still),
+    outcome = {"decided": len(decided), "refusals": refused, "skipped": len(locked.previewed) - len(still),
                "decision": locked.decision}
     with transaction.atomic():
         ReviewPolicy.objects.filter(pk=locked.pk).update(outcome=outcome)
-        audit.record(action="policy.applied", subject_type="review_policy", subject_id=locked.pk, via=via, actor=actor,
+        audit.record(action=AuditAction.POLICY_APPLIED, subject_type="review_policy", subject_id=locked.pk, via=via, actor=actor,
                      reason=reason, incident_id=incident.pk, workspace=incident.workspace_id,
-                     data={"rule": locked.rule, **outcome, "refused": len(refused)})
+                     data={"rule": locked.rule, **outcome, "refusals": len(refused)})
     return outcome

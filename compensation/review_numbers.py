@@ -12,7 +12,8 @@ from django.db.models import Count, Q
 
 from compensation.models import CompensationItem
 from compensation.selectors import ItemCounts, item_counts_by_incident
-from kintsugi_site.money import format_money, format_totals
+from core.money import format_money, format_totals
+from core.vocabulary import IncidentStatus
 
 St = CompensationItem.Status
 
@@ -76,6 +77,6 @@ def review(*, incident, counts: ItemCounts | None = None) -> Review:
 
 def status_text(incident, found: Review) -> str:
     """The incident's status as a person should read it: a repaired incident with items waiting needs review."""
-    if found.items_pending and incident.status in ("repaired", "repairing"):
-        return found.text if incident.status == "repaired" else f"{incident.get_status_display()} · {found.text}"
+    if found.items_pending and incident.status in (IncidentStatus.REPAIRED, IncidentStatus.REPAIRING):
+        return found.text if incident.status == IncidentStatus.REPAIRED else f"{incident.get_status_display()} · {found.text}"
     return incident.get_status_display()

@@ -14,10 +14,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from core.admin_rows import WrittenByServices
+from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
-from repairs import explain, radius_picture, selectors, services, ticket_story, views
+from repairs import downstream, explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -31,13 +31,11 @@ def incident_url(incident_id: int) -> str:
 
 class ReviewedChangeList(ChangeList):
     """The incident list's page, with what waits for review read for the whole page in two grouped
-    queries (compensation.review_numbers) instead of per row."""
+    queries (compensation.review_numbers, through repairs.downstream) instead of per row."""
 
     def get_results(self, request):
-        from compensation import review_numbers  # compensation depends on repairs
-
         super().get_results(request)
-        found = review_numbers.review_by_incident(incident_ids=[i.pk for i in self.result_list])
+        found = downstream.compensation.review_by_incident(incident_ids=[i.pk for i in self.result_list])
         for incident in self.result_list:
             incident._review = found[incident.pk]
 
@@ -66,16 +64,12 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     @staticmethod
     def _review(obj: Incident):
-        from compensation import review_numbers  # compensation depends on repairs
-
         found = getattr(obj, "_review", None)
-        return found if found is not None else review_numbers.review(incident=obj)
+        return found if found is not None else downstream.compensation.review(incident=obj)
 
     @admin.display(description="status", ordering="status")
     def status_display(self, obj: Incident) -> str:
-        from compensation import review_numbers  # compensation depends on repairs
-
-        return review_numbers.status_text(obj, self._review(obj))
+        return downstream.compensation.review_status_text(obj, self._review(obj))
 
     @admin.display(description="pending items")
     def pending_display(self, obj: Incident) -> str:
@@ -124,12 +118,11 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from compensation import review_numbers  # compensation depends on repairs
-        from compensation.selectors import cases_url, item_counts, review_queue_url
+        compensation = downstream.compensation
 
         incident = self._incident(request, object_id, for_page=True)
-        counts = item_counts(incident=incident)
-        review = review_numbers.review(incident=incident, counts=counts)
+        counts = compensation.item_counts(incident=incident)
+        review = compensation.review(incident=incident, counts=counts)
         page = views.page_number(request, "tickets")
         picture_page = views.page_number(request, "picture")
         tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
@@ -144,7 +137,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "opts": self.opts,
             "incident": incident,
             # While items wait for a person the status says so: never "Repaired" alone.
-            "status_label": (review_numbers.status_text(incident, review) if incident.status == Incident.Status.REPAIRED
+            "status_label": (compensation.review_status_text(incident, review) if incident.status == Incident.Status.REPAIRED
                              else selectors.status_label(incident)),
             "review": review,
             "progress": selectors.progress(incident),
@@ -161,9 +154,9 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
             "item_counts": counts,
-            "review_url": review_queue_url(incident=incident, pending=True),
-            "review_all_url": review_queue_url(incident=incident),
-            "cases_url": cases_url(incident=incident),
+            "review_url": compensation.review_queue_url(incident=incident, pending=True),
+            "review_all_url": compensation.review_queue_url(incident=incident),
+            "cases_url": compensation.cases_url(incident=incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
@@ -176,8 +169,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             },
             "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
-            "can_retry": self.has_lead_permission(request) and incident.status in (Incident.Status.FAILED,
-                                                                                   Incident.Status.BLOCKED),
+            "can_retry": self.has_lead_permission(request) and incident.may_retry(),
             "can_close": self._can_close(request, incident),
             "close_url": reverse("admin:repairs_incident_close", args=[incident.pk]),
             **(extra_context or {}),
@@ -241,17 +233,16 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         return self._lead_post(request, incident_id, services.retry_incident, "sent back to the worker")
 
     def _can_close(self, request, incident: Incident) -> bool:
-        return self.has_lead_permission(request) and incident.status not in (Incident.Status.REPAIRING,
-                                                                             Incident.Status.CLOSED)
+        return self.has_lead_permission(request) and incident.may_close()
 
     def close_view(self, request, incident_id):
         """GET: what closing does (pending items cancelled, with their counts and money) and a reason
-        field. POST: close through repairs.services.close_incident, as before."""
+        field. POST: close through repairs.services.close_incident."""
         if request.method == "POST":
             return self._lead_post(request, incident_id, services.close_incident, "closed")
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET", "POST"])
-        from compensation.selectors import item_counts  # compensation depends on repairs
+        compensation = downstream.compensation
 
         incident = self._incident(request, incident_id)
         if not self.has_lead_permission(request):
@@ -263,7 +254,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "incident": incident,
             "status_label": selectors.status_label(incident),
             "can_close": self._can_close(request, incident),
-            "item_counts": item_counts(incident=incident),
+            "item_counts": compensation.item_counts(incident=incident),
             "incident_url": incident_url(incident.pk),
         }
         return TemplateResponse(request, "admin/repairs/incident/close_confirmation.html", context)
@@ -279,3 +270,7 @@ class IncidentTransitionAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdm
     list_filter = ("to_status", "via")
     list_select_related = ("incident__workspace", "actor")
     show_full_result_count = False
+
+
+# Workspaces and sources are administered here: flagging a source starts a repair.
+from repairs.workspace_admin import SourceAdmin, WorkspaceAdmin  # noqa: E402,F401

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from django.db.models import CharField, IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from kintsugi_site.money import format_money
+from core.money import format_money
+from core.vocabulary import IncidentStatus
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus
+from repairs import downstream
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too
 
-S = Incident.Status
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
-RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
+RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED)
 
 
 # --- the dashboard ----------------------------------------------------------------------------------------
@@ -29,27 +30,26 @@ def dashboard(*, user, limit: int = 10) -> dict:
     and amount, recent flags and the workspaces. Bounded queries on indexed columns only; no count over a
     whole table."""
     # compensation depends on repairs (its items point at incidents), so its modules are imported lazily.
-    from compensation import review_numbers
-    from compensation.selectors import compensation_summary, item_counts_by_incident
+    compensation = downstream.compensation
     from provenance import tenancy
 
     light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
              .defer("plan", "verification", "counts"))
-    open_incidents = list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit])
+    open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
     recent = list(light.order_by("-created_at")[:limit])
     ids = {i.pk for i in open_incidents + recent}
-    counts = item_counts_by_incident(incident_ids=ids)
-    reviews = {pk: review_numbers.from_counts(c) for pk, c in counts.items()}  # no query: status lines only
+    counts = compensation.item_counts_by_incident(incident_ids=ids)
+    reviews = {pk: compensation.review_from_counts(c) for pk, c in counts.items()}  # no query: status lines only
     for incident in open_incidents + recent:
         incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
         # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
-        incident.status_label = (review_numbers.status_text(incident, reviews[incident.pk])
-                                 if incident.status == S.REPAIRED else status_label(incident))
+        incident.status_label = (compensation.review_status_text(incident, reviews[incident.pk])
+                                 if incident.status == IncidentStatus.REPAIRED else status_label(incident))
     return {
         "open_incidents": open_incidents,
         "recent_flags": recent,
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
-        "review_queue": compensation_summary(incident=None, user=user),
+        "review_queue": compensation.compensation_summary(incident=None, user=user),
         "limit": limit,
     }
 

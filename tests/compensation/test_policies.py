@@ -66,7 +66,7 @@ def test_a_second_person_applies_exactly_what_was_previewed(canonical, make_user
     by_hand = incident.compensation_items.get(pk=min(previewed))
     reject_item(item=by_hand, actor=applier, reason="by hand", via="admin")
     outcome = policies.apply(policy=policy, actor=applier, reason="agreed", via="cli")
-    assert outcome["decided"] == len(previewed) - 1 and outcome["skipped"] == 1 and not outcome["refused"]
+    assert outcome["decided"] == len(previewed) - 1 and outcome["skipped"] == 1 and not outcome["refusals"]
     decided = set(AuditEvent.objects.filter(action="item.rejected", data__policy=policy.pk)
                   .values_list("subject_id", flat=True))
     assert decided == {str(pk) for pk in previewed - {by_hand.pk}}

@@ -1,9 +1,10 @@
 from compensation import policies
 from compensation.models import ReviewPolicy
+from core.commands import KintsugiCommand
+from core.users import get_user
+from core.vocabulary import Via
 from provenance import tenancy
-from provenance.management.commands._common import KintsugiCommand
 from repairs.models import Incident
-from repairs.services import get_user
 
 
 class Command(KintsugiCommand):
@@ -44,9 +45,9 @@ class Command(KintsugiCommand):
             policy = ReviewPolicy.objects.select_related("incident").filter(pk=o["policy"]).first()
             if policy is None or not tenancy.may_see(user, policy.incident.workspace_id):
                 raise LookupError(f"unknown policy {o['policy']}")
-            out = {"policy": policy.pk, **policies.apply(policy=policy, actor=user, reason=o["reason"], via="cli")}
+            out = {"policy": policy.pk, **policies.apply(policy=policy, actor=user, reason=o["reason"], via=Via.CLI)}
             return self._print(o, out, f"policy #{policy.pk}: {out['decided']} item(s) {out['decision']}d, "
-                                       f"{len(out['refused'])} refused, {out['skipped']} no longer matching")
+                                       f"{len(out['refusals'])} refused, {out['skipped']} no longer matching")
         if not o["rule"]:
             raise ValueError("--rule is required")
         incident = self._incident(o, user)
@@ -57,7 +58,7 @@ class Command(KintsugiCommand):
         if user is None:
             raise ValueError("--propose needs --user")
         policy = policies.propose(incident=incident, rule=o["rule"], decision=o["decision"], actor=user,
-                                  reason=o["reason"], via="cli")
+                                  reason=o["reason"], via=Via.CLI)
         found = policies.preview(incident=incident, rule=o["rule"])
         self._print(o, {"policy": policy.pk, **found.as_dict()},
                     f"policy #{policy.pk} proposed: {found.items} item(s); another person applies it")
