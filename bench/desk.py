@@ -24,7 +24,8 @@ import time
 from bench import common
 
 WORKSPACE = "bench-desk"
-SIZES = {"full": {"tickets": 400, "repeat": 20}, "quick": {"tickets": 150, "repeat": 8}}
+SIZES = {"full": {"tickets": 400, "repeat": 20, "scale_cases": 20_000},
+         "quick": {"tickets": 150, "repeat": 8, "scale_cases": 20_000}}
 
 
 def _command_ms(repeat: int) -> dict:
@@ -67,7 +68,7 @@ def run(quick: bool) -> dict:
     ws = Workspace.objects.get(name=name)
     incident = services.flag_source(workspace=ws, source_id=POISONED_PAGE, actor=user, reason="bench",
                                     via=Incident.Via.CLI)
-    with drafting(True):
+    with drafting(True, lambda seconds: None):
         incident = job.run_repair(incident_id=incident.pk)
     setup_s = time.perf_counter() - t0
     items = CompensationItem.objects.filter(incident=incident)
@@ -102,6 +103,7 @@ def run(quick: bool) -> dict:
             rows.append({"page": measured, "baseline": base})
     finally:
         QueryLog.uninstall(saved)
+    scale = _at_scale(incident, user, cases=size["scale_cases"], repeat=size["repeat"])
     common.table(
         f"Review desk pages: incident #{inc}, {summary['actions']:,} actions, {items.count():,} items in "
         f"{len(found):,} cases",
@@ -114,4 +116,118 @@ def run(quick: bool) -> dict:
          f"up to {size['repeat']} timed requests per page after one warm-up (django.test.Client, superuser)",
          f"load average {common.load_avg()} (other work may share the box)"])
     return {"mode": mode, **size, "incident": inc, "actions": summary["actions"], "items": items.count(),
-            "cases": len(found), "setup_s": setup_s, "pairs": rows}
+            "cases": len(found), "setup_s": setup_s, "pairs": rows, "scale": scale}
+
+
+def _grow(incident, n_cases: int) -> int:
+    """Copy the incident's drafted reversal + correction email into `n_cases` more cases (tickets S00000…),
+    every customer named apart, all pending: a desk of n_cases cases to page, search and decide."""
+    from compensation.models import CompensationItem
+
+    K = CompensationItem.Kind
+    prefix = f"bench-desk-scale:{incident.pk}:"
+    CompensationItem.objects.filter(draft_key__startswith=prefix).delete()
+    pair = [CompensationItem.objects.filter(incident=incident, kind=k).first() for k in (K.REFUND_REVERSAL, K.CORRECTION_EMAIL)]
+    skip = {"id", "draft_key", "execution_key", "created_at", "updated_at", "ticket_id", "customer_email", "to",
+            "facts", "approved_hash", "amount_cents", "status", "decided_by_id", "decided_at", "decision_reason",
+            "executed_at"}
+    fields = [f.attname for f in CompensationItem._meta.concrete_fields if f.attname not in skip]
+    batch, made = [], 0
+    for n in range(n_cases):
+        email = f"scale{n:05d}@example.com"
+        for t in pair:
+            batch.append(CompensationItem(**{f: getattr(t, f) for f in fields}, draft_key=f"{prefix}{n}:{t.kind}",
+                                          ticket_id=f"S{n:05d}", customer_email=email, to=email if t.to else "",
+                                          facts={**t.facts, "customer": f"Scale Customer {n:05d}"},
+                                          amount_cents=t.amount_cents + (n % 97) * 100 if t.moves_money else 0))
+        if len(batch) >= 5_000:
+            CompensationItem.objects.bulk_create(batch)
+            made, batch = made + len(batch), []
+    CompensationItem.objects.bulk_create(batch)
+    return made + len(batch)
+
+
+def _old_case_list_ms(incident, user, repeat: int) -> dict:
+    """Today's case list before paging: every case of the incident built, then filtered to pending."""
+    from compensation import cases as case_selectors
+
+    times = []
+    for _ in range(min(repeat, 3) + 1):
+        t0 = time.perf_counter()
+        found = case_selectors.cases(user=user, incident=incident, status="pending")
+        case_selectors.totals(found)
+        times.append((time.perf_counter() - t0) * 1e3)
+    ms = times[1:]
+    return {"page": "every case built (the unpaged list's selector)", "queries": None,
+            "median_ms": common.median(ms), "p95_ms": common.pct(ms, 95), "n": len(ms)}
+
+
+def _post_ms(client, name: str, url: str, data: dict, repeat: int) -> dict:
+    from django.db import connection
+
+    from bench.admin import SQLLog
+
+    sql = SQLLog()
+    with connection.execute_wrapper(sql):
+        first = client.post(url, data)
+    if first.status_code != 200:
+        raise RuntimeError(f"{name}: POST {url} -> {first.status_code}")
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        client.post(url, data)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"page": name, "queries": len(sql.queries), "median_ms": common.median(times),
+            "p95_ms": common.pct(times, 95), "n": len(times)}
+
+
+def _at_scale(incident, user, *, cases: int, repeat: int) -> list[dict]:
+    """The work-queue pages at `cases` cases, each beside today's page for the same job in the same run."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from bench.admin import measure
+    from bench.repair import QueryLog
+    from compensation.models import CompensationItem
+
+    common.log(f"desk: growing incident #{incident.pk} to {cases:,} more cases")
+    _grow(incident, cases)
+    inc, total = incident.pk, CompensationItem.objects.filter(incident=incident).count()
+    cases_url = reverse("admin:compensation_compensationitem_cases")
+    changelist = reverse("admin:compensation_compensationitem_changelist")
+    client = Client()
+    client.force_login(user)
+    qlog = QueryLog()
+    saved = qlog.install()
+    rows = []
+    try:
+        page = lambda name, url: measure(client, name, url, repeat=repeat, qlog=qlog)  # noqa: E731
+        rows.append({"page": page("case list, page 1", f"{cases_url}?incident={inc}"),
+                     "baseline": _old_case_list_ms(incident, user, repeat)})
+        rows.append({"page": page("case list, page 200 (page=200)", f"{cases_url}?incident={inc}&page=200"),
+                     "baseline": page("per-item queue, page 200", f"{changelist}?incident__id__exact={inc}&p=199")})
+        rows.append({"page": page("search a customer (q=)", f"{cases_url}?incident={inc}&q=Scale+Customer+12345"),
+                     "baseline": page("per-item queue search", f"{changelist}?incident__id__exact={inc}&q=scale12345")})
+        rows.append({"page": page("a case (S12345)", reverse("admin:compensation_compensationitem_case",
+                                                             args=[inc, "S12345"]) + f"?incident={inc}"),
+                     "baseline": page("its reversal's review page", reverse(
+                         "admin:compensation_compensationitem_change", args=[CompensationItem.objects.filter(
+                             incident=incident, ticket_id="S12345", kind="refund_reversal").values_list("pk", flat=True)[0]]))})
+        fifty = [f"{inc}/S{n:05d}" for n in range(50)]
+        ids = list(CompensationItem.objects.filter(incident=incident, ticket_id__in=[f"S{n:05d}" for n in range(50)])
+                   .values_list("pk", flat=True))
+        rows.append({"page": _post_ms(client, "bulk confirm, 50 cases", reverse(
+            "admin:compensation_compensationitem_cases_bulk"), {"case": fifty, "decision": "approve"}, repeat),
+            "baseline": _post_ms(client, f"per-item bulk confirm, their {len(ids)} items", changelist,
+                                 {"action": "bulk_approve", "_selected_action": ids}, repeat)})
+    finally:
+        QueryLog.uninstall(saved)
+    common.table(f"Review desk at scale: incident #{inc}, {total:,} items in about {cases:,} cases",
+                 ["page", "queries", "median ms", "p95 ms", "baseline (today)", "baseline queries", "baseline p95 ms"],
+                 [[r["page"]["page"], r["page"]["queries"], r["page"]["median_ms"], r["page"]["p95_ms"],
+                   r["baseline"]["page"], r["baseline"]["queries"] if r["baseline"]["queries"] is not None else "—",
+                   r["baseline"]["p95_ms"]] for r in rows],
+                 ["queries: SQL of the warm-up request; the old selector's are not counted",
+                  f"load average {common.load_avg()} (other work may share the box)"])
+    return [{"page": r["page"]["page"], "queries": r["page"]["queries"], "p95_ms": r["page"]["p95_ms"],
+             "baseline": r["baseline"]["page"], "baseline_p95_ms": r["baseline"]["p95_ms"]} for r in rows]

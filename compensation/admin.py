@@ -16,6 +16,7 @@ from django.utils.text import Truncator
 
 from compensation import edits, effect_kinds, selectors, sequencing, services
 from compensation.case_admin import CaseViews
+from compensation.case_bulk_admin import CaseBulkViews
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
 from core.admin_rows import WrittenByServices
@@ -64,7 +65,7 @@ class IncidentFilter(admin.SimpleListFilter):
 
 
 @admin.register(CompensationItem)
-class CompensationItemAdmin(WrittenByServices, CaseViews, WorkspaceScoped, admin.ModelAdmin):
+class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "incident__workspace"
     list_display = ("item_link", "incident", "kind", "ticket_id", "customer_email", "amount", "status", "valid",
                     "draft_summary", "drafted_by")
@@ -132,7 +133,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, WorkspaceScoped, admin
     # --- the review page -------------------------------------------------------------------------------
     def get_urls(self):
         wrap = self.admin_site.admin_view
-        return self.case_urls() + [
+        return self.case_bulk_urls() + self.case_urls() + [
             path("<int:item_id>/decide/", wrap(self.decide_view), name="compensation_compensationitem_decide"),
         ] + super().get_urls()
 

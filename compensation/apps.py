@@ -7,7 +7,7 @@ class CompensationConfig(AppConfig):
 
     def ready(self) -> None:
         from compensation import drafting, receivers  # noqa: F401  (registers model tasks and receivers)
-        from compensation import drafts, execution, selectors
+        from compensation import drafts, execution, review_numbers, selectors
         from compensation.models import CompensationItem
         from compensation.effect_kinds import effect_kind
         from provenance import upstream
@@ -21,6 +21,8 @@ class CompensationConfig(AppConfig):
             item_counts=selectors.item_counts, item_counts_by_incident=selectors.item_counts_by_incident,
             compensation_summary=selectors.compensation_summary, cases_url=selectors.cases_url,
             review_queue_url=selectors.review_queue_url,
+            review=review_numbers.review, review_by_incident=review_numbers.review_by_incident,
+            review_from_counts=review_numbers.from_counts, review_status_text=review_numbers.status_text,
             undecided_count=lambda *, incident: CompensationItem.objects.filter(
                 incident=incident, status=CompensationItem.Status.PENDING).count(),
         )

@@ -18,6 +18,7 @@ from core import audit, chains
 from compensation.models import AuditEvent, CompensationItem
 from core.admin_rows import WrittenByServices
 from core.vocabulary import AuditAction
+from provenance import tenancy
 from provenance.admin_tenancy import WorkspaceScoped
 
 
@@ -105,6 +106,21 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     def lookup_allowed(self, lookup, value, request=None):
         return lookup in self.EXTRA_LOOKUPS or super().lookup_allowed(lookup, value, request)
+
+    def get_search_results(self, request, queryset, search_term):
+        """Also the events of the items of a ticket or customer ("t05", "Ada", "ada@example.com"): an
+        item's events name the item, not its ticket, so the term is looked up among the items the person
+        may see first (at most 1,000 of them)."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if len(term) < 2:
+            return found, may_have_duplicates
+        items = (tenancy.scoped(CompensationItem.objects.all(), user=request.user, path="incident__workspace")
+                 .filter(Q(ticket_id__iexact=term) | Q(customer_email__icontains=term) | Q(facts__customer__icontains=term))
+                 .values_list("pk", flat=True)[:1000])
+        ids = [str(pk) for pk in items]
+        by_ticket = Q(subject_type="case", data__ticket__iexact=term)
+        return found | queryset.filter(Q(subject_type="compensation_item", subject_id__in=ids) | by_ticket), True
 
     def get_queryset(self, request):
         # Not WorkspaceScoped's query: the system chain has no workspace and is for superusers only.

@@ -10,14 +10,17 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from core.vocabulary import ItemStatus, Via
-from compensation import case_decisions, cases as case_selectors, selectors, sequencing, services
-from provenance.admin_tenancy import refuse_unseen
+from urllib.parse import urlencode
+
+from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
+from compensation import sequencing, services
+from compensation.models import CompensationItem
+from core.vocabulary import Via
 from provenance import tenancy
+from provenance.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 
 VIA = Via.ADMIN
-STATUS_CHOICES = (("pending", "needs a decision"), ("decided", "decided"), ("all", "all"))
 
 
 class CaseViews:
@@ -34,7 +37,7 @@ class CaseViews:
                  name="compensation_compensationitem_case_decide"),
         ]
 
-    def _filters(self, request) -> tuple[Incident | None, str]:
+    def _filters(self, request) -> tuple[Incident | None, case_queue.Filters]:
         raw = request.GET.get("incident", "")
         incident = None
         if raw:
@@ -42,30 +45,66 @@ class CaseViews:
                         .filter(pk=raw).first() if raw.isdigit() else None)
             if incident is None:
                 raise Http404(f"no incident {raw}")
-        status = request.GET.get("status", "pending")
-        return incident, status if status in dict(STATUS_CHOICES) else "pending"
+        try:
+            filters = case_queue.Filters.from_query(request.GET)
+        except case_queue.BadFilter as exc:
+            messages.error(request, f"Filter ignored: {exc}")
+            filters = case_queue.Filters()
+        if not filters.state and "state" not in request.GET:
+            # The older `status` switch (needs a decision / decided / all) reads as a state filter.
+            status = request.GET.get("status", "pending")
+            filters.state = {"pending": "needs_decision", "decided": "decided"}.get(status, "" if status == "all" else "needs_decision")
+        return incident, filters
 
     def cases_view(self, request):
         if not self.has_view_permission(request):
             raise PermissionDenied
-        incident, status = self._filters(request)
-        found = case_selectors.cases(user=request.user, incident=incident,
-                                     status=None if status == "all" else status)
+        incident, filters = self._filters(request)
+        after, number = request.GET.get("after", ""), request.GET.get("page", "1")
+        number = int(number) if number.isdigit() and int(number) > 0 else 1
+        try:
+            found = case_queue.page(user=request.user, incident=incident, filters=filters, after=after,
+                                    number=number, actor=request.user)
+        except case_queue.BadFilter as exc:
+            messages.error(request, f"Refused: {exc}")
+            found = case_queue.page(user=request.user, incident=incident, filters=filters, actor=request.user)
+        base = {**({"incident": incident.pk} if incident else {}), **filters.query()}
+        url = reverse("admin:compensation_compensationitem_cases")
+        link = lambda **extra: url + "?" + urlencode({**base, **extra})  # noqa: E731
         query = f"?incident={incident.pk}" if incident else ""
+        counts = selectors.item_counts(incident=incident) if incident else None
+        progress = case_queue.progress(incident=incident) if incident else None
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Cases to review" + (f": incident #{incident.pk}" if incident else ""),
-            "cases": found,
-            "totals": case_selectors.totals(found),
+            "cases": found.cases,
+            "page": found,
+            "assigned": assignments.assignees(keys=[c.key for c in found.cases]),
+            "totals": case_queue.matching_totals(user=request.user, incident=incident, filters=filters, actor=request.user),
+            "progress": progress,
+            "workload": assignments.workload(incident=incident) if incident else None,
+            "reviewers": assignments.reviewers(incident=incident) if incident else [],
+            "review": review_numbers.from_counts(counts, cases_pending=progress["cases_pending"],
+                                                 cases=progress["cases"]) if incident else None,
             # The item counts every page prints (one incident's by kind and status, else the queue's).
-            "item_counts": selectors.item_counts(incident=incident) if incident else None,
+            "item_counts": counts,
             "queue": selectors.compensation_summary(incident=None, user=request.user) if not incident else None,
             "incident": incident,
-            "status": status,
-            "status_choices": [(value, label, reverse("admin:compensation_compensationitem_cases")
-                                + (f"{query}&" if query else "?") + f"status={value}") for value, label in STATUS_CHOICES],
-            "first_url": found[0].url + query if found else "",
+            "filters": filters,
+            "kinds": CompensationItem.Kind.choices,
+            "outcomes": case_queue.OUTCOMES,
+            "states": case_queue.STATE_WORDS.items(),
+            "hidden": {k: v for k, v in base.items() if k in ("incident",)},
+            "state_links": [(value, label, link(state=value)) for value, label in case_queue.STATE_WORDS.items()],
+            "next_url": link(after=found.next_cursor) if found.has_next else "",
+            "page_next_url": link(page=number + 1) if found.has_next and not after else "",
+            "prev_url": link(page=number - 1) if number > 1 and not after else "",
+            "first_page_url": link() if after or number > 1 else "",
+            "filter_query": urlencode(base),
+            "can_review": self.has_review_permission(request),
+            "bulk_url": reverse("admin:compensation_compensationitem_cases_bulk"),
+            "first_url": found.cases[0].url + query if found.cases else "",
             "items_url": reverse("admin:compensation_compensationitem_changelist")
             + (f"?incident__id__exact={incident.pk}" if incident else ""),
         }
@@ -83,18 +122,15 @@ class CaseViews:
             raise PermissionDenied
         case = self._case(request, incident_id, ticket)
         within = self._within(request)
-        queue = case_selectors.cases(user=request.user, incident=within, status=ItemStatus.PENDING)
-        keys = [c.key for c in queue]
-        here = keys.index(case.key) if case.key in keys else -1
+        prev_case, next_case, left = case_queue.neighbours(user=request.user, incident=within, key=case.key)
         suffix = f"?incident={within.pk}" if within else ""
-        prev_url = queue[here - 1].url + suffix if here > 0 else ""
-        next_case = queue[here + 1] if 0 <= here < len(queue) - 1 else next((c for c in queue if c.key != case.key), None)
+        prev_url = prev_case.url + suffix if prev_case else ""
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"Case {case.ticket} of incident #{case.incident_id}",
             "case": case,
-            "left": len(queue),
+            "left": left,
             "can_review": self.has_review_permission(request) and bool(case.pending),
             "decide_url": reverse("admin:compensation_compensationitem_case_decide", args=[case.incident_id, case.ticket])
             + suffix,
@@ -146,7 +182,7 @@ class CaseViews:
         still = case_selectors.case(user=request.user, incident_id=incident_id, ticket=ticket)
         if still is not None and still.pending:
             return HttpResponseRedirect(here)
-        following = case_selectors.next_case(user=request.user, after=case.key, incident=within)
+        _, following, _ = case_queue.neighbours(user=request.user, incident=within, key=case.key)
         if following is None:
             messages.info(request, "No cases left.")
             return HttpResponseRedirect(reverse("admin:compensation_compensationitem_cases") + suffix)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compensation import services
+from compensation import approval, services
 from compensation.cases import Case
 from compensation.models import CompensationItem
 
@@ -51,4 +51,6 @@ def decide_case_item(*, case: Case, item_id: int, actor, decision: str, reason: 
         return services.approve_item(item=entry.item, actor=actor, reason=reason, via=via)
     if decision == "reject":
         return services.reject_item(item=entry.item, actor=actor, reason=reason, via=via)
+    if decision == "undo":
+        return approval.undo(item=entry.item, actor=actor, reason=reason or "undone", via=via)
     raise services.DecisionRefused(f"unknown decision {decision!r}")

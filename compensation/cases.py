@@ -38,10 +38,12 @@ class CaseState:
     DELIVERY_FAILED = "delivery failed: a person decides"  # a provider refused after the approval
     NEEDS_DECISION = "needs decision"
     WAITING = "approved, waiting to go out"
-    DONE = "done"
+    DONE = "done"  # what was approved has gone out
+    REJECTED = "rejected, nothing sent"  # every item rejected or cancelled
 
 
-STATE_RANK = {CaseState.DELIVERY_FAILED: 0, CaseState.NEEDS_DECISION: 0, CaseState.WAITING: 1, CaseState.DONE: 2}
+STATE_RANK = {CaseState.DELIVERY_FAILED: 0, CaseState.NEEDS_DECISION: 0, CaseState.WAITING: 1, CaseState.DONE: 2,
+              CaseState.REJECTED: 2}
 
 
 @dataclass
@@ -52,6 +54,13 @@ class CaseItem:
     waits_for: CompensationItem | None = None  # approved, held until this money item is approved
     refused_money: CompensationItem | None = None  # the money item it explains was rejected
     edits: list = field(default_factory=list)  # compensation.edits.FieldEdit rows, when a reviewer edited it
+
+    @property
+    def undoable(self) -> bool:
+        """Decided within the undo window (compensation.approval): its author may still take it back."""
+        from compensation.approval import in_undo_window
+
+        return self.item.status in (St.APPROVED, St.REJECTED) and in_undo_window(self.item)
 
     @property
     def held(self) -> bool:
@@ -114,6 +123,8 @@ class Case:
             return CaseState.NEEDS_DECISION
         if any(c.item.status == St.APPROVED for c in self.items):
             return CaseState.WAITING
+        if all(c.item.status in GONE for c in self.items):
+            return CaseState.REJECTED
         return CaseState.DONE
 
     @property

@@ -11,6 +11,9 @@ Execution then runs in three steps:
    get_or_create on its unique idempotency key, and an email goes through Django's email framework with
    the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once; a manual
    compensation sends nothing (a person did it; the approval's reason says what);
+   an item still in its undo window waits, and one whose content no longer matches the hash stored at
+   its approval is not executed: the approval is void and the item is pending again
+   (compensation.approval);
 3. lock the item again and mark it executed (once: a concurrent or repeated run finds it executed).
 A retry, a double click or a worker that dies between 2 and 3 repeats step 2 with the same key and
 sends nothing twice (Stripe and the webhook honour the key; SMTP, which cannot, is marked `uncertain`
@@ -21,7 +24,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import deliveries, effect_kinds, gates, sequencing
+from compensation import approval, deliveries, effect_kinds, gates, sequencing
 from compensation.connectors import TemporaryFailure
 from core import audit
 from core.vocabulary import AuditAction, Via
@@ -55,6 +58,14 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
             raise NotApproved(f"item #{item.pk} is {item.status}; only approved items are executed")
         if gates.execution_wait(item.incident) is not None:
             # Approved while the repair was being verified: the job enqueues it once verified clean.
+            return item
+        if approval.in_undo_window(item):
+            # The approver may still take it back: enqueued again with the window as its countdown.
+            return item
+        if not approval.matches_approval(item):
+            # Changed after its approval: what would leave is not what a person approved.
+            audit.lock_chain(item.incident.workspace_id)
+            approval.void(item, via=via, actor=actor)
             return item
         if sequencing.waits_for(item) is not None:
             # An email that explains a money item still undecided: approving that item enqueues it again.

@@ -95,6 +95,9 @@ class CompensationItem(models.Model):
     # second row with the same key, so retries and double clicks send nothing twice.
     execution_key = models.CharField(max_length=128, unique=True, null=True, blank=True, editable=False)
     execution_attempts = models.PositiveIntegerField(default=0)
+    # SHA-256 of what the approval bound (compensation.approval.content_hash): execution refuses an item
+    # whose content no longer hashes to it, so what leaves is exactly what a person approved.
+    approved_hash = models.CharField(max_length=64, blank=True, editable=False)
     executed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -116,6 +119,11 @@ class CompensationItem(models.Model):
             models.Index(F("incident"), QUEUE_ORDER, F("ticket_id"), F("kind"), F("id"),
                          name="compensation_incident_queue"),
             models.Index(fields=["customer_email"], name="compensation_customer"),
+            # A case's items (one ticket of one incident): the case list builds its page's cases, and its
+            # filters ask "has this case an item that …", by this key.
+            # Covering: the case list's GROUP BY reads the index alone, in ticket order, not the wide rows.
+            models.Index(fields=["incident", "ticket_id"], name="compensation_case_key",
+                         include=["status", "kind", "amount_cents", "currency"]),
             # (compensation_pending_total, a partial index for the dashboard's pending total, was dropped in
             # 0005: the dashboard reads QueueTotal, and without an all-visible map, which a freshly loaded
             # table lacks, the planner skipped it for a parallel seq scan over every row anyway.)
@@ -196,6 +204,48 @@ class QueueTotal(models.Model):
 
     def __str__(self) -> str:
         return f"incident #{self.incident_id} {self.status}: {self.items} items, {format_money(self.cents, self.currency)}"
+
+
+class CaseAssignment(models.Model):
+    """Who works a case (one ticket of one incident): written by compensation.assignments only."""
+
+    incident = models.ForeignKey("repairs.Incident", on_delete=models.CASCADE, related_name="+", db_index=False)
+    ticket_id = models.CharField(max_length=32)
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="case_assignments")
+    assigned_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    assigned_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["incident", "ticket_id"], name="compensation_case_assignment_key")]
+
+    def __str__(self) -> str:
+        return f"incident #{self.incident_id} {self.ticket_id} → {self.assignee_id}"
+
+
+class ReviewPolicy(models.Model):
+    """A rule that decides many items at once (compensation.policies), with four eyes on the rule itself:
+    one person writes and previews it, another applies it."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+
+    incident = models.ForeignKey("repairs.Incident", on_delete=models.PROTECT, related_name="review_policies")
+    rule = models.CharField(max_length=500)
+    decision = models.CharField(max_length=8, choices=Decision.choices, default=Decision.APPROVE)
+    reason = models.TextField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # What the author's preview matched (item ids): applying decides only these, so what was previewed is
+    # what is decided.
+    previewed = models.JSONField(default=list)
+    applier = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                related_name="+")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"policy #{self.pk} on incident #{self.incident_id}: {self.decision} {self.rule}"
 
 
 # Delivery (connectors, each item's way out and its attempts) keeps its models in a module of its own.

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compensation import customers, effect_kinds, gates, sequencing
+from compensation.approval import content_hash
 from core import audit
 from core.broker import send
 from core.errors import DomainError
@@ -171,7 +172,8 @@ def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str, f
     return False
 
 
-def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: str, edits: dict | None = None) -> CompensationItem:
+def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: str, edits: dict | None = None,
+            policy: int | None = None) -> CompensationItem:
     attempted = {"approve": "approve", "reject": "reject"}[decision] + (" (edited)" if edits else "")
     current = CompensationItem.objects.select_related("incident").get(pk=item.pk)
     relaxed = _require_reviewer(current, actor, via=via, action=decision)
@@ -198,9 +200,11 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                 held = sequencing.waits_for(item)
                 _set_status(item, St.APPROVED, actor=actor, via=via, action=AuditAction.ITEM_APPROVED, reason=reason,
                             data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited,
-                                  "waits_for": held.pk if held else None},
+                                  "waits_for": held.pk if held else None, "content_hash": content_hash(item),
+                                  **({"policy": policy} if policy else {})},
                             decided_by=actor, decided_at=decided_at, decision_reason=reason,
-                            execution_key=f"compensation:{item.pk}", valid=True, problems=[])
+                            execution_key=f"compensation:{item.pk}", valid=True, problems=[],
+                            approved_hash=content_hash(item))
                 # A held email is enqueued too: execution skips it until its money item is approved, so a
                 # race with that approval still ends with it sent once.
                 transaction.on_commit(lambda pk=item.pk: enqueue_execution(pk))
@@ -209,7 +213,8 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                     transaction.on_commit(lambda money=item: [enqueue_execution(pk) for pk in sequencing.released_by(money)])
             else:
                 _set_status(item, St.REJECTED, actor=actor, via=via, action=AuditAction.ITEM_REJECTED, reason=reason,
-                            decided_by=actor, decided_at=timezone.now(), decision_reason=reason)
+                            data={"policy": policy} if policy else None, decided_by=actor,
+                            decided_at=timezone.now(), decision_reason=reason)
                 _mark_explaining_emails(item, actor=actor, via=via)
             if relaxed:
                 audit.record(action=AuditAction.FOUR_EYES_RELAXED, subject_type="compensation_item", subject_id=item.pk,
@@ -290,7 +295,8 @@ def _checked_edits(edits: dict | None) -> dict | None:
     return checked
 
 
-def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, edits: dict | None = None) -> CompensationItem:
+def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, edits: dict | None = None,
+                 policy: int | None = None) -> CompensationItem:
     """Approve a pending, valid draft (optionally after editing it; the edit is recorded). Refused for
     the incident's flagger while four-eyes is on, for users without the Reviewer role, for invalid drafts
     and for items already decided. Execution is enqueued after commit."""
@@ -299,15 +305,16 @@ def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, e
     if not reason and registration is not None and registration.reason_required:
         raise DecisionRefused(f"say what was done: approving a {item.get_kind_display()} records it")
     reason = reason or "approved"
-    return _decide(item=item, actor=actor, reason=reason, via=via, decision="approve", edits=_checked_edits(edits))
+    return _decide(item=item, actor=actor, reason=reason, via=via, decision="approve", edits=_checked_edits(edits),
+                   policy=policy)
 
 
-def reject_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
+def reject_item(*, item: CompensationItem, actor, reason: str, via: str, policy: int | None = None) -> CompensationItem:
     """Reject a pending draft; a reason is required."""
     reason = validation.reason(reason, required=False)
     if not reason:
         raise DecisionRefused("a reason is required to reject an item")
-    return _decide(item=item, actor=actor, reason=reason, via=via, decision="reject")
+    return _decide(item=item, actor=actor, reason=reason, via=via, decision="reject", policy=policy)
 
 
 @dataclass
@@ -344,5 +351,9 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
 def enqueue_execution(item_id: int) -> None:
     from compensation.tasks import execute_compensation
 
-    # When the broker is down the item stays approved; `execute_approved` picks it up.
-    send(execute_compensation, item_id, what=f"the execution of compensation item {item_id}")
+    from compensation.approval import undo_seconds
+
+    # When the broker is down the item stays approved; `execute_approved` picks it up. Sent after the
+    # undo window (KINTSUGI_UNDO_SECONDS), so an approval taken back in it sends nothing.
+    send(execute_compensation, item_id, what=f"the execution of compensation item {item_id}",
+         countdown=undo_seconds() or None)

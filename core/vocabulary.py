@@ -86,11 +86,17 @@ class AuditAction(models.TextChoices):
     ITEM_EXECUTED = "item.executed"
     ITEM_CANCELLED = "item.cancelled"
     ITEM_REFUSED = "item.refused"
+    ITEM_APPROVAL_VOIDED = "item.approval_voided"  # changed after its approval: execution refused it
+    ITEM_DECISION_UNDONE = "item.decision_undone"  # taken back within the undo window
     FOUR_EYES_RELAXED = "four_eyes.relaxed"
     # delivery of approved items
     CONNECTOR_SET = "connector.set"
     ITEM_DELIVERY_RETRIED = "item.delivery_retried"
     ITEM_DELIVERY_CHANGED = "item.delivery_changed"
+    # the review desk: cases and the policies that decide many items at once
+    CASE_ASSIGNED = "case.assigned"
+    POLICY_PROPOSED = "policy.proposed"
+    POLICY_APPLIED = "policy.applied"
     # recordings of remote agents: one per status a recording ends in
     RECORDING_COMMITTED = "recording.committed"
     RECORDING_ABANDONED = "recording.abandoned"

@@ -34,6 +34,22 @@ class PickerAutocomplete(AutocompleteJsonView):
         return queryset
 
 
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+
+
+def door(user) -> str:
+    """Where a person lands after signing in, by role: a Reviewer on the cases to review, an Auditor on the
+    audit trail, a Support lead (and everyone else) on the incidents dashboard."""
+    if user.is_superuser or user.has_perm("repairs.flag_source"):
+        return reverse("admin:index")
+    if user.has_perm("compensation.review_compensationitem"):
+        return reverse("admin:compensation_compensationitem_cases")
+    if user.has_perm("compensation.export_auditevent"):
+        return reverse("admin:compensation_auditevent_changelist")
+    return reverse("admin:index")
+
+
 class KintsugiAdminSite(admin.AdminSite):
     site_header = "kintsugi"
     site_title = "kintsugi admin"
@@ -47,6 +63,14 @@ class KintsugiAdminSite(admin.AdminSite):
 
     def autocomplete_view(self, request):
         return PickerAutocomplete.as_view(admin_site=self)(request)
+
+    def login(self, request, extra_context=None):
+        asked = request.GET.get("next") or request.POST.get("next")
+        response = super().login(request, extra_context)
+        if (request.method == "POST" and isinstance(response, HttpResponseRedirect) and request.user.is_authenticated
+                and (not asked or asked == reverse("admin:index"))):
+            return HttpResponseRedirect(door(request.user))
+        return response
 
 
 class KintsugiAdminConfig(AdminConfig):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -30,11 +31,22 @@ def incident_url(incident_id: int) -> str:
     return reverse("admin:repairs_incident_change", args=[incident_id])
 
 
+class ReviewedChangeList(ChangeList):
+    """The incident list's page, with what waits for review read for the whole page in two grouped
+    queries (compensation.review_numbers, through repairs.downstream) instead of per row."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        found = downstream.compensation.review_by_incident(incident_ids=[i.pk for i in self.result_list])
+        for incident in self.result_list:
+            incident._review = found[incident.pk]
+
+
 @admin.register(Incident)
 class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     # Opened by flagging a source, with a preview first; retried and closed through their own forms.
-    list_display = ("number", "source_id", "workspace", "status", "progress_display", "blast_radius", "flagged_by",
-                    "created_at")
+    list_display = ("number", "source_id", "workspace", "status_display", "pending_display", "money_display",
+                    "progress_display", "blast_radius", "flagged_by", "created_at")
     list_display_links = ("number", "source_id")
     list_filter = ("status", "workspace")
     search_fields = ("source_id",)
@@ -48,6 +60,28 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     @admin.display(description="#", ordering="pk")
     def number(self, obj: Incident) -> str:
         return f"#{obj.pk}"
+
+    def get_changelist(self, request, **kwargs):
+        return ReviewedChangeList
+
+    @staticmethod
+    def _review(obj: Incident):
+        found = getattr(obj, "_review", None)
+        return found if found is not None else downstream.compensation.review(incident=obj)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, obj: Incident) -> str:
+        return downstream.compensation.review_status_text(obj, self._review(obj))
+
+    @admin.display(description="pending items")
+    def pending_display(self, obj: Incident) -> str:
+        found = self._review(obj)
+        return f"{found.items_pending} in {found.cases_pending} case{'s' if found.cases_pending != 1 else ''}" if found.items_pending else "0"
+
+    @admin.display(description="money pending")
+    def money_display(self, obj: Incident) -> str:
+        found = self._review(obj)
+        return found.money if found.items_pending else "—"
 
     @admin.display(description="progress")
     def progress_display(self, obj: Incident) -> str:
@@ -89,6 +123,8 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         compensation = downstream.compensation
 
         incident = self._incident(request, object_id, for_page=True)
+        counts = compensation.item_counts(incident=incident)
+        review = compensation.review(incident=incident, counts=counts)
         page = views.page_number(request, "tickets")
         picture_page = views.page_number(request, "picture")
         tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
@@ -103,7 +139,10 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "subtitle": None,
             "opts": self.opts,
             "incident": incident,
-            "status_label": selectors.status_label(incident),
+            # While items wait for a person the status says so: never "Repaired" alone.
+            "status_label": (compensation.review_status_text(incident, review) if incident.status == Incident.Status.REPAIRED
+                             else selectors.status_label(incident)),
+            "review": review,
             "progress": selectors.progress(incident),
             "progress_url": reverse("admin:repairs_incident_progress", args=[incident.pk]),
             "outcome_rows": selectors.outcome_rows(incident),
@@ -118,7 +157,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
             "quarantine": held,
-            "item_counts": compensation.item_counts(incident=incident),
+            "item_counts": counts,
             "review_url": compensation.review_queue_url(incident=incident, pending=True),
             "review_all_url": compensation.review_queue_url(incident=incident),
             "cases_url": compensation.cases_url(incident=incident),

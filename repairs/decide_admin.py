@@ -44,6 +44,10 @@ def _decision(d: dict | None) -> str:
     return f"{d.get('choice')} ({d.get('level')})" if "choice" in d else ", ".join(f"{k} {v}" for k, v in sorted(d.items()))
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def what_if_words(wi) -> dict:
     """The what-if as sentences a lead reads (money through core.money)."""
     c = wi.counts
@@ -52,9 +56,12 @@ def what_if_words(wi) -> dict:
         "walk": (f"The repair would walk {wi.blast_radius} actions: {c['poisoned']} poisoned, {c['rerun_changed']} "
                  f"re-run with a changed outcome, {c['rerun_same']} re-run with the same outcome, {c['skipped']} "
                  f"skipped, {c['superseded']} superseded and {c['new']} new."),
+        # The same words and numbers the incident, its cases and its reports print once it is flagged
+        # (compensation.selectors.ItemCounts.sentence): drafts + held replacements = items, in cases.
         "effects": (f"{wi.effects_invalidated} effects that already left would be invalidated"
-                    + (f" ({kinds})" if kinds else "") + f", and become {wi.compensations} compensation items "
-                    "for reviewers to approve or reject."),
+                    + (f" ({kinds})" if kinds else "") + f", and become {_n(wi.compensations, 'compensation draft')}"
+                    f" + {_n(len(wi.items) - wi.compensations, 'held replacement')} = {_n(len(wi.items), 'item')}"
+                    f" in {_n(len({i['ticket'] for i in wi.items}), 'case')} for reviewers to approve or reject."),
         "money": (f"{format_totals(wi.amount_reversed)} would be asked back"
                   + (f"; {format_totals(wi.amount_paid)} of corrected refunds would wait for approval"
                      if wi.amount_paid else "") + "."),

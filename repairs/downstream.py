@@ -1,5 +1,6 @@
 """What a repair needs from the compensation app above it: drafting the items of what it invalidated,
-executing approved items after an outage, and the items' counts and lists its pages and reports show.
+executing approved items after an outage, and the items' counts, lists and review numbers its pages and
+reports show.
 compensation provides them at start-up (CompensationConfig.ready), so repairs never imports it."""
 from core.provided import Provided
 
@@ -8,4 +9,7 @@ compensation = Provided(
     "draft_repair", "compensation_count", "draft_planned", "planned_items", "execute_approved",
     "compensation_items", "item_counts", "item_counts_by_incident", "compensation_summary", "cases_url",
     "review_queue_url", "undecided_count",
+    # What still waits for a person (compensation.review_numbers): the incident list, page, dashboard and
+    # report print "Needs review · N · $X" in its words.
+    "review", "review_by_incident", "review_from_counts", "review_status_text",
 )

@@ -87,6 +87,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
         "effects": effects,
         "compensation": compensation.compensation_items(incident=incident),
         "item_counts": {**(counts := compensation.item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
+        "review": {**(found := compensation.review(incident=incident)).as_dict(),
+                   "status_text": compensation.review_status_text(incident, found)},
         "verification": incident.verification,
         "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
         "record": report_record.record_section(incident),
@@ -199,6 +201,7 @@ def report_context(report: dict) -> dict:
         "transitions": report["transitions"],
         "status_keys": selectors.STATUSES,
         "item_counts": report.get("item_counts"),
+        "review": report.get("review"),
     }
 
 

@@ -36,12 +36,18 @@ def dashboard(*, user, limit: int = 10) -> dict:
     light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
              .defer("plan", "verification", "counts"))
     open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
-    counts = compensation.item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
-    for incident in open_incidents:
-        incident.item_counts, incident.status_label = counts[incident.pk], status_label(incident)
+    recent = list(light.order_by("-created_at")[:limit])
+    ids = {i.pk for i in open_incidents + recent}
+    counts = compensation.item_counts_by_incident(incident_ids=ids)
+    reviews = {pk: compensation.review_from_counts(c) for pk, c in counts.items()}  # no query: status lines only
+    for incident in open_incidents + recent:
+        incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
+        # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
+        incident.status_label = (compensation.review_status_text(incident, reviews[incident.pk])
+                                 if incident.status == IncidentStatus.REPAIRED else status_label(incident))
     return {
         "open_incidents": open_incidents,
-        "recent_flags": [setattr(i, "status_label", status_label(i)) or i for i in light.order_by("-created_at")[:limit]],
+        "recent_flags": recent,
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
         "review_queue": compensation.compensation_summary(incident=None, user=user),
         "limit": limit,

@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from compensation import deliveries
+from compensation import review_numbers
 from compensation.models import CompensationItem
 from provenance import quarantine
 from provenance.models import Source, Workspace
@@ -199,6 +200,14 @@ class QuarantineSerializer(serializers.Serializer):
     lift_reason = serializers.CharField(allow_blank=True)
 
 
+class ReviewSerializer(serializers.Serializer):
+    items_pending = serializers.IntegerField(help_text="Review items still waiting for a decision.")
+    amount_pending_cents = serializers.IntegerField(help_text="Money those items move, in cents.")
+    cases_pending = serializers.IntegerField(help_text="Cases (tickets) with an item waiting for a decision.")
+    status_text = serializers.CharField(help_text='The status as people read it: "Needs review · 14 · $400.00" '
+                                                  "while items wait.")
+
+
 class IncidentSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     incident = serializers.IntegerField(help_text="Same as id (the flag_source --json shape).")
@@ -220,10 +229,13 @@ class IncidentSerializer(serializers.Serializer):
     progress = ProgressSerializer()
     error = serializers.CharField(allow_null=True)
     quarantine = QuarantineSerializer(allow_null=True, help_text="The flagged source's quarantine (null: none).")
+    review = ReviewSerializer(help_text="What still waits for a person (compensation.review_numbers).")
 
     def to_representation(self, incident: Incident) -> dict:
+        found = review_numbers.review(incident=incident)
         data = incident_summary(incident) | {
             "quarantine": quarantine.state_of(incident_id=incident.pk),
+            "review": found.as_dict() | {"status_text": review_numbers.status_text(incident, found)},
             "id": incident.pk, "workspace_id": incident.workspace_id, "reason": incident.reason,
             "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,
             "created_at": incident.created_at, "finished_at": incident.finished_at, "attempts": incident.attempts,

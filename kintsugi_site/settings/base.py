@@ -207,6 +207,8 @@ KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", d
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
+# Seconds a decision can be taken back by its author; execution waits for them to pass (0: none).
+KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=0)
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")

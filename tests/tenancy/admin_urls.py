@@ -120,6 +120,14 @@ def requests_for(name: str, b) -> list[Request] | None:
             Request("GET", reverse("admin:compensation_compensationitem_case", args=[incident, b.item.ticket_id])),
             Request("GET", reverse("admin:compensation_compensationitem_case", args=[incident, b.item.ticket_id])
                     + f"?incident={incident}")],
+        # Bulk: B's cases ticked, or "all matching" B's incident: a 404, nothing decided or assigned.
+        "compensation_compensationitem_cases_bulk": [
+            Request("POST", reverse("admin:compensation_compensationitem_cases_bulk"),
+                    {"case": [f"{incident}/{b.item.ticket_id}"], "decision": d, "confirm": "yes", "reason": "x"})
+            for d in ("approve", "reject", "claim")] + [
+            Request("POST", reverse("admin:compensation_compensationitem_cases_bulk"),
+                    {"all_matching": "1", "filters": f"incident={incident}&state=all", "decision": "approve",
+                     "confirm": "yes", "reason": "x"})],
         "compensation_compensationitem_case_decide": [
             Request("POST", reverse("admin:compensation_compensationitem_case_decide", args=[incident, b.item.ticket_id]),
                     data) for data in ({"decision": "approve_all"}, {"decision": "reject_all", "reason": "x"},

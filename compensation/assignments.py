@@ -1,0 +1,101 @@
+"""Who works which case: assigning cases to reviewers, claiming them, and the counts per reviewer.
+
+A case may be assigned only to an active Reviewer who may see its workspace, by a Reviewer of that
+workspace (a claim is an assignment to oneself). Every assignment is audited in its transaction.
+"""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q
+
+from core import audit
+from core.vocabulary import AuditAction
+from compensation.models import CaseAssignment, CompensationItem
+from compensation.services import REVIEW_PERMISSION, ReviewRefused
+from provenance import tenancy
+from repairs.models import Incident
+
+St = CompensationItem.Status
+
+
+def assignee_filter(value: str, *, actor) -> Q:
+    """Items of cases assigned to `value`: "me" (the actor), "none" (unassigned) or a username."""
+    assigned = CaseAssignment.objects.filter(incident_id=OuterRef("incident_id"), ticket_id=OuterRef("ticket_id"))
+    if value == "none":
+        return ~Q(Exists(assigned))
+    username = actor.get_username() if value == "me" and actor is not None else value
+    return Q(Exists(assigned.filter(assignee__username=username)))
+
+
+def _check_reviewer(user, workspace_id: int, *, who: str) -> None:
+    if user is None or not user.is_active or not user.has_perm(REVIEW_PERMISSION):
+        raise ReviewRefused(f"{who} must be an active Reviewer")
+    if not tenancy.may_see(user, workspace_id):
+        raise ReviewRefused(f"{who} {user.get_username()!r} is not a member of this case's workspace")
+
+
+def assign(*, keys: list[tuple[int, str]], assignee, actor, reason: str, via: str) -> int:
+    """Assign the cases `keys` (incident id, ticket) to `assignee` (None: unassign). Returns how many
+    changed. Cases the actor may not see are refused like missing ones."""
+    incidents = {i.pk: i for i in tenancy.scoped(Incident.objects.defer("plan", "verification"), user=actor)
+                 .filter(pk__in={k[0] for k in keys})}
+    if any(k[0] not in incidents for k in keys):
+        raise tenancy.NotVisible("no such case")
+    changed = 0
+    with transaction.atomic():
+        for incident_id, ticket in keys:
+            incident = incidents[incident_id]
+            _check_reviewer(actor, incident.workspace_id, who="the person assigning")
+            if assignee is not None:
+                _check_reviewer(assignee, incident.workspace_id, who="the assignee")
+            if not CompensationItem.objects.filter(incident_id=incident_id, ticket_id=ticket).exists():
+                raise tenancy.NotVisible(f"no case {incident_id}/{ticket}")
+            audit.lock_chain(incident.workspace_id)
+            current = CaseAssignment.objects.select_for_update().filter(incident_id=incident_id, ticket_id=ticket).first()
+            before = current.assignee.get_username() if current else ""
+            after = assignee.get_username() if assignee is not None else ""
+            if before == after:
+                continue
+            if assignee is None:
+                current.delete()
+            else:
+                CaseAssignment.objects.update_or_create(incident_id=incident_id, ticket_id=ticket,
+                                                        defaults={"assignee": assignee, "assigned_by": actor})
+            audit.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident_id}/{ticket}", via=via,
+                         actor=actor, reason=reason, incident_id=incident_id, workspace=incident.workspace_id,
+                         from_status=before, to_status=after, data={"ticket": ticket})
+            changed += 1
+    return changed
+
+
+def assignees(*, keys: list[tuple[int, str]]) -> dict[tuple[int, str], str]:
+    """The username each of `keys` is assigned to (unassigned cases left out)."""
+    if not keys:
+        return {}
+    wanted = Q()
+    for i, t in keys:
+        wanted |= Q(incident_id=i, ticket_id=t)
+    return {(i, t): u for i, t, u in CaseAssignment.objects.filter(wanted)
+            .values_list("incident_id", "ticket_id", "assignee__username")}
+
+
+def workload(*, incident) -> list[dict]:
+    """Each reviewer's cases on `incident` that still need a decision, and the unassigned ones."""
+    pending = CompensationItem.objects.filter(incident=incident, status=St.PENDING)
+    open_cases = CaseAssignment.objects.filter(incident=incident).filter(
+        Exists(pending.filter(ticket_id=OuterRef("ticket_id"))))
+    rows = [{"reviewer": r["assignee__username"], "cases": r["n"]}
+            for r in open_cases.values("assignee__username").annotate(n=Count("id")).order_by("assignee__username")]
+    total = pending.order_by().values("ticket_id").distinct().count()
+    rows.append({"reviewer": "", "cases": total - sum(r["cases"] for r in rows)})
+    return rows
+
+
+def reviewers(*, incident) -> list:
+    """Who a case of `incident` may be assigned to."""
+    app, codename = REVIEW_PERMISSION.split(".")
+    may = (Q(groups__permissions__codename=codename, groups__permissions__content_type__app_label=app)
+           | Q(user_permissions__codename=codename, user_permissions__content_type__app_label=app) | Q(is_superuser=True))
+    return list(get_user_model().objects.filter(may, is_active=True, workspaces=incident.workspace_id)
+                .distinct().order_by("username")[:200])

@@ -1,0 +1,153 @@
+"""Deciding, claiming and assigning many cases at once from the case list. Thin: the cases are read by
+compensation.case_queue, each one is decided by compensation.case_decisions (so every item still goes
+through approve_item / reject_item: four-eyes, the Reviewer role, tenancy and the audit record), and
+assignments are compensation.assignments'. Approving or rejecting always shows a confirmation page
+first: how many cases and items, the money, and what would leave."""
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from compensation import assignments, case_decisions, case_queue
+from core.money import format_money
+from core.vocabulary import Via
+from provenance import tenancy
+from provenance.admin_tenancy import refuse_unseen
+from repairs.models import Incident
+
+VIA = Via.ADMIN
+CONFIRM_LIMIT = 5000  # cases one confirmation decides; beyond it, narrow the filters
+
+
+def _keys(raw: list[str]) -> list[tuple[int, str]]:
+    out = []
+    for value in raw:
+        incident, _, ticket = value.partition("/")
+        if incident.isdigit() and ticket:
+            out.append((int(incident), ticket))
+    return list(dict.fromkeys(out))
+
+
+class CaseBulkViews:
+    """Mixed into CompensationItemAdmin next to CaseViews."""
+
+    def case_bulk_urls(self):
+        return [path("cases/bulk/", self.admin_site.admin_view(self.cases_bulk_view),
+                     name="compensation_compensationitem_cases_bulk")]
+
+    def _bulk_back(self, request) -> str:
+        params = dict(parse_qsl(request.POST.get("filters", "")))
+        return reverse("admin:compensation_compensationitem_cases") + ("?" + urlencode(params) if params else "")
+
+    def _bulk_keys(self, request) -> list[tuple[int, str]]:
+        if request.POST.get("all_matching") != "1":
+            return _keys(request.POST.getlist("case"))
+        params = dict(parse_qsl(request.POST.get("filters", "")))
+        incident = None
+        if params.get("incident", "").isdigit():
+            incident = tenancy.scoped(Incident.objects.defer("plan", "verification"), user=request.user).filter(
+                pk=params["incident"]).first()
+            if incident is None:
+                raise Http404("no such incident")
+        filters = case_queue.Filters.from_query(params)
+        if "state" not in params:
+            filters.state = "needs_decision"  # the list's default: the cases that need a decision
+        return case_queue.keys(user=request.user, incident=incident, filters=filters, actor=request.user,
+                               limit=CONFIRM_LIMIT)
+
+    def cases_bulk_view(self, request):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_review_permission(request):
+            raise PermissionDenied("deciding and assigning cases needs the Reviewer role")
+        back, decision = self._bulk_back(request), request.POST.get("decision", "")
+        try:
+            keys = self._bulk_keys(request)
+        except case_queue.BadFilter as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        if not keys:
+            messages.warning(request, "No cases selected: tick some cases, or all matching cases.")
+            return HttpResponseRedirect(back)
+        found = case_queue.by_keys(user=request.user, keys_=keys)
+        if len(found) != len(keys):
+            unseen = sorted({k[0] for k in keys} - {c.incident_id for c in found})
+            refuse_unseen(request, attempted=f"{decision} cases", subject_type="incident", subject_ids=unseen or [keys[0][0]])
+            raise Http404("no such case")
+        reason = request.POST.get("reason", "").strip()
+        if decision in ("claim", "unassign", "assign"):
+            try:
+                assignee = {"claim": request.user, "unassign": None}.get(decision) if decision != "assign" else \
+                    get_user_model().objects.filter(username=request.POST.get("assignee", "")).first()
+                if decision == "assign" and assignee is None:
+                    raise ValueError("choose a reviewer to assign the cases to")
+                n = assignments.assign(keys=keys, assignee=assignee, actor=request.user, reason=reason or decision,
+                                       via=VIA)
+            except (PermissionError, ValueError) as exc:
+                messages.error(request, f"Refused: {exc}")
+                return HttpResponseRedirect(back)
+            done = {"claim": "claimed", "unassign": "unassigned"}.get(decision, f"assigned to {assignee.get_username()}")
+            messages.success(request, f"{n} case(s) {done}.")
+            return HttpResponseRedirect(back)
+        if decision not in ("approve", "reject"):
+            messages.error(request, f"Refused: unknown decision {decision!r}")
+            return HttpResponseRedirect(back)
+        if request.POST.get("confirm") != "yes" or (decision == "reject" and not reason):
+            if request.POST.get("confirm") == "yes":
+                messages.error(request, "A reason is required to reject cases.")
+            return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
+        decided = refused = 0
+        for case in found:
+            try:
+                result = case_decisions.decide_case(case=case, actor=request.user, decision=decision, reason=reason,
+                                                    via=VIA)
+            except (PermissionError, ValueError) as exc:
+                messages.error(request, f"Case {case.ticket} refused: {exc}")
+                refused += len(case.pending)
+                continue
+            decided += len(result.decided)
+            refused += len(result.refused)
+            for item, why in result.refused[:20]:
+                messages.error(request, f"Case {case.ticket}, item #{item.pk} refused: {why}")
+        messages.success(request, f"{len(found)} case(s): {decided} item(s) {decision}d"
+                                  + (f", {refused} refused" if refused else "") + ".")
+        return HttpResponseRedirect(back)
+
+    def _bulk_confirm(self, request, *, decision: str, found: list, reason: str):
+        money: dict[str, int] = {}
+        pending = refused = 0
+        for case in found:
+            pending += len(case.pending)
+            if decision == "approve":
+                refused += len(case.pending) - len([c for c in case.approvable if c.refused_money is None])
+                for c in case.approvable:
+                    if c.item.moves_money and c.refused_money is None:
+                        money[c.item.currency] = money.get(c.item.currency, 0) + c.item.amount_cents
+            else:
+                for c in case.pending:
+                    if c.item.moves_money:
+                        money[c.item.currency] = money.get(c.item.currency, 0) + c.item.amount_cents
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{decision.capitalize()} {len(found)} case(s)?",
+            "decision": decision,
+            "cases": found,
+            "pending": pending,
+            "refused_items": refused,
+            "money": ", ".join(format_money(n, c) for c, n in sorted(money.items()) if n) or "no money (emails only)",
+            "reason": reason or ("approved in bulk from the case list" if decision == "approve" else ""),
+            "filters": request.POST.get("filters", ""),
+            "back": self._bulk_back(request),
+            "placeholder": "why these cases are " + ("approved" if decision == "approve" else "rejected"),
+        }
+        return TemplateResponse(request, "admin/compensation/compensationitem/cases_confirm.html", context)
+
+
+
