@@ -21,7 +21,7 @@ from compensation.models import CompensationItem
 from kintsugi_site.admin_rows import WrittenByServices
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_totals, parse_money
-from provenance import tenancy
+from provenance import capabilities, tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident
@@ -75,7 +75,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, WorkspaceScoped, admin
     actions = ["bulk_approve", "redraft"]
 
     def has_review_permission(self, request) -> bool:
-        return request.user.has_perm(services.REVIEW_PERMISSION)
+        return capabilities.may(request.user, "review")
 
     def get_queryset(self, request):
         # The items of the workspaces the person may see; _count_from_totals counts the same set from the

@@ -84,9 +84,7 @@ def _fact_history(access, *, workspace: str, key: str, as_of: str | None, clock:
         from kintsugi_site.mcp_server import _user, _workspace
 
         user = _user(access)
-        if not user.has_perm("provenance.view_source"):
-            raise PermissionError("your role does not allow reading facts")
-        ws = _workspace(user, workspace)
+        ws = _workspace(user, workspace, capability="read_sources")
     validation.fact_key(key)
     if clock not in ("known", "valid"):
         raise ValueError("clock must be known or valid")

@@ -11,7 +11,7 @@ from django.utils.html import format_html
 
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
 from kintsugi_site.money import format_money
-from provenance import decide_admin, membership, tenancy
+from provenance import capabilities, decide_admin, membership, tenancy
 from provenance.graph import GraphUnavailable, default_server_key
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
 from provenance.recorder import UnknownSource
@@ -135,7 +135,7 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     # --- flagging: an object action and a list action, both through the preview page -------------------------
     def has_flag_permission(self, request) -> bool:
-        return request.user.has_perm("repairs.flag_source")
+        return capabilities.may(request.user, "flag")
 
     @admin.action(permissions=["flag"], description="Flag as bad source (preview the blast radius first)")
     def flag_sources(self, request, queryset):

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from kintsugi_site.admin_rows import WrittenByServices
 from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance import tenancy
+from provenance import capabilities, tenancy
 from repairs import explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
@@ -52,7 +52,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         return f"{obj.percent}%" + (f" ({obj.phase})" if obj.status in selectors.RUNNING and obj.phase else "")
 
     def has_lead_permission(self, request) -> bool:
-        return request.user.has_perm("repairs.flag_source")
+        return capabilities.may(request.user, "flag")
 
     # --- URLs -------------------------------------------------------------------------------------------
     def get_urls(self):

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from kintsugi_site import locks
-from provenance import tenancy, validation
+from provenance import capabilities, tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
@@ -35,7 +35,7 @@ class RepairInProgress(ValueError):
 def _can_flag(actor, via: str) -> bool:
     # The CLI runs with shell access to the deployment, so --user names who to attribute the flag to;
     # the admin, the API and MCP hand the decision to whoever is logged in, so they need the role.
-    return via == Incident.Via.CLI or actor.has_perm("repairs.flag_source")
+    return via == Incident.Via.CLI or capabilities.may(actor, "flag")
 
 
 def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via: str) -> Incident:
