@@ -200,10 +200,15 @@ KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMIN
 # its public half is written beside it as signing-key.pub.pem, for verify_report elsewhere).
 _AUDIT_HOME = Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "audit"
 KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str(_AUDIT_HOME / "checkpoints.jsonl"))
+# The checkpoint log's anchor (compensation.anchor): a second append-only file, in a directory of its own
+# that the database owner cannot write (another volume, a host the database does not run on).
+KINTSUGI_AUDIT_ANCHOR_LOG = env("KINTSUGI_AUDIT_ANCHOR_LOG", default=str(_AUDIT_HOME.parent / "audit-anchor" / "anchor.jsonl"))
 KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))
 KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED", default=False)
 # How far the signed head may trail the newest committed audit row (seconds).
 KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
+# Refused attempts written to the audit record per actor per minute; beyond it they are counted, not written.
+KINTSUGI_REFUSALS_PER_MINUTE = env.int("KINTSUGI_REFUSALS_PER_MINUTE", default=10)
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
