@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from kintsugi_site.api.errors import map_domain_error
-from provenance import remote, selectors, tenancy, validation
+from provenance import remote, selectors, tenancy, tokens, validation
 from provenance.models import AgentToken
 
 AGENT_SUBJECT = "agent-token:"  # an AccessToken's subject for a recording token (a person's is their pk)
@@ -39,8 +39,8 @@ def _recording_token(access) -> AgentToken:
         raise PermissionError("the memory tools need a recording token (issued by the workspace's admin)")
     token = (AgentToken.objects.select_related("workspace")
              .filter(pk=int(access.subject[len(AGENT_SUBJECT):]), revoked_at__isnull=True).first())
-    if token is None:
-        raise PermissionError("the recording token was revoked")
+    if token is None or tokens.expired(token.expires_at):
+        raise PermissionError("the recording token was revoked or has expired")
     return token
 
 

@@ -27,7 +27,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from rest_framework.authtoken.models import Token
 
 from kintsugi_site.api.audit import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
@@ -35,7 +34,7 @@ from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from compensation import effect_kinds, selectors as compensation_selectors, sequencing
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
-from provenance import capabilities, selectors as provenance_selectors, tenancy, validation
+from provenance import capabilities, selectors as provenance_selectors, tenancy, tokens, validation
 from provenance.models import Workspace
 from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident
@@ -56,14 +55,15 @@ INSTRUCTIONS = (
 
 # --- authentication -----------------------------------------------------------------------------------------
 def _user_for_token(key: str):
+    """The API token's user (None for an unknown or expired token, or an inactive user), its use recorded."""
     close_old_connections()
     try:
-        token = Token.objects.select_related("user").get(key=key)
-    except Token.DoesNotExist:
+        found = tokens.api_token_user(key)
+    except tokens.TokenExpired:
         return None
     finally:
         close_old_connections()
-    return token.user if token.user.is_active else None
+    return found[0] if found else None
 
 
 class DjangoTokenVerifier:

@@ -159,6 +159,8 @@ class AgentToken(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
 
     class Meta:
         ordering = ["workspace", "-created_at"]
@@ -196,3 +198,15 @@ class Recording(models.Model):
         # root action too, which is what makes seq order the order reads were resolved in.
         constraints = [models.UniqueConstraint(fields=["workspace"], condition=models.Q(status="open"),
                                                name="one_open_recording_per_workspace")]
+
+
+class ApiTokenLease(models.Model):
+    """The expiry and last use of a person's API token (rest_framework.authtoken's Token has neither):
+    one row per token, created with it by provenance.tokens, or at its first use."""
+
+    token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="lease")
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
+
+    def __str__(self) -> str:
+        return f"lease of {self.token_id[:6]}…"

@@ -45,10 +45,38 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content-Security-Policy on every page (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     "pghistory.middleware.HistoryMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Sessions expire after KINTSUGI_SESSION_IDLE_SECONDS without a request (default 8 hours): the expiry is
+# pushed forward on every request, so a working day stays logged in and a forgotten browser does not.
+SESSION_COOKIE_AGE = env.int("KINTSUGI_SESSION_IDLE_SECONDS", default=8 * 60 * 60)
+SESSION_SAVE_EVERY_REQUEST = True
+
+# Content-Security-Policy (django-csp): scripts only from this site, or inline with the request's nonce
+# (the admin pages' few inline scripts carry it); styles may be inline (the admin, Swagger UI and Redoc
+# set style attributes; a style cannot run code); Redoc starts its worker from a blob: URL.
+from csp.constants import NONCE, NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "worker-src": [SELF, "blob:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 # Login throttling (django-axes): failures are counted per username AND address together, so a guessing
 # attack on one account locks that account from that address only; the same person elsewhere, and other
@@ -221,7 +249,7 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "kintsugi_site.api.authentication.ExpiringTokenAuthentication",
         "kintsugi_site.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
