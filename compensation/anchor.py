@@ -10,8 +10,9 @@ newest lines. So:
   anchor's latest end with the same last line: an emptied log, or one whose newest lines were dropped
   (with or without the rows they sign), exits 1.
 - each checkpoint line also carries the counts of the business tables when it was signed
-  (workspaces, incidents, compensation items, ledger, outbox); fewer rows now than the latest line
-  counted is a deletion the application's role cannot make (kintsugi_site.db_roles), so it exits 1.
+  (workspaces, incidents, compensation items, ledger, outbox: the workspace's own for its chain, all
+  of them for the system chain); fewer rows now than a chain's latest line counted is a deletion the
+  application's role cannot make (kintsugi_site.db_roles), so it exits 1.
 
 What it defends against: whoever can write the database and the checkpoint log but not the anchor's
 directory (the database owner, an operator with the app's files). What it does not: someone who can
@@ -160,30 +161,35 @@ def check_log(public_key) -> list[str]:
 
 # --- the record of money and incidents ------------------------------------------------------------
 
-def _counted():
+def business_counts(*, workspace_id: int | None = None) -> dict[str, int]:
+    """How many rows of the record of money and incidents there are now (committed, read outside a
+    transaction): one workspace's (its chain's checkpoints carry these, so a report shows no other
+    team's numbers), or every workspace's (the system chain's)."""
     from compensation.models import CompensationItem
     from provenance.models import LedgerEntry, OutboxEmail, Workspace
     from repairs.models import Incident
 
-    return {"workspaces": Workspace, "incidents": Incident, "compensation_items": CompensationItem,
-            "ledger": LedgerEntry, "outbox": OutboxEmail}
-
-
-def business_counts() -> dict[str, int]:
-    """How many rows the record of money and incidents holds now (committed, read outside a transaction)."""
-    return {name: model.objects.count() for name, model in _counted().items()}
+    tables = {"workspaces": (Workspace.objects, "pk"), "incidents": (Incident.objects, "workspace_id"),
+              "compensation_items": (CompensationItem.objects, "incident__workspace_id"),
+              "ledger": (LedgerEntry.objects, "workspace_id"), "outbox": (OutboxEmail.objects, "workspace_id")}
+    return {name: (rows if workspace_id is None else rows.filter(**{path: workspace_id})).count()
+            for name, (rows, path) in tables.items()}
 
 
 def check_counts() -> list[str]:
-    """Fewer rows than the latest checkpoint line of this database counted: rows were removed."""
+    """Fewer rows than a chain's latest counted checkpoint says: rows were removed behind the app's back."""
     from compensation import checkpoints
 
-    database = checkpoints.database_name()
-    counted = [cp for cp in checkpoints.read_log() if cp.database == database and cp.counts]
-    if not counted:
-        return []
-    latest = counted[-1]
-    now = business_counts()
-    return [f"{name}: {now.get(name, 0)} rows, but the checkpoint of {latest.at} counted {n}: "
-            f"{n - now.get(name, 0)} were removed behind the application's back"
-            for name, n in sorted(latest.counts.items()) if now.get(name, 0) < n]
+    database, latest = checkpoints.database_name(), {}
+    for cp in checkpoints.read_log():
+        if cp.database == database and cp.counts and (cp.chain not in latest or cp.seq >= latest[cp.chain].seq):
+            latest[cp.chain] = cp
+    problems = []
+    for label, cp in sorted(latest.items()):
+        ws = None if label == checkpoints.SYSTEM else int(label.split(":", 1)[1])
+        now = business_counts(workspace_id=ws)
+        where = "in all" if ws is None else f"of workspace #{ws}"
+        problems += [f"{name} {where}: {now.get(name, 0)} rows, but the checkpoint of {cp.at} counted {n}: "
+                     f"{n - now.get(name, 0)} were removed behind the application's back"
+                     for name, n in sorted(cp.counts.items()) if now.get(name, 0) < n]
+    return problems

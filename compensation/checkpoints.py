@@ -261,7 +261,7 @@ def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
     from compensation import anchor
 
     database, previous = database_name(), latest()
-    signed, counts = [], None
+    signed = []
     for ws in sorted(set(workspace_ids), key=lambda w: -1 if w is None else w):
         label = chain_label(ws)
         head = chains.head(workspace=ws)
@@ -273,10 +273,10 @@ def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
             log.error("not signing audit chain %s: %s", chains.chain_name(ws), broken)
             continue
         now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-        counts = anchor.business_counts() if counts is None else counts  # once per batch
         # Signed in _append, once the line it follows is known.
         signed.append(Checkpoint(database=database, chain=label, workspace=chains.workspace_name(ws), seq=head.seq,
-                                 hash=head.hash, at=now, key=signing_fingerprint(), counts=counts))
+                                 hash=head.hash, at=now, key=signing_fingerprint(),
+                                 counts=anchor.business_counts(workspace_id=ws)))
     return _append(signed) if signed else []
 
 

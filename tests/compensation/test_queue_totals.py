@@ -1,7 +1,7 @@
 """QueueTotal: the per (incident, status, currency) item counts and cents that the item table's triggers
 keep, which the dashboard, the incident page and the review queue's counts read instead of the items."""
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count, F, Sum
 
 from compensation.models import CompensationItem, QueueTotal
@@ -77,10 +77,19 @@ def test_a_text_edit_writes_nothing_to_the_totals(canonical):
 def test_truncating_the_items_empties_the_totals(canonical):
     assert QueueTotal.objects.exists()
     # Only the owner may truncate items (kintsugi_site.db_roles); the totals must follow all the same.
-    with app_role_may_delete(CompensationItem, privilege="TRUNCATE"), connection.cursor() as cur:
-        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
-        cur.execute("TRUNCATE compensation_compensationitem CASCADE")
-    assert not QueueTotal.objects.exists()
+    # In a savepoint rolled back before the privilege is taken back: TRUNCATE holds the table (and its
+    # catalog row) until its (sub)transaction ends, and the owner's REVOKE would wait for it.
+    with app_role_may_delete(CompensationItem, privilege="TRUNCATE"):
+        with pytest.raises(_Undone), transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
+            cur.execute("TRUNCATE compensation_compensationitem CASCADE")
+            assert not QueueTotal.objects.exists()
+            raise _Undone
+    assert QueueTotal.objects.exists()
+
+
+class _Undone(Exception):
+    pass
 
 
 def test_pending_summary_is_exact_per_currency(canonical):

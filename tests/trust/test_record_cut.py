@@ -80,7 +80,9 @@ def test_every_line_is_chained_to_the_one_before_and_carries_the_counts(capsys):
     _many_checkpoints(3)
     lines = [json.loads(line) for line in _log_lines()]
     assert all(line["prev"] for line in lines) and all("counts" in line for line in lines)
-    assert lines[-1]["counts"]["workspaces"] == 2
+    # A workspace's line counts its own rows (a report shows no other team's numbers); the system's all.
+    assert {line["counts"]["workspaces"] for line in lines if line["chain"].startswith("workspace:")} == {1}
+    assert [line["counts"]["workspaces"] for line in lines if line["chain"] == "system"] == [2]
     code, out = _verify(capsys)
     assert code == 0, out
 
@@ -154,9 +156,29 @@ def test_a_vanished_workspace_exits_1(capsys):
 def test_business_rows_removed_by_the_owner_exit_1(capsys):
     ws = signed_chains()
     spare = Workspace.objects.create(name="audit-spare")
-    audit.record(action="test.spare", subject_type="test", subject_id=1, via="cli", workspace=ws.a)
+    audit.record(action="test.spare", subject_type="test", subject_id=1, via="cli", workspace=None)
     checkpoints.flush()
     assert json.loads(_log_lines()[-1])["counts"]["workspaces"] == 3
     behind_the_triggers_back(f"DELETE FROM {Workspace._meta.db_table} WHERE id = %s", [spare.pk])
     code, out = _verify(capsys)
-    assert code == 1 and "workspaces: 2 rows, but the checkpoint" in out, out
+    assert code == 1 and "workspaces in all: 2 rows, but the checkpoint" in out, out
+
+
+def test_an_incident_removed_by_the_owner_exits_1(capsys):
+    ws = signed_chains()
+    owner = _person("cut-flagger")
+    incident = Incident.objects.create(workspace=ws.a, run_number=1, source_id="x/y", reason="r", flagged_by=owner,
+                                       flagged_via="cli", status="failed")
+    audit.record(action="test.incident", subject_type="incident", subject_id=incident.pk, via="cli", workspace=ws.a)
+    checkpoints.flush()
+    code, out = _verify(capsys)
+    assert code == 0, out
+    behind_the_triggers_back(f"DELETE FROM {Incident._meta.db_table} WHERE id = %s", [incident.pk])
+    code, out = _verify(capsys)
+    assert code == 1 and f"incidents of workspace #{ws.a.pk}: 0 rows" in out, out
+
+
+def _person(name: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(name)
