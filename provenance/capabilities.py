@@ -42,16 +42,27 @@ def permission_for(capability: str) -> str:
         raise LookupError(f"unknown capability {capability!r}") from None
 
 
-def may(user, capability: str) -> bool:
-    """Whether `user` holds `capability` (superusers hold every one; inactive or anonymous users none)."""
+# What the command line does as the operator: whoever has a shell on the deployment can reach its
+# database, so `flag_source`, `retry_incident` and `what_if` attribute the act to --user without asking
+# their role (as the operator's scripts have always done). Everything else the command line does as
+# --user (review, source trust, onboarding, membership) asks the role like every other surface.
+OPERATOR_ACTS = frozenset({"flag"})
+OPERATOR_VIA = "cli"
+
+
+def may(user, capability: str, *, via: str | None = None) -> bool:
+    """Whether `user` holds `capability` (superusers hold every one; inactive or anonymous users none),
+    asked on `via` (the command line performs OPERATOR_ACTS for whoever --user names)."""
     perm = permission_for(capability)
+    if via == OPERATOR_VIA and capability in OPERATOR_ACTS:
+        return True
     if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
         return False
     return bool(user.is_superuser or user.has_perm(perm))
 
 
-def require(user, capability: str, *, what: str | None = None) -> None:
-    if not may(user, capability):
+def require(user, capability: str, *, what: str | None = None, via: str | None = None) -> None:
+    if not may(user, capability, via=via):
         name = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "anonymous"
         raise CapabilityDenied(f"user {name!r} may not {what or capability.replace('_', ' ')} "
                                f"(needs {permission_for(capability)})")

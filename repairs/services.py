@@ -35,7 +35,7 @@ class RepairInProgress(ValueError):
 def _can_flag(actor, via: str) -> bool:
     # The CLI runs with shell access to the deployment, so --user names who to attribute the flag to;
     # the admin, the API and MCP hand the decision to whoever is logged in, so they need the role.
-    return via == Incident.Via.CLI or capabilities.may(actor, "flag")
+    return capabilities.may(actor, "flag", via=via)
 
 
 def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via: str) -> Incident:

