@@ -290,6 +290,9 @@ class _Pending:
     def reset(self) -> None:
         self.chains: set[int | None] = set()
         self.timer: threading.Timer | None = None
+        # Held while signing: a flush waits for the timer's signing in flight, so everything committed
+        # before a flush is signed when it returns (a test, a report, an exit may cut rows right after).
+        self.signing = threading.Lock()
 
     def add(self, workspace_id: int | None) -> None:
         with self.lock:
@@ -311,13 +314,14 @@ class _Pending:
             self.chains, self.timer = set(), None
         if timer is not None and timer is not threading.current_thread():
             timer.cancel()
-        if not chains:
-            return []
-        try:
-            return sign_heads(chains)
-        except Exception:
-            log.exception("could not sign the audit chains' heads")
-            return []
+        with self.signing:
+            if not chains:
+                return []
+            try:
+                return sign_heads(chains)
+            except Exception:
+                log.exception("could not sign the audit chains' heads")
+                return []
 
 
 _pending = _Pending()

@@ -152,8 +152,8 @@ def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) 
     if offset < 0:
         raise ValueError("offset must be 0 or more")
     validation.source_id(source)
-    radius = provenance_selectors.blast_radius(workspace=_workspace(user, workspace, capability="read_sources"), source=source, limit=limit,
-                                               offset=offset)
+    ws = _workspace(user, workspace, capability="read_sources")
+    radius = provenance_selectors.blast_radius(workspace=ws, source=source, limit=limit, offset=offset)
     return radius | {"workspace": workspace, "limit": limit, "offset": offset,
                      "more": offset + limit < radius["size"]}
 
@@ -169,8 +169,8 @@ def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[s
 
 def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, Any]:
     validation.source_id(source)
-    incident = repair_services.flag_source(workspace=_workspace(user, workspace, capability=None), source_id=source, actor=user,
-                                           reason=reason, via=Incident.Via.MCP)
+    incident = repair_services.flag_source(workspace=_workspace(user, workspace, capability=None), source_id=source,
+                                           actor=user, reason=reason, via=Incident.Via.MCP)
     return repair_services.incident_summary(incident)
 
 

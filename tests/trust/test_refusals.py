@@ -16,7 +16,17 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def teams(settings):
+def clock(monkeypatch):
+    """The refusal budget's clock, held at the start of one minute however slow the machine is."""
+    from kintsugi_site.api import audit as refusals
+
+    now = [1_000_000 * 60.0]
+    monkeypatch.setattr(refusals.time, "time", lambda: now[0])
+    return now
+
+
+@pytest.fixture
+def teams(settings, clock):
     settings.KINTSUGI_REFUSALS_PER_MINUTE = 5
     a, b = Workspace.objects.create(name="refuse-a"), Workspace.objects.create(name="refuse-b")
     b_lead = create_user("refuse-b-lead", SUPPORT_LEAD, workspaces=[b])
@@ -60,12 +70,9 @@ def test_a_refusal_inside_the_actors_own_workspace_is_on_its_chain_with_the_inci
     assert row.incident_id == incidents["refuse-a"].pk and row.actor == a_member
 
 
-def test_beyond_the_budget_refusals_are_counted_and_the_next_row_says_how_many(teams, monkeypatch):
-    from kintsugi_site.api import audit as refusals
-
+def test_beyond_the_budget_refusals_are_counted_and_the_next_row_says_how_many(teams, clock):
     a, b, a_member, a_lead, incidents = teams
-    now = [1_000_000 * 60.0]
-    monkeypatch.setattr(refusals.time, "time", lambda: now[0])
+    now = clock
     for _ in range(12):
         _retry(a_member, incidents["refuse-b"])
     assert chain_events(a).filter(action="refused").count() == 5
