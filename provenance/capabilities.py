@@ -31,6 +31,28 @@ CAPABILITIES: dict[str, str] = {
 }
 
 
+# capability -> the roles (compensation.roles) that hold it, named in refusals; a test holds this to the
+# roles' own permissions, so it cannot drift from them.
+LEAD, REVIEWER, AUDITOR, WS_ADMIN = "Support lead", "Reviewer", "Auditor", "Workspace admin"
+HELD_BY: dict[str, tuple[str, ...]] = {
+    "read_workspace": (LEAD, AUDITOR, WS_ADMIN),
+    "read_sources": (LEAD, REVIEWER, AUDITOR, WS_ADMIN),
+    "read_tickets": (LEAD, REVIEWER, AUDITOR, WS_ADMIN),
+    "read_incidents": (LEAD, REVIEWER, AUDITOR),
+    "read_items": (LEAD, REVIEWER, AUDITOR),
+    "read_audit": (LEAD, REVIEWER, AUDITOR),
+    "export_audit": (AUDITOR,),
+    "read_ledger": (AUDITOR,),
+    "read_outbox": (AUDITOR,),
+    "flag": (LEAD,),
+    "review": (REVIEWER,),
+    "set_trust": (LEAD,),
+    "manage_members": (WS_ADMIN,),
+    "manage_agents": (WS_ADMIN,),
+    "add_workspace": (WS_ADMIN,),
+}
+
+
 class CapabilityDenied(PermissionError):
     """The person's roles do not grant the capability (a 403; never a 404: the workspace is theirs)."""
 
@@ -65,4 +87,4 @@ def require(user, capability: str, *, what: str | None = None, via: str | None =
     if not may(user, capability, via=via):
         name = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "anonymous"
         raise CapabilityDenied(f"user {name!r} may not {what or capability.replace('_', ' ')} "
-                               f"(needs {permission_for(capability)})")
+                               f"({' or '.join(HELD_BY[capability])} role needed)")

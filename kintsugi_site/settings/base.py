@@ -59,7 +59,8 @@ SESSION_SAVE_EVERY_REQUEST = True
 
 # Content-Security-Policy (django-csp): scripts only from this site, or inline with the request's nonce
 # (the admin pages' few inline scripts carry it); styles may be inline (the admin, Swagger UI and Redoc
-# set style attributes; a style cannot run code); Redoc starts its worker from a blob: URL.
+# set style attributes; a style cannot run code); Redoc starts its worker from a blob: URL; <object> only
+# from the site (the blast-radius picture, served with a policy of its own that allows no script at all).
 from csp.constants import NONCE, NONE, SELF  # noqa: E402
 
 CONTENT_SECURITY_POLICY = {
@@ -71,7 +72,7 @@ CONTENT_SECURITY_POLICY = {
         "font-src": [SELF, "data:"],
         "worker-src": [SELF, "blob:"],
         "connect-src": [SELF],
-        "object-src": [NONE],
+        "object-src": [SELF],  # the incident page embeds its blast-radius picture (SVG, its own stricter policy)
         "base-uri": [SELF],
         "form-action": [SELF],
         "frame-ancestors": [NONE],

@@ -185,6 +185,9 @@ def test_the_table_names_permissions_the_roles_grant():
         app_label, codename = perm.split(".")
         assert Permission.objects.filter(content_type__app_label=app_label, codename=codename).exists(), capability
         assert any(perm in perms for perms in GRANTS.values()), f"no role holds {capability} ({perm})"
+        holders = tuple(role for role, perms in GRANTS.items() if perm in perms)
+        assert set(capabilities.HELD_BY[capability]) == set(holders), f"{capability}: the refusals name the wrong roles"
+    assert set(capabilities.HELD_BY) == set(capabilities.CAPABILITIES)
     with pytest.raises(LookupError):
         capabilities.may(None, "no_such_capability")
 
