@@ -109,7 +109,7 @@ def test_every_page_carries_a_content_security_policy(path):
     response = client.get(path)
     assert response.status_code == 200
     policy = response["Content-Security-Policy"]
-    assert "object-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert "object-src 'self'" in policy and "frame-ancestors 'none'" in policy
     script_src = policy.split("script-src", 1)[1].split(";", 1)[0]
     assert "'self'" in script_src and "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
     html = response.content.decode()
