@@ -18,7 +18,7 @@ import sys
 import time
 
 from bench import common
-from kintsugi_site.db_roles import OWNER_ALIAS, split_roles
+from core.db_roles import OWNER_ALIAS, split_roles
 
 ROOTS = {"full": 200, "quick": 30}
 OPS_PER_ROOT = 8
@@ -94,7 +94,7 @@ def run(quick: bool) -> dict:
     admin, _ = get_user_model().objects.get_or_create(username="bench-agents", defaults={"is_superuser": True})
     names = {"session": "bench-inproc-session", "record_root": "bench-inproc-root", "http": "bench-http"}
     for name in names.values():
-        # The application's role may not delete workspaces (kintsugi_site.db_roles): the owner clears the bench's.
+        # The application's role may not delete workspaces (core.db_roles): the owner clears the bench's.
         Workspace.objects.using(OWNER_ALIAS if split_roles() else "default").filter(name=name).delete()
         workspace_graph(name).delete()
         Workspace.objects.create(name=name)

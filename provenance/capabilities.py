@@ -2,7 +2,7 @@
 
 Membership of a workspace (provenance.tenancy) says where a person may look; a capability says what
 they may read or do there. Each capability is held through one Django permission, which the roles
-(the groups of compensation.roles) grant, so the admin's own permission checks, the API's
+(the groups of core.roles) grant, so the admin's own permission checks, the API's
 RolePermission, the MCP tools and the services all answer the same question the same way: a member
 without the role is refused (403 in the admin and the API, an error in MCP, exit 2 on the command
 line), whatever surface they try.
@@ -10,6 +10,8 @@ line), whatever surface they try.
 The table is walked by tests/trust/test_capability_surfaces.py: role x capability x surface.
 """
 from __future__ import annotations
+
+from core.vocabulary import Role, Via
 
 # capability -> the permission that grants it
 CAPABILITIES: dict[str, str] = {
@@ -31,9 +33,9 @@ CAPABILITIES: dict[str, str] = {
 }
 
 
-# capability -> the roles (compensation.roles) that hold it, named in refusals; a test holds this to the
+# capability -> the roles (core.roles) that hold it, named in refusals; a test holds this to the
 # roles' own permissions, so it cannot drift from them.
-LEAD, REVIEWER, AUDITOR, WS_ADMIN = "Support lead", "Reviewer", "Auditor", "Workspace admin"
+LEAD, REVIEWER, AUDITOR, WS_ADMIN = Role.SUPPORT_LEAD, Role.REVIEWER, Role.AUDITOR, Role.WORKSPACE_ADMIN
 HELD_BY: dict[str, tuple[str, ...]] = {
     "read_workspace": (LEAD, AUDITOR, WS_ADMIN),
     "read_sources": (LEAD, REVIEWER, AUDITOR, WS_ADMIN),
@@ -69,7 +71,7 @@ def permission_for(capability: str) -> str:
 # their role (as the operator's scripts have always done). Everything else the command line does as
 # --user (review, source trust, onboarding, membership) asks the role like every other surface.
 OPERATOR_ACTS = frozenset({"flag"})
-OPERATOR_VIA = "cli"
+OPERATOR_VIA = Via.CLI
 
 
 def may(user, capability: str, *, via: str | None = None) -> bool:

@@ -5,7 +5,8 @@ import json
 
 from django.db import OperationalError, connection, transaction
 
-from kintsugi_site import locks
+from core import locks
+from core.errors import DomainError
 from provenance import queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
@@ -28,8 +29,8 @@ class MalformedPayload(ValueError):
 WORKSPACE_LOCK = locks.WORKSPACE_GRAPH
 
 
-class WorkspaceBusy(RuntimeError):
-    pass
+class WorkspaceBusy(DomainError, RuntimeError):
+    code, status = "workspace_busy", 409
 
 
 def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
@@ -56,7 +57,7 @@ def get_workspace(name: str) -> Workspace:
 
 def _replace_tickets(ws: Workspace) -> None:
     """Remove a workspace's tickets before a desk re-run writes new ones. The application's database role
-    may not DELETE tickets (kintsugi_site.db_roles): the owner's SECURITY DEFINER function does it, for
+    may not DELETE tickets (core.db_roles): the owner's SECURITY DEFINER function does it, for
     this one workspace, inside this transaction. Without split roles (one login for everything) the
     function is not installed and the ORM deletes them."""
     with connection.cursor() as cur:

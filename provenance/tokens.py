@@ -15,6 +15,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from core.vocabulary import AuditAction
 from provenance import validation
 
 LAST_USE_EVERY = timedelta(minutes=1)
@@ -88,8 +89,8 @@ def issue_api_token(*, user, expires_in_days=None, actor, reason: str, via: str)
             old.delete()
         token = Token.objects.create(user=user, key=secrets.token_hex(20))
         ApiTokenLease.objects.create(token=token, expires_at=until)
-        _audit(workspace=None, action="api_token.rotated" if old else "api_token.issued", subject_type="api_token",
-               subject_id=user.pk, actor=actor, reason=reason, via=via,
+        _audit(workspace=None, action=AuditAction.API_TOKEN_ROTATED if old else AuditAction.API_TOKEN_ISSUED,
+               subject_type="api_token", subject_id=user.pk, actor=actor, reason=reason, via=via,
                data={"user": user.get_username(), "prefix": token.key[:6],
                      "expires_at": until.isoformat() if until else None})
     return token, token.key

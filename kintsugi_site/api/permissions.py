@@ -1,5 +1,5 @@
-"""Roles as API permissions, asked through the one capability table (provenance.capabilities) that the
-admin, MCP and the CLI ask too.
+"""Roles (the groups of core.roles: Support lead, Reviewer, Auditor) as API permissions, asked through the
+one capability table (provenance.capabilities) that the admin, MCP and the CLI ask too.
 
 Reads need the view's `read_capability` (what is read); membership of the workspace is checked by the
 querysets (another workspace answers 404). Changes are checked by the services themselves

@@ -1,8 +1,9 @@
+from core.commands import KintsugiCommand
+from core.users import get_user
+from core.vocabulary import Via
 from provenance import tokens
-from provenance.management.commands._common import KintsugiCommand
-from repairs.services import get_user
 
-VIA = "cli"
+VIA = Via.CLI
 
 
 class Command(KintsugiCommand):

@@ -12,7 +12,7 @@ newest lines. So:
 - each checkpoint line also carries the counts of the business tables when it was signed
   (workspaces, incidents, compensation items, ledger, outbox: the workspace's own for its chain, all
   of them for the system chain); fewer rows now than a chain's latest line counted is a deletion the
-  application's role cannot make (kintsugi_site.db_roles), so it exits 1.
+  application's role cannot make (core.db_roles), so it exits 1.
 
 What it defends against: whoever can write the database and the checkpoint log but not the anchor's
 directory (the database owner, an operator with the app's files). What it does not: someone who can
@@ -70,7 +70,7 @@ def _signed_bytes(entry: dict) -> bytes:
 def record(*, head: str, size: int) -> None:
     """Append the log's new end, its size in bytes and the hash of its last line (called under the log's
     lock, after its lines are written)."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     path = anchor_path()
     checkpoints._private_dir(path.parent)
@@ -89,7 +89,7 @@ def record(*, head: str, size: int) -> None:
 
 def _anchors(public_key) -> tuple[list[dict], list[str]]:
     """This log's anchor entries (in order) and the problems of the anchor file itself."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     path, mine, problems = anchor_path(), [], []
     own_key = checkpoints.fingerprint(public_key)
@@ -116,8 +116,8 @@ def _anchors(public_key) -> tuple[list[dict], list[str]]:
 def check_log(public_key) -> list[str]:
     """Problems of the checkpoint log as a whole: its chain of lines, each line's signature, and its end
     against the anchor. Empty when it holds."""
-    from compensation import checkpoints
-    from compensation.checkpoints import Checkpoint
+    from core import checkpoints
+    from core.checkpoints import Checkpoint
 
     log = checkpoints.log_path()
     raw = log.read_bytes() if log.exists() else b""
@@ -169,10 +169,12 @@ def business_counts(*, workspace_id: int | None = None) -> dict[str, int]:
     """How many rows of the record of money and incidents there are now (committed, read outside a
     transaction): one workspace's (its chain's checkpoints carry these, so a report shows no other
     team's numbers), or every workspace's (the system chain's)."""
-    from compensation.models import CompensationItem
-    from provenance.models import LedgerEntry, OutboxEmail, Workspace
-    from repairs.models import Incident
+    from django.apps import apps
 
+    # Named by label: the models live in the layers above core.
+    Workspace, Incident = apps.get_model("provenance", "Workspace"), apps.get_model("repairs", "Incident")
+    CompensationItem = apps.get_model("compensation", "CompensationItem")
+    LedgerEntry, OutboxEmail = apps.get_model("provenance", "LedgerEntry"), apps.get_model("provenance", "OutboxEmail")
     tables = {"workspaces": (Workspace.objects, "pk"), "incidents": (Incident.objects, "workspace_id"),
               "compensation_items": (CompensationItem.objects, "incident__workspace_id"),
               "ledger": (LedgerEntry.objects, "workspace_id"), "outbox": (OutboxEmail.objects, "workspace_id")}
@@ -182,7 +184,7 @@ def business_counts(*, workspace_id: int | None = None) -> dict[str, int]:
 
 def check_counts() -> list[str]:
     """Fewer rows than a chain's latest counted checkpoint says: rows were removed behind the app's back."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     database, latest = checkpoints.database_name(), {}
     for cp in checkpoints.read_log():
