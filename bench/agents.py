@@ -18,6 +18,7 @@ import sys
 import time
 
 from bench import agents_concurrent, common
+from core.db_roles import OWNER_ALIAS, split_roles
 
 ROOTS = {"full": 200, "quick": 15}  # quick: the concurrent rows follow, and the run must stay short
 OPS_PER_ROOT = 8
@@ -122,7 +123,8 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     admin, _ = get_user_model().objects.get_or_create(username="bench-agents", defaults={"is_superuser": True})
     names = {"session": "bench-inproc-session", "record_root": "bench-inproc-root", "http": "bench-http"}
     for name in names.values():
-        Workspace.objects.filter(name=name).delete()
+        # The application's role may not delete workspaces (core.db_roles): the owner clears the bench's.
+        Workspace.objects.using(OWNER_ALIAS if split_roles() else "default").filter(name=name).delete()
         workspace_graph(name).delete()
         Workspace.objects.create(name=name)
     http_ws = Workspace.objects.get(name=names["http"])

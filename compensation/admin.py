@@ -23,7 +23,7 @@ from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from core.money import format_totals, parse_money
 from core.vocabulary import Via
-from provenance import tenancy
+from provenance import capabilities, tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident
@@ -77,7 +77,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Workspa
     actions = ["bulk_approve", "redraft"]
 
     def has_review_permission(self, request) -> bool:
-        return request.user.has_perm(services.REVIEW_PERMISSION)
+        return capabilities.may(request.user, "review")
 
     def get_queryset(self, request):
         # The items of the workspaces the person may see; _count_from_totals counts the same set from the

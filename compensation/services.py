@@ -26,7 +26,7 @@ from compensation.drafts import write_draft
 from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import MAX_BODY, validate_draft
-from provenance import tenancy, validation
+from provenance import capabilities, tenancy, validation
 from provenance.llm import get_client
 from repairs.models import Incident
 
@@ -160,7 +160,7 @@ def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str, f
     tenancy.require_visible(actor, item.incident.workspace_id, via=via, what=f"compensation item {item.pk}")
     if actor is None or not actor.is_active:
         _refuse(item, actor, via, action, ReviewRefused("an active user is required to review"))
-    if not actor.has_perm(REVIEW_PERMISSION):
+    if not capabilities.may(actor, "review"):
         _refuse(item, actor, via, action, ReviewRefused(
             f"user {actor.get_username()!r} may not review compensation items (Reviewer role needed)"))
     if four_eyes and item.incident.flagged_by_id == actor.pk:

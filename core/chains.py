@@ -208,12 +208,32 @@ class VerifyOutput:
         return self.exit_code == 0
 
 
-def verify_output(statuses: list[ChainStatus]) -> VerifyOutput:
-    """The command's lines for `statuses` (verify_all's result): a summary per chain that holds, the first
-    broken row of each broken chain on stderr, then a line per broken chain; exit code 1 if any broke."""
+def vanished_workspaces(statuses: list[ChainStatus]) -> list[str]:
+    """Chains whose workspace no longer exists: the application's role cannot delete a workspace
+    (core.db_roles), so its rows were removed behind the application's back."""
+    Workspace = AuditEvent._meta.get_field("workspace").related_model  # named by label: no upward import
+    ids = [s.workspace_id for s in statuses if s.workspace_id is not None]
+    present = set(Workspace.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    return [f"audit chain workspace:{ws} has {s.rows} rows but its workspace is gone (deleted behind the "
+            f"application's back)" for s in statuses if (ws := s.workspace_id) is not None and ws not in present]
+
+
+def record_problems(statuses: list[ChainStatus], *, public_key=None) -> list[str]:
+    """What is wrong with the record beyond each chain's own rows: the checkpoint log's chain and anchor,
+    vanished workspaces, and business rows fewer than the latest checkpoint counted."""
+    from core import anchor
+
+    key = public_key or checkpoints.verifying_key()
+    return anchor.check_log(key) + vanished_workspaces(statuses) + anchor.check_counts()
+
+
+def verify_output(statuses: list[ChainStatus], problems: list[str] = ()) -> VerifyOutput:
+    """The command's lines for `statuses` (verify_all's result) and the record's `problems`: a summary per
+    chain that holds, the first broken row of each broken chain and each problem on stderr, then a line
+    per broken chain; exit code 1 if any broke or any problem was found."""
     broken = [s for s in statuses if not s.holds]
     out = [s.summary() for s in statuses if s.holds]
-    err = [str(s.broken) for s in broken]
+    err = [str(s.broken) for s in broken] + [f"audit record: {p}" for p in problems]
     out += [f"checked {s.rows} rows of chain {s.name}; first broken row: chain={s.name} seq={s.broken.seq}"
             + (f" id={s.broken.id}" if s.broken.id is not None else "") for s in broken]
-    return VerifyOutput(stdout=out, stderr=err, exit_code=1 if broken else 0, statuses=statuses)
+    return VerifyOutput(stdout=out, stderr=err, exit_code=1 if broken or problems else 0, statuses=statuses)

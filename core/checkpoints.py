@@ -63,13 +63,19 @@ class Checkpoint:
     at: str
     key: str = ""
     signature: str = ""
+    # The log's own chain (core.anchor): the hash of the line before this one. Lines written
+    # before lines were chained carry none and are read as the log's first segment.
+    prev: str = ""
+    # Rows of the record of money and incidents when signed (core.anchor.business_counts).
+    counts: dict | None = None
 
     def signed_bytes(self) -> bytes:
-        """What the signature covers: every field but the signature itself."""
-        return _canonical({k: v for k, v in asdict(self).items() if k != "signature"})
+        """What the signature covers: every field but the signature itself (an older line's absent
+        fields stay absent, so its signature still holds)."""
+        return _canonical({k: v for k, v in self.as_dict().items() if k != "signature"})
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if not (k in ("prev", "counts") and not v)}
 
 
 # --- the key ---------------------------------------------------------------------------------------
@@ -216,15 +222,30 @@ def latest(*, database: str | None = None, path: Path | None = None) -> dict[str
     return best
 
 
-def _append(checkpoints: list[Checkpoint]) -> None:
+def _append(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
+    """Append the (unsigned) checkpoints under the log's exclusive lock, each chained to the line
+    before it and then signed, and record the log's new head in the anchor (core.anchor)."""
+    from core import anchor
+
     path = log_path()
     _private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, b"".join(json.dumps(cp.as_dict(), sort_keys=True).encode() + b"\n" for cp in checkpoints))
+        prev, _ = anchor.log_tail(fd)
+        lines, done = [], []
+        for cp in checkpoints:
+            chained = Checkpoint(**{**cp.as_dict(), "prev": prev, "signature": ""})
+            done.append(Checkpoint(**{**chained.as_dict(), "signature": sign(chained.signed_bytes())}))
+            line = json.dumps(done[-1].as_dict(), sort_keys=True).encode()
+            lines.append(line + b"\n")
+            prev = anchor.line_hash(line)
+        os.write(fd, b"".join(lines))
+        os.fsync(fd)
+        anchor.record(head=prev, size=os.fstat(fd).st_size)
     finally:
         os.close(fd)
+    return done
 
 
 # --- signing heads ---------------------------------------------------------------------------------
@@ -237,6 +258,8 @@ def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
 
     if connection.in_atomic_block:
         return []
+    from core import anchor
+
     database, previous = database_name(), latest()
     signed = []
     for ws in sorted(set(workspace_ids), key=lambda w: -1 if w is None else w):
@@ -250,12 +273,11 @@ def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
             log.error("not signing audit chain %s: %s", chains.chain_name(ws), broken)
             continue
         now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-        unsigned = Checkpoint(database=database, chain=label, workspace=chains.workspace_name(ws), seq=head.seq,
-                              hash=head.hash, at=now, key=signing_fingerprint())
-        signed.append(Checkpoint(**{**unsigned.as_dict(), "signature": sign(unsigned.signed_bytes())}))
-    if signed:
-        _append(signed)
-    return signed
+        # Signed in _append, once the line it follows is known.
+        signed.append(Checkpoint(database=database, chain=label, workspace=chains.workspace_name(ws), seq=head.seq,
+                                 hash=head.hash, at=now, key=signing_fingerprint(),
+                                 counts=anchor.business_counts(workspace_id=ws)))
+    return _append(signed) if signed else []
 
 
 class _Pending:
@@ -268,6 +290,9 @@ class _Pending:
     def reset(self) -> None:
         self.chains: set[int | None] = set()
         self.timer: threading.Timer | None = None
+        # Held while signing: a flush waits for the timer's signing in flight, so everything committed
+        # before a flush is signed when it returns (a test, a report, an exit may cut rows right after).
+        self.signing = threading.Lock()
 
     def add(self, workspace_id: int | None) -> None:
         with self.lock:
@@ -289,13 +314,14 @@ class _Pending:
             self.chains, self.timer = set(), None
         if timer is not None and timer is not threading.current_thread():
             timer.cancel()
-        if not chains:
-            return []
-        try:
-            return sign_heads(chains)
-        except Exception:
-            log.exception("could not sign the audit chains' heads")
-            return []
+        with self.signing:
+            if not chains:
+                return []
+            try:
+                return sign_heads(chains)
+            except Exception:
+                log.exception("could not sign the audit chains' heads")
+                return []
 
 
 _pending = _Pending()

@@ -1,10 +1,20 @@
 """Two database roles on one database: the owner, who migrates, and the application's login role,
 which runs every request, worker and command.
 
-The owner creates the tables; the application role gets ordinary DML on them, but on the audit
-table only SELECT and INSERT: it can append to the record and read it, never UPDATE, DELETE or
-TRUNCATE it, whatever the code running as it does. The triggers on the table are a second line
-behind these privileges (a table owner can drop triggers, which is what the checkpoints are for).
+The owner creates the tables; the application role gets ordinary DML on them, narrowed twice:
+- the audit table: only SELECT and INSERT. It can append to the record and read it, never UPDATE,
+  DELETE or TRUNCATE it, whatever the code running as it does. The triggers on the table are a second
+  line behind these privileges (a table owner can drop triggers, which is what the checkpoints are for).
+- the tables that hold the record of money and incidents (workspaces, incidents, compensation items,
+  ledger, outbox, tickets; PROTECTED_TABLES): no DELETE and no TRUNCATE. Nothing the application does
+  removes such a row: incidents close, items are rejected or cancelled, money is reversed by a new
+  ledger row. The one path that must remove rows is a desk re-run (provenance.services.desk_run),
+  which replaces a workspace's tickets: it calls `kintsugi_replace_desk_tickets(workspace_id)`, a
+  SECURITY DEFINER function owned by the owner that deletes that one workspace's tickets and nothing
+  else (no TRUNCATE, no cascade into items or incidents, one workspace per call). A function rather
+  than the owner's alias, because the deletion must commit or roll back with the desk run's own
+  transaction on the application's connection. Emptying the database (`flush`: the test runner, a
+  developer's reset) runs as the owner alias; so do the benchmarks' clean-ups.
 
 Settings: the `owner` alias is the configured owner URL; `default` is the same database as the
 application role (kintsugi_site.settings.base builds both). `ensure_app_role` is run by `migrate`
@@ -30,6 +40,34 @@ def append_only_tables() -> list[str]:
     from core.audit_event import AuditEvent
 
     return [AuditEvent._meta.db_table]
+
+
+PROTECTED_MODELS = ("provenance.Workspace", "repairs.Incident", "compensation.CompensationItem",
+                    "provenance.LedgerEntry", "provenance.OutboxEmail", "provenance.Ticket")
+
+
+def protected_tables() -> list[str]:
+    """The record of money and incidents: the application role may not DELETE from or TRUNCATE them."""
+    from django.apps import apps
+
+    # Named by label: the models live in the layers above core.
+    return [apps.get_model(*label.split("."))._meta.db_table for label in PROTECTED_MODELS]
+
+
+REPLACE_TICKETS = "kintsugi_replace_desk_tickets"
+
+
+def _replace_tickets_function(cur, *, schema: str, role: str, q) -> None:
+    from django.apps import apps
+
+    table = q(apps.get_model("provenance", "Ticket")._meta.db_table)
+    cur.execute(f"""
+        CREATE OR REPLACE FUNCTION {schema}.{REPLACE_TICKETS}(ws bigint) RETURNS integer
+        LANGUAGE sql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+            WITH gone AS (DELETE FROM {table} WHERE workspace_id = ws RETURNING 1) SELECT count(*)::integer FROM gone
+        $$""")
+    cur.execute(f"REVOKE ALL ON FUNCTION {schema}.{REPLACE_TICKETS}(bigint) FROM PUBLIC")
+    cur.execute(f"GRANT EXECUTE ON FUNCTION {schema}.{REPLACE_TICKETS}(bigint) TO {q(role)}")
 
 
 def prepare_default_privileges(*, using: str = OWNER_ALIAS) -> None:
@@ -79,8 +117,17 @@ def ensure_app_role(*, using: str = OWNER_ALIAS, verbosity: int = 1) -> None:
                 continue
             cur.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {q(table)} FROM {q(role)}, PUBLIC")
             cur.execute(f"GRANT SELECT, INSERT ON {q(table)} TO {q(role)}")
+        present = []
+        for table in protected_tables():
+            cur.execute("SELECT to_regclass(%s)", [table])
+            if cur.fetchone()[0] is not None:
+                present.append(table)
+                cur.execute(f"REVOKE DELETE, TRUNCATE ON {q(table)} FROM {q(role)}, PUBLIC")
+        if len(present) == len(protected_tables()):
+            _replace_tickets_function(cur, schema=schema, role=role, q=q)
     if verbosity >= 2:
-        print(f"  database role {role!r}: DML granted; {', '.join(append_only_tables())} append-only")
+        print(f"  database role {role!r}: DML granted; {', '.join(append_only_tables())} append-only; "
+              f"no DELETE or TRUNCATE on {', '.join(protected_tables())}")
 
 
 def databases(*, env, owner_url: str, app_url: str, derive_app_role: bool = True) -> dict:

@@ -122,6 +122,9 @@ class AuditAction(models.TextChoices):
     AGENT_CHANGED = "agent.changed"
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
+    # a person's API token (provenance.tokens)
+    API_TOKEN_ISSUED = "api_token.issued"
+    API_TOKEN_ROTATED = "api_token.rotated"
     # looks and refusals
     WHAT_IF_VIEWED = "what_if.viewed"
     REFUSED = "refused"

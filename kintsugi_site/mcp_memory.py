@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from kintsugi_site.api.errors import map_domain_error
-from provenance import batch, remote, selectors, tenancy, validation
+from provenance import batch, remote, selectors, tenancy, tokens, validation
 from provenance.models import AgentToken
 
 log = logging.getLogger("kintsugi.mcp")
@@ -41,8 +41,8 @@ def _recording_token(access) -> AgentToken:
         raise PermissionError("the memory tools need a recording token (issued by the workspace's admin)")
     token = (AgentToken.objects.select_related("workspace")
              .filter(pk=int(access.subject[len(AGENT_SUBJECT):]), revoked_at__isnull=True).first())
-    if token is None:
-        raise PermissionError("the recording token was revoked")
+    if token is None or tokens.expired(token.expires_at):
+        raise PermissionError("the recording token was revoked or has expired")
     return token
 
 
@@ -95,9 +95,7 @@ def _fact_history(access, *, workspace: str, key: str, as_of: str | None, clock:
         from kintsugi_site.mcp_server import _user, _workspace
 
         user = _user(access)
-        if not user.has_perm("provenance.view_source"):
-            raise PermissionError("your role does not allow reading facts")
-        ws = _workspace(user, workspace)
+        ws = _workspace(user, workspace, capability="read_sources")
     validation.fact_key(key)
     if clock not in ("known", "valid"):
         raise ValueError("clock must be known or valid")

@@ -27,7 +27,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from rest_framework.authtoken.models import Token
 
 from core.vocabulary import ItemStatus
 from provenance.refusals import record_refusal
@@ -37,7 +36,7 @@ from kintsugi_site.body_limit import BodyLimit
 from compensation import effect_kinds, selectors as compensation_selectors, sequencing
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
-from provenance import selectors as provenance_selectors, tenancy, validation
+from provenance import capabilities, selectors as provenance_selectors, tenancy, tokens, validation
 from provenance.models import Workspace
 from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident
@@ -58,14 +57,15 @@ INSTRUCTIONS = (
 
 # --- authentication -----------------------------------------------------------------------------------------
 def _user_for_token(key: str):
+    """The API token's user (None for an unknown or expired token, or an inactive user), its use recorded."""
     close_old_connections()
     try:
-        token = Token.objects.select_related("user").get(key=key)
-    except Token.DoesNotExist:
+        found = tokens.api_token_user(key)
+    except tokens.TokenExpired:
         return None
     finally:
         close_old_connections()
-    return token.user if token.user.is_active else None
+    return found[0] if found else None
 
 
 class DjangoTokenVerifier:
@@ -134,8 +134,13 @@ def _user(access: AccessToken | None):
     return user
 
 
-def _workspace(user, name: str) -> Workspace:
+def _workspace(user, name: str, *, capability: str | None) -> Workspace:
+    """The workspace `name` as `user` may read it with `capability`: a workspace they are not a member of
+    is unknown, and without the capability the call is refused before any workspace is looked up, in
+    the REST API's order (its RolePermission answers 403 before the object's 404)."""
     validation.identifier(name, field="workspace", max_length=validation.WORKSPACE_MAX)
+    if capability is not None:  # None: the service asks it itself (flag_source), and records the refusal
+        capabilities.require(user, capability)
     ws = tenancy.visible_workspaces(user=user).filter(name=name).first()
     if ws is None:
         raise LookupError(f"unknown workspace {name!r}")
@@ -149,14 +154,14 @@ def blast_radius(*, user, workspace: str, source: str, limit: int, offset: int) 
     if offset < 0:
         raise ValueError("offset must be 0 or more")
     validation.source_id(source)
-    radius = provenance_selectors.blast_radius(workspace=_workspace(user, workspace), source=source, limit=limit,
-                                               offset=offset)
+    ws = _workspace(user, workspace, capability="read_sources")
+    radius = provenance_selectors.blast_radius(workspace=ws, source=source, limit=limit, offset=offset)
     return radius | {"workspace": workspace, "limit": limit, "offset": offset,
                      "more": offset + limit < radius["size"]}
 
 
 def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[str, Any]:
-    ws = _workspace(user, workspace)
+    ws = _workspace(user, workspace, capability="read_sources")
     validation.source_id(source)
     steps = repair_explain.explain_action(workspace=ws, source=source, action_id=action_id)
     if not steps:
@@ -166,8 +171,8 @@ def explain_path(*, user, workspace: str, source: str, action_id: int) -> dict[s
 
 def flag_source(*, user, workspace: str, source: str, reason: str) -> dict[str, Any]:
     validation.source_id(source)
-    incident = repair_services.flag_source(workspace=_workspace(user, workspace), source_id=source, actor=user,
-                                           reason=reason, via=Incident.Via.MCP)
+    incident = repair_services.flag_source(workspace=_workspace(user, workspace, capability=None), source_id=source,
+                                           actor=user, reason=reason, via=Incident.Via.MCP)
     return repair_services.incident_summary(incident)
 
 
@@ -175,20 +180,19 @@ def what_if(*, user, workspace: str, source: str) -> dict[str, Any]:
     from repairs.what_if import what_if as compute
 
     validation.source_id(source)
-    ws = _workspace(user, workspace)
-    if not user.has_perm("repairs.flag_source"):
-        raise PermissionError(f"user {user.get_username()!r} may not ask what flagging would do (Support lead role needed)")
+    ws = _workspace(user, workspace, capability="flag")
     return compute(workspace=ws, source=source, actor=user, via=Incident.Via.MCP).to_json()
 
 
 def suspicious_sources(*, user, workspace: str) -> dict[str, Any]:
     from repairs.suspicious import suspicious_sources as rank
 
-    ws = _workspace(user, workspace)
+    ws = _workspace(user, workspace, capability="read_sources")
     return {"workspace": ws.name, "sources": [s.to_json() for s in rank(workspace=ws)]}
 
 
 def incident_status(*, user, incident: int) -> dict[str, Any]:
+    capabilities.require(user, "read_incidents")
     visible = tenancy.visible_workspaces(user=user)
     found = Incident.objects.filter(pk=incident, workspace__in=visible).select_related("workspace").first()
     if found is None:
@@ -230,7 +234,7 @@ def review_items(*, user, workspace: str, incident: int | None, status: str | No
         raise ValueError("offset must be 0 or more")
     if status is not None and status not in CompensationItem.Status.values:
         raise ValueError(f"status must be one of {', '.join(CompensationItem.Status.values)}")
-    items = compensation_selectors.review_queue(workspace=_workspace(user, workspace))
+    items = compensation_selectors.review_queue(workspace=_workspace(user, workspace, capability="read_items"))
     if incident is not None:
         items = items.filter(incident_id=incident)
     if status is not None:

@@ -42,3 +42,5 @@ class OutboxEmailAdmin(WorkspaceScoped, admin.ModelAdmin):
 
 # Agent registrations and recording tokens live in their own module.
 from provenance.agents_admin import AgentRegistrationAdmin, AgentTokenAdmin  # noqa: E402,F401
+from provenance import tokens_admin  # noqa: E402,F401  (the API token list with expiry and last use)
+from provenance import tokens_admin  # noqa: E402,F401  (the API token list with expiry and last use)

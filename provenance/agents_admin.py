@@ -177,12 +177,13 @@ class AgentTokenAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     """Never the key (it is not stored) nor its hash: the prefix tells tokens apart. Issued and revoked
     only through the services (the pages below)."""
 
-    list_display = ("label", "workspace", "key_prefix", "agent_names", "created_by", "created_at", "revoked",
-                    "revoke_link")
+    list_display = ("label", "workspace", "key_prefix", "agent_names", "created_by", "created_at", "expires_at",
+                    "last_used_at", "revoked", "revoke_link")
     list_filter = ("workspace",)
     search_fields = ("label", "prefix")
     list_select_related = ("workspace", "created_by")
-    fields = ("workspace", "label", "prefix", "agents", "created_by", "created_at", "revoked_at")
+    fields = ("workspace", "label", "prefix", "agents", "created_by", "created_at", "expires_at", "last_used_at",
+              "revoked_at")
     readonly_fields = fields
     change_list_template = "admin/provenance/agenttoken/change_list.html"
     change_form_template = "admin/provenance/agenttoken/change_form.html"

@@ -165,6 +165,8 @@ class AgentToken(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
 
     class Meta:
         ordering = ["workspace", "-created_at"]
@@ -225,3 +227,15 @@ class SourceQuarantine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id} (incident #{self.incident_id})"
+
+
+class ApiTokenLease(models.Model):
+    """The expiry and last use of a person's API token (rest_framework.authtoken's Token has neither):
+    one row per token, created with it by provenance.tokens, or at its first use."""
+
+    token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="lease")
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
+
+    def __str__(self) -> str:
+        return f"lease of {self.token_id[:6]}…"

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from core import audit, egress
 from core.vocabulary import AuditAction
-from provenance import tenancy, validation
+from provenance import tenancy, tokens, validation
 from provenance.agents import NAME_PATTERN, registered_names
 from provenance.membership import attributed
 from provenance.models import AgentRegistration, AgentToken, Source, Ticket, Workspace
@@ -212,20 +212,34 @@ def token_agents(agents) -> list[str]:
 
 
 def issue_agent_token(*, workspace: Workspace, label: str, agents: list[str] | None = None, actor, reason: str,
-                      via: str) -> tuple[AgentToken, str]:
-    """A new recording token for `workspace` (only for `agents`, if given). Returns (token, key): the key
-    is shown once and never stored."""
+                      via: str, expires_in_days=None) -> tuple[AgentToken, str]:
+    """A new recording token for `workspace` (only for `agents`, if given; refused after
+    `expires_in_days`, if given). Returns (token, key): the key is shown once and never stored."""
     _require(actor, workspace, MANAGE_AGENTS, via=via, what="issue agent tokens")
     label = validation.text(label, field="label", max_length=100)
     agents = token_agents(agents)
     reason = validation.reason(reason)
+    until = tokens.expiry(expires_in_days)
     key = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = AgentToken.objects.create(workspace=workspace, label=label, key_hash=hash_key(key),
-                                          prefix=key[:10], agents=sorted(set(agents)), created_by=actor)
+                                          prefix=key[:10], agents=sorted(set(agents)), created_by=actor,
+                                          expires_at=until)
         _audit(workspace=workspace, action=AuditAction.AGENT_TOKEN_ISSUED, subject_type="agent_token", subject_id=token.pk,
-               actor=actor, reason=reason, via=via, data={"label": label, "agents": token.agents, "prefix": token.prefix})
+               actor=actor, reason=reason, via=via, data={"label": label, "agents": token.agents, "prefix": token.prefix,
+                                                          "expires_at": until.isoformat() if until else None})
     return token, key
+
+
+def rotate_agent_token(*, token: AgentToken, actor, reason: str, via: str,
+                       expires_in_days=None) -> tuple[AgentToken, str]:
+    """Replace a recording token: a new key with the same label and agents (and the given expiry), the
+    old one revoked in the same transaction. Returns (new token, its key)."""
+    with transaction.atomic():
+        new, key = issue_agent_token(workspace=token.workspace, label=token.label, agents=token.agents, actor=actor,
+                                     reason=reason, via=via, expires_in_days=expires_in_days)
+        revoke_agent_token(token=token, actor=actor, reason=f"rotated to token {new.pk}: {reason}", via=via)
+    return new, key
 
 
 def revoke_agent_token(*, token: AgentToken, actor, reason: str, via: str) -> AgentToken:
@@ -251,23 +265,27 @@ _tokens_lock = threading.Lock()
 
 
 def token_for_key(key: str) -> AgentToken | None:
-    """The live token whose key this is (None for an unknown or revoked key)."""
+    """The live token whose key this is (None for an unknown, revoked or expired key); records its use."""
     if not isinstance(key, str) or not key.startswith(TOKEN_PREFIX) or len(key) > 100:
         return None
     digest, now = hash_key(key), time.monotonic()
     with _tokens_lock:
         cached = _tokens.get(digest)
     if cached and cached[0] > now:
-        return cached[1]
-    token = (AgentToken.objects.select_related("workspace")
-             .filter(key_hash=digest, revoked_at__isnull=True).first())
-    with _tokens_lock:
-        if token is None:
-            _tokens.pop(digest, None)
-        else:
-            if len(_tokens) > 1000:
-                _tokens.clear()
-            _tokens[digest] = (now + TOKEN_CACHE_SECONDS, token)
+        token = cached[1]
+    else:
+        token = (AgentToken.objects.select_related("workspace")
+                 .filter(key_hash=digest, revoked_at__isnull=True).first())
+        with _tokens_lock:
+            if token is None:
+                _tokens.pop(digest, None)
+            else:
+                if len(_tokens) > 1000:
+                    _tokens.clear()
+                _tokens[digest] = (now + TOKEN_CACHE_SECONDS, token)
+    if token is None or tokens.expired(token.expires_at):
+        return None
+    tokens.touch(AgentToken, token.pk, token.last_used_at)
     return token
 
 

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from core import audit
 from core.vocabulary import AuditAction
-from provenance import queries, tenancy, validation
+from provenance import capabilities, queries, tenancy, validation
 from provenance.graph import Graph
 from provenance.models import Source, Workspace
 
@@ -76,7 +76,7 @@ def check_may_set_trust(actor) -> None:
     membership is what the command line does not ask)."""
     if actor is None or not isinstance(actor, get_user_model()) or not actor.is_active:
         raise TrustRefused("an active user sets a source's trust")
-    if not actor.has_perm(SET_TRUST):
+    if not capabilities.may(actor, "set_trust"):
         raise TrustRefused(f"user {actor.get_username()!r} may not set source trust (Support lead role needed)")
 
 

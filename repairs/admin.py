@@ -18,7 +18,7 @@ from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance import quarantine, tenancy
+from provenance import capabilities, quarantine, tenancy
 from repairs import downstream, explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
@@ -88,7 +88,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         return f"{obj.percent}%" + (f" ({obj.phase})" if obj.status in selectors.RUNNING and obj.phase else "")
 
     def has_lead_permission(self, request) -> bool:
-        return request.user.has_perm("repairs.flag_source")
+        return capabilities.may(request.user, "flag")
 
     # --- URLs -------------------------------------------------------------------------------------------
     def get_urls(self):

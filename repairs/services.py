@@ -8,7 +8,7 @@ from core import locks
 from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from core.vocabulary import IncidentStatus, Via
-from provenance import quarantine, tenancy, validation
+from provenance import capabilities, quarantine, tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
@@ -41,7 +41,7 @@ class RepairInProgress(DomainError, ValueError):
 def _can_flag(actor, via: str) -> bool:
     # The CLI runs with shell access to the deployment, so --user names who to attribute the flag to;
     # the admin, the API and MCP hand the decision to whoever is logged in, so they need the role.
-    return via == Incident.Via.CLI or actor.has_perm("repairs.flag_source")
+    return capabilities.may(actor, "flag", via=via)
 
 
 def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via: str) -> Incident:

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 
 from core.money import format_money
 from core.vocabulary import Via
-from provenance import membership, tenancy
+from provenance import capabilities, membership, tenancy
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance.graph import GraphUnavailable, default_server_key
 from provenance.models import Source, Workspace
@@ -149,7 +149,7 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     # --- flagging: an object action and a list action, both through the preview page -------------------------
     def has_flag_permission(self, request) -> bool:
-        return request.user.has_perm("repairs.flag_source")
+        return capabilities.may(request.user, "flag")
 
     @admin.action(permissions=["flag"], description="Flag as bad source (preview the blast radius first)")
     def flag_sources(self, request, queryset):

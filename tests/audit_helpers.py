@@ -2,6 +2,7 @@
 not do), running verify_audit / verify_report, and chains with a few signed rows."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import psycopg
@@ -46,3 +47,24 @@ def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) ->
                          workspace=ws, data={"i": i})
     checkpoints.flush()
     return SimpleNamespace(a=a, b=b)
+
+
+@contextmanager
+def app_role_may_delete(*models, privilege: str = "DELETE"):
+    """For a test that removes rows of the record of money and incidents to compare a redo with the
+    original, or to see a trigger fire (never something the application does): the owner lends the
+    application's role DELETE (or TRUNCATE) on those tables for the block, and takes it back."""
+    from kintsugi_site.db_roles import split_roles
+
+    if not split_roles():
+        yield
+        return
+    role = connection.settings_dict["USER"]
+    tables = ", ".join(f'"{m._meta.db_table}"' for m in models)
+    with owner_connection() as db:
+        db.execute(f'GRANT {privilege} ON {tables} TO "{role}"')
+    try:
+        yield
+    finally:
+        with owner_connection() as db:
+            db.execute(f'REVOKE {privilege} ON {tables} FROM "{role}"')

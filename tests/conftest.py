@@ -116,8 +116,10 @@ def _audit_checkpoint_log(settings, tmp_path, monkeypatch):
 
     path = tmp_path / "audit-checkpoints.jsonl"
     settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = str(path)
+    settings.KINTSUGI_AUDIT_ANCHOR_LOG = str(tmp_path / "audit-anchor" / "anchor.jsonl")
     settings.KINTSUGI_AUDIT_SIGNING_KEY = os.environ["KINTSUGI_AUDIT_SIGNING_KEY"]
     monkeypatch.setenv("KINTSUGI_AUDIT_CHECKPOINT_LOG", str(path))
+    monkeypatch.setenv("KINTSUGI_AUDIT_ANCHOR_LOG", settings.KINTSUGI_AUDIT_ANCHOR_LOG)
     yield path
     checkpoints.flush()
 

@@ -1,8 +1,25 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
+from provenance import tokens
 
-class BearerTokenAuthentication(TokenAuthentication):
+
+class ExpiringTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication, refusing an expired token and recording its last use
+    (provenance.tokens: at most one write a minute per token)."""
+
+    def authenticate_credentials(self, key):
+        try:
+            found = tokens.api_token_user(key)
+        except tokens.TokenExpired as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
+        if found is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        return found
+
+
+class BearerTokenAuthentication(ExpiringTokenAuthentication):
     """The same API token sent as `Authorization: Bearer <key>`, the scheme MCP clients use, so one
     header works for both the REST API and the MCP endpoint."""
 

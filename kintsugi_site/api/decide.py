@@ -111,7 +111,7 @@ class SourceTrustView(APIView):
 class WhatIfView(APIView):
     """Flagging's exact outcome before flagging: a Support lead's question (it runs the repair walk)."""
 
-    read_permission = "repairs.flag_source"
+    read_capability = "flag"
     throttle_classes = [ExpensiveEndpointThrottle]
     throttle_scope = "what_if"
 
@@ -125,7 +125,7 @@ class WhatIfView(APIView):
 
 
 class SuspiciousSourcesView(APIView):
-    read_permission = "provenance.view_source"
+    read_capability = "read_sources"
     throttle_classes = [ExpensiveEndpointThrottle]
     throttle_scope = "what_if"  # it runs a few what-ifs
 
@@ -139,7 +139,7 @@ class SuspiciousSourcesView(APIView):
 
 
 class ActionAtView(APIView):
-    read_permission = "provenance.view_source"
+    read_capability = "read_sources"
 
     @extend_schema(summary="An action: when it ran, what it read then, and what holds now on each clock",
                    responses=ActionPageSerializer)

@@ -109,7 +109,7 @@ WORKSPACE_FILTER = OpenApiParameter("workspace", ID_SCHEMA, description="Only th
 @extend_schema_view(list=extend_schema(summary="Workspaces the caller is a member of"),
                     retrieve=extend_schema(summary="A workspace with its counts"))
 class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
-    read_permission = None  # membership is what lets a user see a workspace
+    read_capability = None  # membership is what lets a user see a workspace
     def get_queryset(self):
         return _visible(self.request).order_by("name")
 
@@ -118,7 +118,7 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(summary="The history of a fact with its three clocks", parameters=[FactQuerySerializer],
                    responses=FactHistorySerializer)
-    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_permission="provenance.view_source")
+    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_capability="read_sources")
     def facts(self, request, pk=None, key=None):
         workspace = self.get_object()
         try:
@@ -141,7 +141,7 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
                                        parameters=[WORKSPACE_FILTER]),
                     retrieve=extend_schema(summary="A source with its content"))
 class SourceViewSet(viewsets.ReadOnlyModelViewSet):
-    read_permission = "provenance.view_source"
+    read_capability = "read_sources"
     throttle_scope = None  # set per action: the expensive ones are throttled by their own scope
 
     def get_queryset(self):
@@ -209,7 +209,7 @@ class FileDownloadNegotiation(BaseContentNegotiation):
                          description="Only incidents of this source_id.")]),
     retrieve=extend_schema(summary="An incident: status, progress, counts, verification"))
 class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
-    read_permission = "repairs.view_incident"
+    read_capability = "read_incidents"
     serializer_class = IncidentSerializer
     throttle_scope = None
 
@@ -269,7 +269,7 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
     """Approve and reject call the compensation services, which enforce the Reviewer role and four-eyes
     (never the flagger of the item's incident) and record refusals in the audit trail themselves."""
 
-    read_permission = "compensation.view_compensationitem"
+    read_capability = "read_items"
     serializer_class = ReviewItemSerializer
 
     def get_queryset(self):
@@ -313,7 +313,7 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
 
 # --- explain --------------------------------------------------------------------------------------------
 class ExplainView(APIView):
-    read_permission = "provenance.view_source"
+    read_capability = "read_sources"
     throttle_classes = [ExpensiveEndpointThrottle]
     throttle_scope = "explain"
 

@@ -48,10 +48,39 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content-Security-Policy on every page (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     "pghistory.middleware.HistoryMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Sessions expire after KINTSUGI_SESSION_IDLE_SECONDS without a request (default 8 hours): the expiry is
+# pushed forward on every request, so a working day stays logged in and a forgotten browser does not.
+SESSION_COOKIE_AGE = env.int("KINTSUGI_SESSION_IDLE_SECONDS", default=8 * 60 * 60)
+SESSION_SAVE_EVERY_REQUEST = True
+
+# Content-Security-Policy (django-csp): scripts only from this site, or inline with the request's nonce
+# (the admin pages' few inline scripts carry it); styles may be inline (the admin, Swagger UI and Redoc
+# set style attributes; a style cannot run code); Redoc starts its worker from a blob: URL; <object> only
+# from the site (the blast-radius picture, served with a policy of its own that allows no script at all).
+from csp.constants import NONCE, NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "worker-src": [SELF, "blob:"],
+        "connect-src": [SELF],
+        "object-src": [SELF],  # the incident page embeds its blast-radius picture (SVG, its own stricter policy)
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 # Login throttling (django-axes): failures are counted per username AND address together, so a guessing
 # attack on one account locks that account from that address only; the same person elsewhere, and other
@@ -200,10 +229,15 @@ KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMIN
 # its public half is written beside it as signing-key.pub.pem, for verify_report elsewhere).
 _AUDIT_HOME = Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "audit"
 KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str(_AUDIT_HOME / "checkpoints.jsonl"))
+# The checkpoint log's anchor (core.anchor): a second append-only file, in a directory of its own
+# that the database owner cannot write (another volume, a host the database does not run on).
+KINTSUGI_AUDIT_ANCHOR_LOG = env("KINTSUGI_AUDIT_ANCHOR_LOG", default=str(_AUDIT_HOME.parent / "audit-anchor" / "anchor.jsonl"))
 KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))
 KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED", default=False)
 # How far the signed head may trail the newest committed audit row (seconds).
 KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
+# Refused attempts written to the audit record per actor per minute; beyond it they are counted, not written.
+KINTSUGI_REFUSALS_PER_MINUTE = env.int("KINTSUGI_REFUSALS_PER_MINUTE", default=10)
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
@@ -230,7 +264,7 @@ KINTSUGI_DELIVERY_MAX_ATTEMPTS = env.int("KINTSUGI_DELIVERY_MAX_ATTEMPTS", defau
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "kintsugi_site.api.authentication.ExpiringTokenAuthentication",
         "kintsugi_site.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],

@@ -252,3 +252,19 @@ def test_mcp_what_if_tells_the_exact_outcome_and_changes_nothing(mcp_url, desk, 
     hidden = call(mcp_url, outsider.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
     assert hidden.is_error and "unknown workspace" in hidden.content[0].text
     assert not Incident.objects.exists()
+
+
+def test_mcp_refuses_a_member_without_a_role_what_the_api_refuses(mcp_url, repaired_desk, make_user):
+    """The review queue holds customer emails, drafts and amounts: a member without a role gets a 403 from
+    the API and the same refusal from MCP, over the wire."""
+    from rest_framework.test import APIClient
+
+    ws, incident, lead = repaired_desk
+    member = make_user("mcp-no-role", workspaces=[ws])
+    api = APIClient().get("/api/v1/review-items/", HTTP_AUTHORIZATION=f"Token {member.auth_token.key}")
+    assert api.status_code == 403
+    for tool, arguments in (("review_items", {"workspace": ws.name}), ("incident_status", {"incident": incident.pk}),
+                            ("blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})):
+        answer = call(mcp_url, member.auth_token.key, tool, arguments)
+        text = answer.content[0].text
+        assert answer.is_error and "may not" in text and "@" not in text, (tool, text)

@@ -1,13 +1,14 @@
 """QueueTotal: the per (incident, status, currency) item counts and cents that the item table's triggers
 keep, which the dashboard, the incident page and the review queue's counts read instead of the items."""
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count, F, Sum
 
 from compensation.models import CompensationItem, QueueTotal
 from compensation.selectors import pending_totals, queue_count
 from compensation.services import approve_item, reject_item
 from compensation.selectors import compensation_summary
+from tests.audit_helpers import app_role_may_delete
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind
@@ -52,7 +53,8 @@ def test_totals_follow_every_kind_of_write_to_the_items(canonical):
     CompensationItem.objects.filter(draft_key__startswith="copy:", kind=K.CORRECTION_EMAIL).update(status="executed")
     assert _from_totals() == _from_items()
 
-    CompensationItem.objects.filter(draft_key__startswith="copy:").delete()
+    with app_role_may_delete(CompensationItem):
+        CompensationItem.objects.filter(draft_key__startswith="copy:").delete()
     assert _from_totals() == _from_items()
     member = people.reviewer  # a member of the incident's workspace sees every item of it
     assert queue_count(user=member) == CompensationItem.objects.count()
@@ -74,10 +76,20 @@ def test_a_text_edit_writes_nothing_to_the_totals(canonical):
 
 def test_truncating_the_items_empties_the_totals(canonical):
     assert QueueTotal.objects.exists()
-    with connection.cursor() as cur:
-        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
-        cur.execute("TRUNCATE compensation_compensationitem CASCADE")
-    assert not QueueTotal.objects.exists()
+    # Only the owner may truncate items (kintsugi_site.db_roles); the totals must follow all the same.
+    # In a savepoint rolled back before the privilege is taken back: TRUNCATE holds the table (and its
+    # catalog row) until its (sub)transaction ends, and the owner's REVOKE would wait for it.
+    with app_role_may_delete(CompensationItem, privilege="TRUNCATE"):
+        with pytest.raises(_Undone), transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # TRUNCATE refuses tables with pending FK checks
+            cur.execute("TRUNCATE compensation_compensationitem CASCADE")
+            assert not QueueTotal.objects.exists()
+            raise _Undone
+    assert QueueTotal.objects.exists()
+
+
+class _Undone(Exception):
+    pass
 
 
 def test_pending_summary_is_exact_per_currency(canonical):

@@ -7,8 +7,9 @@ from provenance.services import get_workspace
 
 class Command(KintsugiCommand):
     help = ("Check every audit chain (the system's and each workspace's) row by row and against its latest signed "
-            "checkpoint: exit 0 when all hold (a summary line per chain), 1 naming the first broken row of each "
-            "broken chain.")
+            "checkpoint, and the checkpoint log against its anchor, vanished workspaces and the business rows against "
+            "the latest checkpoint's counts: exit 0 when all hold (a summary line per chain), 1 naming the first "
+            "broken row of each broken chain and each problem.")
 
     def add_arguments(self, parser):
         parser.add_argument("--workspace", help="check only this workspace's chain (`system`: the system chain)")
@@ -20,9 +21,12 @@ class Command(KintsugiCommand):
             statuses = chains.verify_all(workspace_ids=ids)
         else:
             statuses = chains.verify_all()
-        result = chains.verify_output(statuses)  # the admin's "verify the chain" page prints the same
+        # The checkpoint log's chain and anchor, vanished workspaces and the business rows' counts are
+        # the whole record's, asked whichever chains were named.
+        problems = chains.record_problems(statuses)
+        result = chains.verify_output(statuses, problems)  # the admin's "verify the chain" page prints the same
         if o["json"]:
-            self.print_json({"holds": result.holds, "chains": [s.as_dict() for s in statuses]})
+            self.print_json({"holds": result.holds, "chains": [s.as_dict() for s in statuses], "problems": problems})
         else:
             for line in result.stderr:
                 sys.stderr.write(f"{line}\n")

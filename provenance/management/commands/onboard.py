@@ -49,9 +49,14 @@ class Command(KintsugiCommand):
         p.add_argument("--workspace", required=True)
         p.add_argument("--label", required=True)
         p.add_argument("--agent", action="append", default=[], help="only as this agent (repeatable)")
+        p.add_argument("--expires-in", type=int, metavar="DAYS", help="refused after this many days (default: never)")
         p = change("revoke-token", "revoke a recording token")
         p.add_argument("--workspace", required=True)
         p.add_argument("--token-id", type=int, required=True)
+        p = change("rotate-token", "replace a recording token: a new key (printed once), the old one revoked")
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--token-id", type=int, required=True)
+        p.add_argument("--expires-in", type=int, metavar="DAYS", help="the new key is refused after this many days")
 
     def handle(self, *args, **o):
         actor = get_user(o["user"])
@@ -83,11 +88,16 @@ class Command(KintsugiCommand):
             return self._out(o, {"agent": reg.name, "replay_url": reg.replay_url, "created": created},
                              f"{'registered' if created else 'changed'} agent {reg.name} -> {reg.replay_url}")
         if what == "token":
-            token, key = onboarding.issue_agent_token(workspace=ws, label=o["label"], agents=o["agent"], **common)
-            return self._out(o, {"id": token.pk, "key": key, "agents": token.agents}, key)
+            token, key = onboarding.issue_agent_token(workspace=ws, label=o["label"], agents=o["agent"],
+                                                      expires_in_days=o["expires_in"], **common)
+            return self._out(o, {"id": token.pk, "key": key, "agents": token.agents,
+                                 "expires_at": token.expires_at}, key)
         token = ws.agent_tokens.filter(pk=o["token_id"]).first()
         if token is None:
             raise LookupError(f"no recording token {o['token_id']} in workspace {ws.name!r}")
+        if what == "rotate-token":
+            new, key = onboarding.rotate_agent_token(token=token, expires_in_days=o["expires_in"], **common)
+            return self._out(o, {"id": new.pk, "key": key, "replaces": token.pk, "expires_at": new.expires_at}, key)
         onboarding.revoke_agent_token(token=token, **common)
         return self._out(o, {"id": token.pk, "revoked_at": token.revoked_at}, f"revoked token {token.pk}")
 
