@@ -280,8 +280,9 @@ def finish_action(*, token: AgentToken, action_id, body) -> dict:
 
 def _commit(row: Recording) -> list[int]:
     """Write the finished recording to the graph, as record_root does: all of it or nothing."""
-    ws = Workspace.objects.select_for_update().get(pk=row.workspace_id)
-    workspace_lock(ws)
+    ws = Workspace.objects.get(pk=row.workspace_id)
+    workspace_lock(ws)  # before the workspace's row (provenance.services.workspace_lock)
+    ws = Workspace.objects.select_for_update().get(pk=ws.pk)
     session = _new_session(ws)
     if list(session._loaded_ids) != row.state["base"]:
         _close(row, S.ABANDONED, actor=None, reason="the graph changed while it was recorded", via="worker")

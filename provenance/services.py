@@ -34,7 +34,10 @@ class WorkspaceBusy(RuntimeError):
 
 def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
     """Serialise graph writers of one workspace (recording, repairs) until the transaction ends.
-    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy."""
+    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy.
+
+    Lock order: this lock first, then the workspace's row (and audit chains). A repair holds this lock
+    and then updates the row; a writer waiting here while holding the row would deadlock with it."""
     with connection.cursor() as cur:
         cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
         try:
@@ -75,11 +78,11 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
     ping(workspace=workspace)  # fail before anything is replaced (a new workspace: checked at its first write)
     with transaction.atomic():
         ws, _ = Workspace.objects.get_or_create(name=workspace)
-        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-        # Refuse (or close what the run obsoletes) before waiting for the graph: a running repair holds
-        # the workspace lock for as long as it runs.
-        desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
+        # The graph's lock before the workspace's row, as every writer of the graph takes them (a repair
+        # holding the graph updates the row: the other order deadlocks with it).
         workspace_lock(ws)
+        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+        desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
         ws.run_number += 1
         ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": excluded}
         trust = dict(ws.sources.values_list("source_id", "trust"))  # a lead's judgement outlives the run
@@ -148,8 +151,8 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
     validation.payload(payload)
     ping(workspace=ws.name)
     with transaction.atomic():
+        workspace_lock(ws)  # never while holding the workspace's row: see desk_run
         ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-        workspace_lock(ws)
         session = RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name,
                                    sources=dict(ws.sources.values_list("source_id", "content")),
                                    effects="live", run_number=ws.run_number)
