@@ -33,7 +33,8 @@ CREATE_ACTIONS = """
 UNWIND $rows AS r
 CREATE (:Action {id: r.id, agent: r.agent, seq: toFloat(r.seq), ticket: r.ticket, payload: r.payload,
                  decision: r.decision, dhash: r.dhash, status: r.status, root: r.root, parent: r.parent,
-                 read_keys: r.read_keys, recorded_at: r.recorded_at, incident: r.incident})
+                 read_keys: r.read_keys, recorded_at: r.recorded_at, incident: r.incident,
+                 snap: r.snap, rstart: r.rstart})
 """
 CREATE_FACTS = """
 UNWIND $rows AS r
@@ -240,9 +241,19 @@ RETURN e.id, e.kind, e.ticket, e.amount, e.live
 """, rows.EffectOfAction)
 ROOT_ACTIONS = Query("""
 MATCH (a:Action) WHERE a.root = true
-RETURN a.id, a.agent, a.seq, a.payload
+RETURN a.id, a.agent, a.seq, a.payload, a.snap
 ORDER BY a.seq
 """, rows.RootAction)
+# The actions recorded beside others, with the seqs their reads did not see ([snap, rstart)).
+HIDDEN_SEQS = Query("""
+MATCH (a:Action) WHERE a.snap IS NOT NULL
+RETURN a.id, a.snap, a.rstart
+""", rows.HiddenSeqs)
+# Which of these fact versions a repair has retired since they were read.
+RETIRED_FACTS = Query("""
+MATCH (f:Fact) WHERE f.id IN $ids AND f.active = false
+RETURN f.id
+""", rows.FactId)
 # Seqs of actions that earlier repairs slotted between recorded ones (recorded seqs are integers).
 FRACTIONAL_SEQS = Query("""
 MATCH (a:Action) WHERE a.seq <> toFloat(toInteger(a.seq))

@@ -10,6 +10,7 @@ from provenance import queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
 from provenance.graph import ping, workspace_graph
+from provenance.live import LiveRecording
 from provenance.models import Source, Ticket, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import RecordingSession, UnknownSource
@@ -133,7 +134,8 @@ def desk_summary(*, workspace: Workspace) -> dict:
 
 
 def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) -> list[int]:
-    """Run one root action of a registered agent (and its handoffs) in an existing workspace.
+    """Run one root action of a registered agent (and its handoffs) in an existing workspace, beside
+    any other recordings of it (provenance.live: a snapshot to read, a place in the order at commit).
 
     All or nothing: a failure part-way (a bad effect in a handoff, the graph gone) rolls back the
     Postgres rows and removes from the graph whatever was already flushed of it."""
@@ -150,21 +152,11 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
         raise MalformedPayload("payload must be a JSON object")
     validation.payload(payload)
     ping(workspace=ws.name)
-    with transaction.atomic():
-        workspace_lock(ws)  # never while holding the workspace's row: see desk_run
-        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-        session = RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name,
-                                   sources=dict(ws.sources.values_list("source_id", "content")),
-                                   effects="live", run_number=ws.run_number)
-        try:
-            ids = session.run_root(agent, payload)
-            session.flush()
-        except KeyError as exc:
-            session.discard()
-            raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
-        except BaseException:
-            session.discard()
-            raise
-        ws.action_count += len(ids)
-        ws.save(update_fields=["action_count"])
-    return ids
+    # The agents run on a snapshot holding nothing; only the commit takes the graph's lock, briefly
+    # (provenance.live). A failure before the commit leaves nothing anywhere.
+    recording = LiveRecording(ws)
+    try:
+        recording.run(agent, payload)
+    except KeyError as exc:
+        raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
+    return recording.commit()

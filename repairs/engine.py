@@ -46,6 +46,7 @@ class Node:
     children: list[int]
     writes: list[tuple[int, str, str]] = field(default_factory=list)  # (fact id, key, value json)
     effects: list[dict] = field(default_factory=list)
+    hidden: tuple[float, float] | None = None  # the seqs its reads did not see (provenance.fact_index)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class RepairWalk:
         self.changed: set[int] = set()
         self.at = now_iso()
         self.lookahead = ModelLookahead(self)
+        self.hidden: dict[int, tuple[float, float]] | None = None
 
     # --- loading ---
     def _load(self, ids: list[int]) -> None:
@@ -113,9 +115,13 @@ class RepairWalk:
         if not ids:
             return
         loaded = Loaded(self.graph, ids, self.session.facts.by_id)  # every part in one round trip
+        if self.hidden is None:
+            # A re-run reads the snapshot its original read: the same seqs stay hidden from it.
+            self.hidden = {r.id: (r.snap, r.rstart) for r in self.graph.ro_query(queries.HIDDEN_SEQS)}
         for a in loaded.actions:
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
-                                    a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
+                                    a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children),
+                                    hidden=self.hidden.get(a.id))
             self.preds.setdefault(a.id, set())
         for w in loaded.writes:
             self.nodes[w.action].writes.append((w.fact, w.key, w.value))
@@ -186,7 +192,8 @@ class RepairWalk:
             return
         self.lookahead.before_visit(node.id)
         payload = self.pending_payload.get(node.id, node.payload)
-        record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent)
+        record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent,
+                                      hidden=node.hidden)
         same = record.outputs() == self._old_outputs(node, payload)
         self.rows["drop_reads"].append(node.id)
         self.rows["drop_feeds"].append(node.id)
@@ -314,9 +321,10 @@ class RepairWalk:
         seq = (after + self._next_seq_after(after)) / 2
         bisect.insort(self.new_seqs, seq)
         aid = self.session.allocate_action_id()
-        record = self.session.execute(agent, payload, id=aid, seq=seq, parent=parent)
+        hidden = self.nodes[parent].hidden  # a new handoff belongs to its parent's recording
+        record = self.session.execute(agent, payload, id=aid, seq=seq, parent=parent, hidden=hidden)
         node = Node(aid, agent, seq, record.ticket, payload, record.decision, record.dhash, S.NEW, parent,
-                    record.read_keys, [])
+                    record.read_keys, [], hidden=hidden)
         self.nodes[aid] = node
         self.upstream[aid].append([parent, "HANDED_OFF", []])
         self._set(node, S.NEW, after=record.decision)

@@ -2,6 +2,7 @@
 graph, then diff the repaired workspace against it (active facts, ticket decisions, live effects)."""
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import socket
@@ -26,9 +27,20 @@ def record_baseline(*, workspace: Workspace, excluded: set[str]) -> int:
     session = RecordingSession(graph=baseline, workspace=workspace.name,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                effects="sandbox", excluded_sources=excluded, load=False)
+    originals: list[float] = []  # the recorded roots' seqs, in order, and where each began here
+    starts: list[float] = []
     for root in graph.ro_query(queries.ROOT_ACTIONS):
-        if root.id not in tainted:
-            session.run_root(root.agent, json.loads(root.payload))
+        if root.id in tainted:
+            continue
+        snapshot = None
+        if root.snap is not None:
+            # Recorded beside others: hide from it here the same roots its snapshot lacked.
+            first_unseen = bisect.bisect_left(originals, root.snap)
+            if first_unseen < len(starts):
+                snapshot = starts[first_unseen]
+        originals.append(root.seq)
+        starts.append(session.next_seq)
+        session.run_root(root.agent, json.loads(root.payload), snapshot=snapshot)
     session.flush()
     return len(session.recorded)
 
