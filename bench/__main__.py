@@ -7,7 +7,9 @@ on network-namespace test hosts and loses a worker host mid-repair (root; see be
 agents [--quick]` times recording over HTTP against recording in-process; `python -m bench scale [--actions N]
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
 repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory. None of these is part
-of "all". Results
+of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
+(recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
+roots against sequential ones. Results
 also go to
 bench/results/latest.json (gitignored).
 
@@ -34,7 +36,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "live")  # run only when named
 
 
 def _git_commit() -> str:
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     args = parser.parse_args(argv)
     if args.sizes and args.benchmark in ("all", "admin"):
-        parser.error("--sizes needs one benchmark: recorder, radius, repair, workers or what_if")
+        parser.error("--sizes needs one benchmark: recorder, radius, repair, workers, what_if or live")
 
     started = time.perf_counter()
     if args.benchmark == "multihost":
@@ -92,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"\n# {name} ({mode})", flush=True)
             module = import_module(f"bench.{name}")
-            out = module.run(args.actions, args.quick) if name == "scale" else module.run(args.quick)
+            if name == "scale":
+                out = module.run(args.actions, args.quick)
+            elif name == "live":
+                out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
+            else:
+                out = module.run(args.quick)
             out["seconds"] = time.perf_counter() - t0
             results["benchmarks"][name] = out
             common.write_results(results, _path(args.output))

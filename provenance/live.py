@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import F
 
 from provenance import queries
-from provenance.fact_index import FactVersion
+from provenance.fact_index import FactVersion, KeyedFactIndex
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
 from provenance.recorder import ActionRecord, Read, RecordingSession
@@ -69,11 +69,12 @@ class LiveRecording:
         self.session._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.session.number_from(*(i + 1 for i in self.session._loaded_ids))
         self.first = tuple(self.session.next_ids)
-        self.snapshot = self.session.next_seq
-        # Versions a commit added between the two queries are above the snapshot: left out.
-        for f in self.graph.ro_query(queries.LOAD_FACTS):
-            if f.seq < self.snapshot:
-                self.session.facts.add_version(FactVersion.from_row(f))
+        self.snapshot = snapshot = self.session.next_seq
+        # Each key's versions are read when the recording first touches it, as they were at the snapshot:
+        # what commits later is at or above it. (A repair applied meanwhile is found at commit: _stale.)
+        self.session.facts = KeyedFactIndex(lambda key: [
+            FactVersion.from_row(f) for f in self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})
+            if f.seq < snapshot])
 
     def run(self, agent: str, payload: dict) -> list[int]:
         """Run the root and its handoffs against the snapshot; returns their provisional ids."""
@@ -91,8 +92,9 @@ class LiveRecording:
                        if r.fact_id is not None and r.fact_id < self.first[1]})
         return bool(read) and bool(self.graph.ro_query(queries.RETIRED_FACTS, {"ids": read}))
 
-    def commit(self, *, wait_seconds: int = 30) -> list[int]:
-        """Write the recording after everything committed so far; returns its action ids."""
+    def commit(self, *, wait_seconds: int = 600) -> list[int]:
+        """Write the recording after everything committed so far; returns its action ids. Waits for a
+        repair that is applying (it holds the graph only that long) rather than failing."""
         from provenance.services import workspace_lock  # the lock's one implementation, beside its users
 
         for _ in range(RERUNS):

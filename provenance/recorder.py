@@ -160,7 +160,7 @@ class RecordingSession:
 
     def __init__(self, *, graph: Graph, workspace: str, sources: dict[str, str], effects: str = "live",
                  run_number: int = 0, excluded_sources: Iterable[str] = (), incident: int | None = None,
-                 load: bool | str = True):
+                 load: bool | str = True, below: float | None = None):
         assert effects in ("live", "held", "sandbox")
         self.graph = graph
         self.workspace = workspace
@@ -179,6 +179,7 @@ class RecordingSession:
         self._loaded_ids = (0, 0, 0)  # the highest action, fact and effect ids before this session
         self._remote: dict | None = None  # the workspace's agents in other processes, read once
         self._by_key = load == "by_key"  # read each fact key's versions when first touched, not all at once
+        self._below = below  # a snapshot: only versions below this seq (a repair's walk while the desk records)
         if load:
             self._load()
 
@@ -192,7 +193,8 @@ class RecordingSession:
                                                      self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})])
         else:
             for f in self.graph.ro_query(queries.LOAD_FACTS):
-                self.facts.add_version(FactVersion.from_row(f))
+                if self._below is None or f.seq < self._below:
+                    self.facts.add_version(FactVersion.from_row(f))
 
     def number_from(self, action: int, fact: int, effect: int) -> None:
         """Give new actions, facts and effects ids from these on (a part of a repair walked beside others

@@ -21,7 +21,7 @@ from provenance.graph import Graph
 from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
-from provenance.selectors import ingesters, radius_actions
+from provenance.selectors import EVERYTHING, ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
@@ -80,11 +80,14 @@ class Plan:
 
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True):
-        # `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
+                 below: float | None = None):
+        # `below`: the walk's snapshot (the actions below this seq); what commits meanwhile is caught
+        # up with afterwards (repairs.catch_up). `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
         # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
         self.only = None if only is None else set(only)
         self.mask_enabled = mask
+        self.below = EVERYTHING if below is None else below
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
         self.graph = graph
@@ -142,9 +145,8 @@ class RepairWalk:
         # The apply below rewrites the graph (a new epoch), so a topology mirror read for this walk
         # would be dropped right after: one BFS in FalkorDB costs a tenth of reading it.
         radius = radius_actions(self.graph, self.source, build_mirror=False)
-        radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
+        radius_ids = [r[0] for r in radius if (self.only is None or r[0] in self.only) and r[1] < self.below]
         self._load(radius_ids)
-        total = len(radius_ids)
         for aid in ingesters(self.graph, self.source):
             if not self.mask_enabled:
                 self._load([aid])
@@ -155,6 +157,11 @@ class RepairWalk:
                     self._retire_facts(self.nodes[aid], stage=False)
                     self.changed.add(aid)
                     self.masked_silently.append(aid)
+        return self.drain(radius_ids)
+
+    def drain(self, radius_ids: list[int]) -> Plan:
+        """Visit these actions (and whatever they wake) in seq order, then build the plan."""
+        total = len(radius_ids)
         self.heap = [(self.nodes[i].seq, i) for i in radius_ids]
         heapq.heapify(self.heap)
         self.queued = set(radius_ids)
@@ -341,7 +348,8 @@ class RepairWalk:
         keys = sorted({f["key"] for f in written})
         if not keys:
             return
-        for (reader,) in self.graph.ro_query(queries.READERS_OF_KEYS, {"seq": record.seq, "keys": keys}):
+        for (reader,) in self.graph.ro_query(queries.READERS_OF_KEYS, {"seq": record.seq, "keys": keys,
+                                                                          "below": self.below}):
             if reader in self.status or reader == record.id:
                 continue
             self._load([reader])
@@ -354,19 +362,21 @@ class RepairWalk:
 
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True) -> Plan:
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
+                 below: float | None = None) -> Plan:
     # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,
     # all alive until the plan is built, and the collector scanning them over and over was half of
     # loading a 38k-action radius. They hold no cycles; what does is collected once the walk is done.
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                          only=only, mask=mask).run()
+                          only=only, mask=mask, below=below).run()
 
 
-def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:
-    """The session a repair walk re-runs actions in: the workspace's memory without the excluded
-    sources, effects held for approval."""
+def repair_session(incident: Incident, graph: Graph, excluded: set[str], *,
+                   below: float | None = None) -> RecordingSession:
+    """The session a repair walk re-runs actions in: the workspace's memory (below the walk's snapshot)
+    without the excluded sources, effects held for approval."""
     ws = incident.workspace
     return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
                             sources=dict(ws.sources.values_list("source_id", "content")),
-                            excluded_sources=excluded, incident=incident.pk)
+                            excluded_sources=excluded, incident=incident.pk, below=below)

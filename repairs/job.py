@@ -4,12 +4,14 @@
 before the next starts, so a worker killed anywhere resumes at the step it was in:
 
 1. scope     fix which sources the repair leaves out (its own and those of repairs already applied);
-2. walk      find the blast radius, mask the actions that ingested the source and walk the rest in
+2. walk      on a snapshot, while the desk records on: find the blast radius, mask the actions that ingested the source and walk the rest in
              seq order, re-running an action only when something upstream of it changed
              (repairs.engine; split into parts that several workers walk at once when it is large:
              repairs.parts);
 3. plan      checkpoint the walk's plan, outcomes and effects (nothing reached the graph before);
-4. apply     apply the plan's steps to the graph, each idempotent, counting them as they land;
+4. apply     hold the graph, apply the plan's steps, each idempotent, counting them as they land,
+             then catch up with the actions the desk committed since the walk's snapshot
+             (repairs.catch_up) and apply those too;
 5. draft     turn what already left the building into review items (compensation.drafts), which
              reviewers may decide from here on, and
 6. verify    re-execute the desk without the flagged sources and diff (repairs.verify), which
@@ -39,6 +41,7 @@ from provenance.models import Workspace
 from provenance.scrub import scrub_secrets
 from provenance.vocabulary import ActionStatus
 from repairs import parts
+from repairs.catch_up import catch_up_plan, checkpoint_catch_up, ids_still_free, reserve_ids, snapshot_bound
 from repairs.engine import compute_plan, repair_session
 from repairs.faults import fault_point
 from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect, RepairStep
@@ -61,8 +64,9 @@ def run_repair(*, incident_id: int) -> Incident | None:
         incident = Incident.objects.select_related("workspace").get(pk=incident_id)
         if incident.status not in Incident.REPAIRABLE:
             return incident
-        # Repairs of one workspace run one at a time, so overlapping incidents see each other's result.
-        with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        # Repairs of one workspace run one at a time, so overlapping incidents see each other's result;
+        # the desk records on meanwhile (the graph itself is held only to apply: apply_and_catch_up).
+        with advisory_lock(locks.WORKSPACE_REPAIRS, incident.workspace_id, wait=True):
             incident.refresh_from_db()
             if incident.status not in Incident.REPAIRABLE:
                 return incident
@@ -111,15 +115,15 @@ def repair(incident: Incident) -> Incident:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
         checkpoint_plan(incident, plan)
-    apply_plan(incident, graph)
+    apply_and_catch_up(incident, graph)
     verify_and_draft(incident)
     return finish(incident)
 
 
 # --- 1. scope ---
 def scope(incident: Incident) -> set[str]:
-    """Fix what the repair leaves out as its walk starts (under the workspace lock, so no other repair
-    of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
+    """Fix what the repair leaves out as its walk starts (under the workspace's repairs lock, so no
+    other repair of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
     excluded = _excluded_now(incident)
     incident.excluded = sorted(excluded)
     Incident.objects.filter(pk=incident.pk).update(excluded=incident.excluded, baseline_for=None, verification=None)
@@ -145,15 +149,25 @@ def _excluded_now(incident: Incident) -> set[str]:
 
 # --- 2. walk ---
 def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
-    """The repair plan (repairs.engine): walked in parts by several workers when the radius is large and
-    splits (repairs.parts), otherwise in one piece here. An idle worker records the verification's
-    baseline meanwhile."""
-    offer_to_idle_workers("record_baseline_task", incident.pk)
+    """The repair plan (repairs.engine) of the actions below a snapshot taken now, while the desk records
+    on (what commits meanwhile is caught up with in apply_and_catch_up); walked in parts by several
+    workers when the radius is large and splits (repairs.parts: those hold the graph while they walk)."""
     progress = Progress(incident.pk, P.WALKING)
-    plan = parts.walk_in_parts(incident, graph) if settings.KINTSUGI_REPAIR_PARTS >= 2 else None
+    plan = None
+    if settings.KINTSUGI_REPAIR_PARTS >= 2:
+        with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+            plan = parts.walk_in_parts(incident, graph)
+            if plan is not None:
+                plan["snapshot"] = snapshot_bound(graph)
     if plan is None:
-        plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded), source=incident.source_id,
-                            incident=incident.pk, progress=progress).to_json()
+        with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+            since = snapshot_bound(graph)  # an instant: no recording is half-written now
+            reserved = reserve_ids(graph)
+        session = repair_session(incident, graph, excluded, below=since)
+        session.number_from(*reserved)
+        plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
+                            progress=progress, below=since).to_json()
+        plan.update(snapshot=since, reserved=reserved)
     get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
     fault_point("walked")
     return plan
@@ -181,7 +195,6 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
         incident.tickets_untouched = incident.workspace.tickets.exclude(ticket_id__in=touched).count()
         incident.phase = P.APPLYING
         incident.save()
-    offer_to_idle_workers("draft_ahead_task", incident.pk)
 
 
 # --- 4. apply ---
@@ -200,6 +213,32 @@ def apply_plan(incident: Incident, graph: Graph) -> None:
         fault_point(f"applied:{i + 1}")
     Workspace.objects.filter(pk=incident.workspace_id).update(
         action_count=graph.ro_query(queries.ACTION_COUNT)[0].n)
+
+
+def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
+    """Hold the graph (a recording that commits now waits, and lands after) to apply the walk's plan,
+    then catch up with the actions committed since its snapshot (repairs.catch_up) and apply that
+    too. From here on verification and drafting cover everything committed below `through`; idle
+    workers may start them."""
+    with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        reserved = incident.plan.get("reserved")
+        if incident.applied_steps == 0 and reserved and not ids_still_free(graph, reserved):
+            raise RuntimeError("the desk recorded more during the walk than the ids set aside for the repair's "
+                               "new actions, facts and effects; retry the repair")
+        if reserved and incident.plan.get("next_ids"):
+            graph.query(queries.RESERVE_IDS, dict(zip(("action", "fact", "effect"),
+                                                      (n - 1 for n in incident.plan["next_ids"]))))
+        apply_plan(incident, graph)
+        since = incident.plan.get("snapshot")
+        if since is not None and "through" not in incident.plan:
+            plan = catch_up_plan(incident, graph, excluded_sources(incident), since)
+            through = float(plan["next_ids"][0]) if plan["next_ids"] else snapshot_bound(graph)
+            checkpoint_catch_up(incident, plan, through=max(through, snapshot_bound(graph)))
+            incident.refresh_from_db()
+            apply_plan(incident, graph)
+        graph.query(queries.RELEASE_IDS)
+    offer_to_idle_workers("record_baseline_task", incident.pk)
+    offer_to_idle_workers("draft_ahead_task", incident.pk)
 
 
 # --- 5. draft and 6. verify ---
