@@ -69,12 +69,9 @@ class LiveRecording:
         self.session._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.session.number_from(*(i + 1 for i in self.session._loaded_ids))
         self.first = tuple(self.session.next_ids)
-        self.snapshot = snapshot = self.session.next_seq
-        # Each key's versions are read when the recording first touches it, as they were at the snapshot:
-        # what commits later is at or above it. (A repair applied meanwhile is found at commit: _stale.)
-        self.session.facts = KeyedFactIndex(lambda key: [
-            FactVersion.from_row(f) for f in self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})
-            if f.seq < snapshot])
+        self.snapshot = self.session.next_seq
+        # (A repair applied while it runs is found at commit: _stale.)
+        self.session.facts = snapshot_facts(self.graph, self.snapshot)
 
     def run(self, agent: str, payload: dict) -> list[int]:
         """Run the root and its handoffs against the snapshot; returns their provisional ids."""
@@ -88,9 +85,7 @@ class LiveRecording:
     def _stale(self) -> bool:
         if self.run_number != Workspace.objects.filter(pk=self.workspace.pk).values_list("run_number", flat=True).get():
             return True  # a desk run replaced the graph the snapshot was taken of
-        read = sorted({r.fact_id for rec in self.session.staged for r in rec.reads
-                       if r.fact_id is not None and r.fact_id < self.first[1]})
-        return bool(read) and bool(self.graph.ro_query(queries.RETIRED_FACTS, {"ids": read}))
+        return retired_reads(self.graph, self.session.staged, self.first[1])
 
     def commit(self, *, wait_seconds: int = 600) -> list[int]:
         """Write the recording after everything committed so far; returns its action ids. Waits for a
@@ -109,28 +104,64 @@ class LiveRecording:
         raise StaleRecording(f"workspace {self.workspace.name!r} kept changing under this recording; record it again")
 
     def _write(self) -> list[int]:
-        base = RecordingSession(graph=self.graph, workspace=self.workspace.name, sources=self.sources,
-                                effects="live", run_number=self.run_number, load="by_key")
-        action0, fact0, _ = self.first
-        da, df = base.next_action - action0, base.next_fact - fact0
-        first_seq = self.session.staged[0].seq + da if self.session.staged else base.next_seq
-        hidden = (self.snapshot, first_seq) if self.snapshot < first_seq else None
-        ids = []
-        try:
-            for record in self.session.staged:
-                final = ActionRecord(
-                    id=record.id + da, agent=record.agent, payload=record.payload, seq=record.seq + da,
-                    parent=None if record.parent is None else record.parent + da, ticket=record.ticket,
-                    reads=[Read(r.key, r.fact_id + df if r.fact_id is not None and r.fact_id >= fact0 else r.fact_id,
-                                r.writer + da if r.writer is not None and r.writer >= action0 else r.writer)
-                           for r in record.reads],
-                    writes=record.writes, handoffs=record.handoffs, effects=record.effects,
-                    ingested=record.ingested, decision=record.decision, dhash=record.dhash, hidden=hidden)
-                base.commit(final, status=ActionStatus.OK, root=final.parent is None)
-                ids.append(final.id)
-            base.next_action = max(base.next_action, (ids[-1] if ids else 0) + 1)
-            base.flush()
-        except BaseException:
-            base.discard()
-            raise
-        return ids
+        return write_records(graph=self.graph, workspace=self.workspace.name, run_number=self.run_number,
+                             sources=self.sources, records=self.session.staged, first=self.first,
+                             snapshot=self.snapshot)
+
+
+def snapshot_facts(graph, snapshot: float) -> KeyedFactIndex:
+    """A recording's view of memory: each key's versions as they were at the snapshot, read when the
+    recording first touches the key (what commits later is at or above the snapshot's seq)."""
+    return KeyedFactIndex(lambda key: [
+        FactVersion.from_row(f) for f in graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})
+        if f.seq < snapshot])
+
+
+def retired_reads(graph, records: list[ActionRecord], first_fact: int) -> bool:
+    """Whether a repair has retired a fact version these records read of their snapshot."""
+    read = sorted({r.fact_id for rec in records for r in rec.reads if r.fact_id is not None and r.fact_id < first_fact})
+    return bool(read) and bool(graph.ro_query(queries.RETIRED_FACTS, {"ids": read}))
+
+
+def write_records(*, graph, workspace: str, run_number: int, sources, records: list[ActionRecord],
+                  first: tuple[int, int, int], snapshot: float) -> list[int]:
+    """Number a recording's records after everything committed (under the graph's lock, which the caller
+    holds) and write them in one flush; `first`: the provisional ids its actions, facts and effects were
+    numbered from (facts: every own fact id is at or above first[1]); `snapshot`: the seq its reads' snapshot ended at. Returns the final action ids."""
+    base = RecordingSession(graph=graph, workspace=workspace, sources=sources, effects="live",
+                            run_number=run_number, load="by_key")
+    _, fact0, _ = first
+    df = base.next_fact - fact0
+    if records and min(r.id for r in records) >= base.next_action:
+        # Nothing committed over its provisional ids: they stay (an agent over HTTP was told them).
+        final_id = {record.id: record.id for record in records}
+    else:
+        # Provisional ids need not be contiguous (recordings over HTTP open side by side and take turns);
+        # the final ones are, in the order the recording opened its actions.
+        final_id = {record.id: base.next_action + i for i, record in enumerate(records)}
+    first_seq = float(final_id[records[0].id]) if records else base.next_seq
+    # Hidden from its reads: what others committed between its snapshot and its own place.
+    hidden = (snapshot, first_seq) if snapshot < float(base.next_action) else None
+
+    def read(r: Read) -> Read:
+        if r.fact_id is None or r.fact_id < fact0:
+            return r  # of the snapshot: committed ids
+        return Read(r.key, r.fact_id + df, final_id.get(r.writer, r.writer))
+
+    ids = []
+    try:
+        for record in records:
+            aid = final_id[record.id]
+            final = ActionRecord(
+                id=aid, agent=record.agent, payload=record.payload, seq=float(aid),
+                parent=None if record.parent is None else final_id[record.parent], ticket=record.ticket,
+                reads=[read(r) for r in record.reads],
+                writes=record.writes, handoffs=record.handoffs, effects=record.effects,
+                ingested=record.ingested, decision=record.decision, dhash=record.dhash, hidden=hidden)
+            base.commit(final, status=ActionStatus.OK, root=final.parent is None)
+            ids.append(final.id)
+        base.flush()
+    except BaseException:
+        base.discard()
+        raise
+    return ids

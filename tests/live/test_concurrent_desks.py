@@ -145,3 +145,52 @@ def test_red_a_rerun_read_against_the_wrong_snapshot_does_not_repair_to_the_clea
     incident = repair("conc", POISONED_PAGE)
     assert export_state(workspace="conc") != export_state(workspace="conc-clean")
     assert incident.status != "repaired" or incident.verification is not None
+
+
+def test_http_recordings_open_side_by_side_each_on_its_snapshot(django_user_model):
+    """Two agents over HTTP write the same key in recordings open at once: neither is refused, each reads
+    the snapshot plus its own writes, and the last to commit is current."""
+    from rest_framework.test import APIClient
+
+    from provenance.models import Recording
+    from provenance.onboarding import issue_agent_token, register_agent
+
+    admin = django_user_model.objects.create_superuser("root", "root@example.com", "pass-1234-kintsugi")
+    ws = Workspace.objects.create(name="http-side")
+    for name in ("http_faq_writer", "http_faq_reader"):
+        register_agent(workspace=ws, name=name, replay="http://127.0.0.1:9/replay", actor=admin, reason="t", via="cli")
+    _, key = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    def post(path, body, status=200):
+        response = client.post(f"/api/v1/recording/actions/{path}", body, format="json")
+        assert response.status_code == status, response.content
+        return response.json()
+
+    def writer(answer):
+        a = post("", {"agent": "http_faq_writer", "payload": {"topic": "t", "answer": answer}}, 201)["action"]
+        return a
+
+    a, b = writer("from a"), writer("from b")  # both open: nothing waits for the other
+    assert Recording.objects.filter(status="open").count() == 2
+    for action, answer in ((a, "from a"), (b, "from b")):
+        post(f"{action}/set/", {"key": "faq/t", "value": answer})
+        post(f"{action}/handoff/", {"agent": "http_faq_reader", "payload": {"topic": "t"}})
+        post(f"{action}/finish/", {"decision": {"topic": "t"}})
+    children = {}
+    for action in (a, b):
+        children[action] = post("", {"agent": "http_faq_reader", "parent": action}, 201)["action"]
+    assert len({a, b, *children.values()}) == 4  # provisional ids never shared
+    assert post(f"{children[b]}/get/", {"key": "faq/t"})["value"] == "from b"
+    first = post(f"{children[b]}/finish/", {"decision": {"has_answer": True}})
+    # a's reader reads a's write, not b's, though b committed meanwhile
+    assert post(f"{children[a]}/get/", {"key": "faq/t"})["value"] == "from a"
+    second = post(f"{children[a]}/finish/", {"decision": {"has_answer": True}})
+    assert first["committed"] and second["committed"]
+    # b kept the ids it was told (nothing committed over them); a, committed after, is numbered after it
+    assert first["actions"] == [b, children[b]] and second["actions"] == [children[b] + 1, children[b] + 2]
+    history = fact_history(workspace="http-side", key="faq/t")
+    assert [v["value"] for v in history] == ["from b", "from a"]
+    assert export_state(workspace="http-side")["facts"] == [{"key": "faq/t", "value": "from a"}]
+    assert Workspace.objects.get(pk=ws.pk).action_count == 4
