@@ -35,22 +35,23 @@ def _in_thread(fn, out: list):
 
 def _recording_waits() -> bool:
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+        cur.execute("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+                    "WHERE NOT l.granted AND d.datname = current_database()")
         return cur.fetchone()[0] > 0
 
 
 def test_a_recording_waiting_for_the_graph_never_deadlocks_the_repair(tmp_path, monkeypatch):
-    """The repair pauses after its walk; a recording arrives and waits; the repair then applies and
-    counts the workspace's actions. Waiting for the graph while holding the workspace's row (the
-    recorder's old lock order) deadlocked the two, and the repair ended failed."""
+    """The repair pauses while it holds the graph to apply; a recording arrives and waits; the repair
+    then applies the rest and counts the workspace's actions. Waiting for the graph while holding the
+    workspace's row (the recorder's old lock order) deadlocked the two, and the repair ended failed."""
     desk_run(workspace="dl")
     incident = open_incident("dl", POISONED_PAGE)
     fault = tmp_path / "fault"
-    fault.write_text("pause:walked")
+    fault.write_text("pause:applied:1")
     monkeypatch.setenv("KINTSUGI_FAULT_FILE", str(fault))
     repaired, recorded = [], []
     repairing = _in_thread(lambda: run_repair(incident_id=incident.pk), repaired)
-    wait_for(lambda: fault.read_text() == "paused:walked", timeout=60)
+    wait_for(lambda: fault.read_text() == "paused:applied:1", timeout=60)
     ticket = Ticket.objects.filter(workspace__name="dl").order_by("ticket_id").first()
     recording = _in_thread(lambda: record_root(workspace="dl", agent="triage", payload=ticket.as_payload()), recorded)
     wait_for(_recording_waits, timeout=30)
