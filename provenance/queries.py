@@ -101,6 +101,7 @@ RETURN CASE WHEN r IS NULL OR coalesce(a, 0) >= r.action THEN a ELSE r.action EN
 # them set aside, so recordings committed before it resumes never take one.
 RESERVE_IDS = "MERGE (r:Reserved) SET r.action = $action, r.fact = $fact, r.effect = $effect"
 RELEASE_IDS = "MATCH (r:Reserved) DELETE r"
+RESERVED = "MATCH (r:Reserved) RETURN count(r)"
 ACTION_COUNT = Query("MATCH (a:Action) RETURN count(a)", rows.Count)
 # What a failed recording flushed: every node above the ids it started from (DETACH takes the edges
 # along), then the Source nodes only its INGESTED edges held (sources exist in the graph only that way).

@@ -222,15 +222,19 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
     workers may start them."""
     with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
         reserved = incident.plan.get("reserved")
-        if incident.applied_steps == 0 and reserved and not ids_still_free(graph, reserved):
+        # Set aside already by an attempt of this repair that did not finish applying: recordings since
+        # were numbered above them.
+        held = graph.ro_query(queries.RESERVED)[0][0] > 0
+        if incident.applied_steps == 0 and reserved and not held and not ids_still_free(graph, reserved):
             raise RuntimeError("the desk recorded more during the walk than the ids set aside for the repair's "
                                "new actions, facts and effects; retry the repair")
-        if reserved and incident.plan.get("next_ids"):
+        if reserved and incident.plan.get("next_ids") and not held:
             graph.query(queries.RESERVE_IDS, dict(zip(("action", "fact", "effect"),
                                                       (n - 1 for n in incident.plan["next_ids"]))))
         apply_plan(incident, graph)
         since = incident.plan.get("snapshot")
-        if since is not None and "through" not in incident.plan:
+        # A plan checkpointed with its steps inline predates walking on a snapshot: nothing to catch up.
+        if since is not None and "through" not in incident.plan and "steps" not in incident.plan:
             plan = catch_up_plan(incident, graph, excluded_sources(incident), since)
             through = float(plan["next_ids"][0]) if plan["next_ids"] else snapshot_bound(graph)
             checkpoint_catch_up(incident, plan, through=max(through, snapshot_bound(graph)))
