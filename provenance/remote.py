@@ -30,6 +30,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from core import audit
+from core.vocabulary import AuditAction, RecordingStatus, Via
 from provenance import protocol, queries, validation
 from provenance.agents import registered_names
 from provenance.graph import workspace_graph
@@ -39,15 +41,19 @@ from provenance.live import retired_reads, snapshot_facts, write_records
 from provenance.recorder import ActionRecord, Recorder, RecordingSession
 from provenance.services import workspace_lock
 
-S = Recording.Status
 
 
 class RecordingInProgress(CallConflict):
     """Another recording of the workspace is open; retry after `retry_after` seconds."""
 
+    code = "recording_in_progress"
+
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+
+    def details(self):
+        return {"retry_after": self.retry_after}
 
 
 class RecordingClosed(CallConflict):
@@ -134,20 +140,18 @@ def _forget(row: Recording) -> None:
 def _expire_idle(ws: Workspace) -> None:
     """Close the workspace's open recordings idle too long (nothing of them is in the graph)."""
     idle = Recording.objects.select_for_update(skip_locked=True).filter(
-        workspace=ws, status=S.OPEN, touched_at__lt=timezone.now() - _timeout())
+        workspace=ws, status=RecordingStatus.OPEN, touched_at__lt=timezone.now() - _timeout())
     for row in idle:
-        _close(row, S.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
-               via="worker")
+        _close(row, RecordingStatus.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
+               via=Via.WORKER)
 
 
 def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None:
-    from compensation import audit
-
     announced = [e | {"action": r["id"]} for r in row.state["records"] for e in r["effects"]]
     row.status, row.finished_at = status, timezone.now()
     row.save(update_fields=["status", "finished_at"])
     _forget(row)
-    audit.record(action=f"recording.{status}", subject_type="recording", subject_id=row.pk, via=via, actor=actor,
+    audit.record(action=AuditAction.of_recording(status), subject_type="recording", subject_id=row.pk, via=via, actor=actor,
                  reason=reason, workspace=row.workspace,
                  data={"actions": len(row.state["records"]), "effects_announced": announced[:50],
                        "effects_count": len(announced)})
@@ -226,10 +230,10 @@ def _locked_row(token: AgentToken, action_id) -> Recording:
         raise protocol.InvalidCall("action must be an integer id")
     holding = {"state__records__contains": [{"id": action_id}]}
     row = (Recording.objects.select_for_update().select_related("workspace")
-           .filter(workspace=token.workspace, status=S.OPEN, first_action__lte=action_id, **holding).first())
+           .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id, **holding).first())
     if row is None:
         closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id, **holding)
-                  .exclude(status=S.OPEN).order_by("-first_action").first())
+                  .exclude(status=RecordingStatus.OPEN).order_by("-first_action").first())
         if closed is not None:
             raise RecordingClosed(f"action {action_id} belongs to a recording that is {closed.status}")
         raise UnknownAction(f"no open action {action_id} in workspace {token.workspace.name!r}")
@@ -302,7 +306,7 @@ def _commit(row: Recording) -> list[int]:
     base = row.state["base"]
     graph = workspace_graph(ws.name)
     if ws.run_number != row.state.get("run_number", ws.run_number) or retired_reads(graph, records, base[1] + 1):
-        _close(row, S.ABANDONED, actor=None, reason="the graph changed while it was recorded", via="worker")
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
         raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
                            "nothing of it was recorded: record the root action again")
     ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=_Sources(ws),
@@ -310,7 +314,7 @@ def _commit(row: Recording) -> list[int]:
                         snapshot=_snapshot(row.state))
     ws.action_count += len(records)
     ws.save(update_fields=["action_count"])
-    row.status, row.finished_at = S.COMMITTED, timezone.now()
+    row.status, row.finished_at = RecordingStatus.COMMITTED, timezone.now()
     row.version += 1
     row.save(update_fields=["status", "finished_at", "version"])
     _forget(row)
@@ -322,7 +326,7 @@ def abandon(*, token: AgentToken, action_id, reason: str) -> dict:
     reason = validation.reason(reason)
     with transaction.atomic():
         row = _locked_row(token, action_id)
-        _close(row, S.ABANDONED, actor=None, reason=f"{token.label}: {reason}", via="api")
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason=f"{token.label}: {reason}", via=Via.API)
     return {"recording": row.pk, "status": row.status, "actions": len(row.state["records"])}
 
 

@@ -1,8 +1,8 @@
 """Catching up with the desk: the actions committed while a repair walked its snapshot.
 
 A repair walks the actions below its snapshot (the seq bound taken as its walk began, under the
-workspace graph's lock for an instant) holding nothing, so the desk goes on recording. Once it holds
-the graph to apply (repairs.job), after the walk's plan is applied, this walks the actions committed
+workspace graph's lock for an instant: take_snapshot) holding nothing, so the desk goes on recording.
+Once it holds the graph to apply (repairs.job), after the walk's plan is applied, this walks the actions committed
 since: those that ingested the flagged source are masked; those fed or handed off by an action the
 repair changed, or reading a key it wrote or retired, and everything downstream of them, are re-run
 like the rest (each against the snapshot its original read). Their plan is checkpointed after the
@@ -15,7 +15,9 @@ from collections import defaultdict
 
 from django.db import transaction
 
-from kintsugi_site.bulk import copy_rows
+from core import locks
+from core.bulk import copy_rows
+from core.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph
 from provenance.selectors import ingesters
@@ -47,6 +49,48 @@ def reserve_ids(graph: Graph) -> list[int]:
 def ids_still_free(graph: Graph, reserved: list[int]) -> bool:
     top = graph.ro_query(queries.MAX_IDS)[0]
     return all((now or 0) < first for now, first in zip((top.action, top.fact, top.effect), reserved))
+
+
+def take_snapshot(incident: Incident, graph: Graph) -> tuple[float, list[int]]:
+    """The snapshot a walk in one piece reads (the seq bound of what is committed now) and the ids it
+    numbers its new nodes from: taken under the graph's lock for an instant, so no recording is
+    half-written meanwhile (re-entrant: a caller holding the lock already keeps it)."""
+    with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        return snapshot_bound(graph), reserve_ids(graph)
+
+
+def hold_reserved_ids(incident: Incident, graph: Graph) -> None:
+    """Before the walk's plan is applied (the graph held): make sure the desk has not recorded into the
+    ids set aside for the repair's new nodes, and keep them set aside, so that recordings committed
+    while the repair applies and catches up are numbered above them (until release_ids)."""
+    reserved = incident.plan.get("reserved")
+    # Set aside already by an attempt of this repair that did not finish applying: recordings since
+    # were numbered above them.
+    held = graph.ro_query(queries.RESERVED)[0][0] > 0
+    if incident.applied_steps == 0 and reserved and not held and not ids_still_free(graph, reserved):
+        raise RuntimeError("the desk recorded more during the walk than the ids set aside for the repair's "
+                           "new actions, facts and effects; retry the repair")
+    if reserved and incident.plan.get("next_ids") and not held:
+        graph.query(queries.RESERVE_IDS, dict(zip(("action", "fact", "effect"),
+                                                  (n - 1 for n in incident.plan["next_ids"]))))
+
+
+def release_ids(graph: Graph) -> None:
+    graph.query(queries.RELEASE_IDS)
+
+
+def catch_up(incident: Incident, graph: Graph) -> bool:
+    """Once the walk's plan is applied (the graph held): plan and checkpoint the catch-up with what the
+    desk committed since the walk's snapshot; True when its steps are to be applied now. A resumed
+    repair that checkpointed its catch-up already, and a plan checkpointed with its steps inline (it
+    predates walking on a snapshot), have nothing to catch up."""
+    since = incident.plan.get("snapshot")
+    if since is None or "through" in incident.plan or "steps" in incident.plan:
+        return False
+    plan = catch_up_plan(incident, graph, incident.excluded_sources(), since)
+    through = float(plan["next_ids"][0]) if plan["next_ids"] else snapshot_bound(graph)
+    checkpoint_catch_up(incident, plan, through=max(through, snapshot_bound(graph)))
+    return True
 
 
 def catch_up_plan(incident: Incident, graph: Graph, excluded: set[str], since: float) -> dict:
