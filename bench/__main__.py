@@ -9,7 +9,9 @@ concurrent clients call by call and in batches; `python -m bench scale [--action
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
 repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory; `python -m bench delivery
 [--quick]` delivers approved items through each connector against local servers beside the sandbox. None of these is part
-of "all". Results
+of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
+(recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
+roots against sequential ones. Results
 also go to
 bench/results/latest.json (gitignored).
 
@@ -36,7 +38,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "delivery")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "delivery", "live")  # run only when named
 
 
 def _git_commit() -> str:
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
     if args.sizes and args.benchmark in ("all", "admin"):
-        parser.error("--sizes needs one benchmark: recorder, radius, repair, workers or what_if")
+        parser.error("--sizes needs one benchmark: recorder, radius, repair, workers, what_if or live")
 
     started = time.perf_counter()
     if args.benchmark == "multihost":
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 out = module.run(args.actions, args.quick)
             elif name == "agents":
                 out = module.run(args.quick, same_workspace=args.same_workspace)
+            elif name == "live":
+                out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
             else:
                 out = module.run(args.quick)
             out["seconds"] = time.perf_counter() - t0

@@ -24,6 +24,9 @@ BASELINE = 7174
 DRAFT_PART = 7175
 # (AUDIT_CHAIN, workspace id, or 0 for the system chain): appends to one audit hash chain.
 AUDIT_CHAIN = 7176
+# (WORKSPACE_REPAIRS, workspace id): held while a repair of the workspace runs, so repairs of one
+# workspace run one at a time; the graph's own lock (WORKSPACE_GRAPH) only while one applies.
+WORKSPACE_REPAIRS = 7177
 
 NAMESPACES: dict[str, int] = {name: value for name, value in dict(globals()).items()
                               if name.isupper() and isinstance(value, int)}

@@ -1,5 +1,9 @@
 """The versions of a workspace's facts in memory, in the order reads resolve them: the recorder's mirror
-of the graph's Fact nodes (the latest active version written before the reader's seq wins)."""
+of the graph's Fact nodes (the latest active version written before the reader's seq wins).
+
+A reader recorded beside other recordings also names the seqs it did not see (`hidden`, a half-open
+range [from, to)): the recordings committed after its snapshot was taken and before its own. Its
+snapshot is everything below `from`, plus its own recording's writes from `to` up to its seq."""
 from __future__ import annotations
 
 import bisect
@@ -52,9 +56,12 @@ class FactIndex:
         self.by_id[fv.id] = fv
         self._max_version[fv.key] = max(self._max_version.get(fv.key, 0), fv.version)
 
-    def resolve(self, key: str, seq: float, reader: int) -> FactVersion | None:
+    def resolve(self, key: str, seq: float, reader: int,
+                hidden: tuple[float, float] | None = None) -> FactVersion | None:
         for fv in reversed(self.by_key.get(key, ())):
             if fv.active and (fv.seq < seq or fv.writer == reader):
+                if hidden is not None and hidden[0] <= fv.seq < hidden[1] and fv.writer != reader:
+                    continue
                 return fv
         return None
 
@@ -89,9 +96,10 @@ class KeyedFactIndex(FactIndex):
         self._ensure(fv.key)
         super().add_version(fv)
 
-    def resolve(self, key: str, seq: float, reader: int) -> FactVersion | None:
+    def resolve(self, key: str, seq: float, reader: int,
+                hidden: tuple[float, float] | None = None) -> FactVersion | None:
         self._ensure(key)
-        return super().resolve(key, seq, reader)
+        return super().resolve(key, seq, reader, hidden)
 
     def next_version(self, key: str) -> int:
         self._ensure(key)

@@ -196,10 +196,9 @@ class Recording(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # One recording in flight per workspace: the in-process recorder holds the workspace for a whole
-        # root action too, which is what makes seq order the order reads were resolved in.
-        constraints = [models.UniqueConstraint(fields=["workspace"], condition=models.Q(status=RecordingStatus.OPEN),
-                                               name="one_open_recording_per_workspace")]
+        # Recordings of a workspace are open side by side (provenance.live): each reads the snapshot it
+        # opened on and takes its place in seq order when it commits.
+        indexes = [models.Index(fields=["workspace", "status", "first_action"], name="recording_open_by_action")]
 
 
 class SourceQuarantine(models.Model):

@@ -85,11 +85,13 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
     names = workspace_graph_names(workspace.name)
     result = MoveResult(workspace.name, current, to_server, moved=True)
     with transaction.atomic():
+        # The graph's lock before the chain and the row: a repair holding the graph audits and updates
+        # the row, so the other order could deadlock with it (provenance.services.workspace_lock).
+        workspace_lock(workspace, wait_seconds=5)
         audit.lock_chain(workspace)  # chain first, like every audited transaction
         ws = Workspace.objects.select_for_update().get(pk=workspace.pk)
         if ws.falkordb_server != workspace.falkordb_server:
             raise MoveRefused(f"workspace {ws.name!r} was moved meanwhile (now on {ws.falkordb_server or current})")
-        workspace_lock(ws, wait_seconds=5)
         _refuse_while_repairing(ws)  # again, now that no repair can start writing
         for i, name in enumerate(names, start=1):
             result.copied[name] = copy_graph(name, source_url=source_url, target_url=target_url)

@@ -139,7 +139,7 @@ def dump_record(record: ActionRecord) -> dict:
         "parent": record.parent, "ticket": record.ticket,
         "reads": [[r.key, r.fact_id, r.writer] for r in record.reads], "writes": record.writes,
         "handoffs": [[a, p] for a, p in record.handoffs], "effects": record.effects, "ingested": record.ingested,
-        "decision": record.decision, "dhash": record.dhash,
+        "decision": record.decision, "dhash": record.dhash, "hidden": record.hidden,
     }
 
 
@@ -148,4 +148,5 @@ def load_record(data: dict) -> ActionRecord:
         id=data["id"], agent=data["agent"], payload=data["payload"], seq=data["seq"], parent=data["parent"],
         ticket=data["ticket"], reads=[Read(*r) for r in data["reads"]], writes=data["writes"],
         handoffs=[(a, p) for a, p in data["handoffs"]], effects=data["effects"], ingested=data["ingested"],
-        decision=data["decision"], dhash=data["dhash"])
+        decision=data["decision"], dhash=data["dhash"],
+        hidden=tuple(data["hidden"]) if data.get("hidden") else None)

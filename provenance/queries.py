@@ -33,7 +33,8 @@ CREATE_ACTIONS = """
 UNWIND $rows AS r
 CREATE (:Action {id: r.id, agent: r.agent, seq: toFloat(r.seq), ticket: r.ticket, payload: r.payload,
                  decision: r.decision, dhash: r.dhash, status: r.status, root: r.root, parent: r.parent,
-                 read_keys: r.read_keys, recorded_at: r.recorded_at, incident: r.incident})
+                 read_keys: r.read_keys, recorded_at: r.recorded_at, incident: r.incident,
+                 snap: r.snap, rstart: r.rstart})
 """
 CREATE_FACTS = """
 UNWIND $rows AS r
@@ -86,11 +87,21 @@ MATCH (w:Action)-[:WROTE]->(f:Fact {key: $key})
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
        f.system_at, f.invalidated_at, f.invalidated_by
 """, rows.StoredFact)
+# The highest ids in use, counting those a repair applying its plan has set aside (:Reserved).
 MAX_IDS = Query("""
 OPTIONAL MATCH (a:Action) WITH max(a.id) AS a
 OPTIONAL MATCH (f:Fact) WITH a, max(f.id) AS f
-OPTIONAL MATCH (e:Effect) RETURN a, f, max(e.id)
+OPTIONAL MATCH (e:Effect) WITH a, f, max(e.id) AS e
+OPTIONAL MATCH (r:Reserved)
+RETURN CASE WHEN r IS NULL OR coalesce(a, 0) >= r.action THEN a ELSE r.action END,
+       CASE WHEN r IS NULL OR coalesce(f, 0) >= r.fact THEN f ELSE r.fact END,
+       CASE WHEN r IS NULL OR coalesce(e, 0) >= r.effect THEN e ELSE r.effect END
 """, rows.MaxIds)
+# While a repair applies ids it numbered beside the recording desk: a worker killed half-way leaves
+# them set aside, so recordings committed before it resumes never take one.
+RESERVE_IDS = "MERGE (r:Reserved) SET r.action = $action, r.fact = $fact, r.effect = $effect"
+RELEASE_IDS = "MATCH (r:Reserved) DELETE r"
+RESERVED = "MATCH (r:Reserved) RETURN count(r)"
 ACTION_COUNT = Query("MATCH (a:Action) RETURN count(a)", rows.Count)
 # What a failed recording flushed: every node above the ids it started from (DETACH takes the edges
 # along), then the Source nodes only its INGESTED edges held (sources exist in the graph only that way).
@@ -240,9 +251,24 @@ RETURN e.id, e.kind, e.ticket, e.amount, e.live
 """, rows.EffectOfAction)
 ROOT_ACTIONS = Query("""
 MATCH (a:Action) WHERE a.root = true
-RETURN a.id, a.agent, a.seq, a.payload
+RETURN a.id, a.agent, a.seq, a.payload, a.snap
 ORDER BY a.seq
 """, rows.RootAction)
+# The actions recorded beside others, with the seqs their reads did not see ([snap, rstart)).
+HIDDEN_SEQS = Query("""
+MATCH (a:Action) WHERE a.snap IS NOT NULL
+RETURN a.id, a.snap, a.rstart
+""", rows.HiddenSeqs)
+# The live actions recorded at or after a seq (what a repair catches up with after its walk's snapshot).
+ACTIONS_SINCE = Query("""
+MATCH (a:Action) WHERE a.seq >= $since AND NOT a.status IN $dead
+RETURN a.id, a.seq ORDER BY a.seq
+""", rows.RadiusAction)
+# Which of these fact versions a repair has retired since they were read.
+RETIRED_FACTS = Query("""
+MATCH (f:Fact) WHERE f.id IN $ids AND f.active = false
+RETURN f.id
+""", rows.FactId)
 # Seqs of actions that earlier repairs slotted between recorded ones (recorded seqs are integers).
 FRACTIONAL_SEQS = Query("""
 MATCH (a:Action) WHERE a.seq <> toFloat(toInteger(a.seq))
@@ -251,21 +277,21 @@ RETURN a.seq
 # Actions with a higher seq that read (or tried to read) one of the keys: a repair that writes a key
 # it did not write before changes what these resolve to.
 READERS_OF_KEYS = Query("""
-MATCH (a:Action) WHERE a.seq > $seq AND any(k IN a.read_keys WHERE k IN $keys)
+MATCH (a:Action) WHERE a.seq > $seq AND a.seq < $below AND any(k IN a.read_keys WHERE k IN $keys)
 RETURN a.id
 """, rows.ActionId)
 
 # --- export_state / verification ---
 ACTIVE_FACTS = Query("""
-MATCH (w:Action)-[:WROTE]->(f:Fact) WHERE f.active = true
+MATCH (w:Action)-[:WROTE]->(f:Fact) WHERE f.active = true AND f.seq < $below
 RETURN f.key, f.value, f.seq, f.version
 """, rows.ActiveFact)
 LIVE_DECISIONS = Query("""
-MATCH (a:Action) WHERE a.ticket IS NOT NULL AND NOT a.status IN ['poisoned', 'superseded']
+MATCH (a:Action) WHERE a.ticket IS NOT NULL AND NOT a.status IN ['poisoned', 'superseded'] AND a.seq < $below
 RETURN a.ticket, a.seq, a.decision
 """, rows.LiveDecision)
 LIVE_EFFECTS = Query("""
-MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE e.live = true
+MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE e.live = true AND a.seq < $below
 RETURN e.id, e.kind, e.ticket, e.amount, e.held, a.id
 """, rows.LiveEffect)
 

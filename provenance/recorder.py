@@ -55,6 +55,9 @@ class ActionRecord:
     ingested: list[str] = field(default_factory=list)
     decision: dict | None = None
     dhash: str | None = None
+    # The seqs this action's reads do not see (provenance.fact_index): set when its recording committed
+    # after others that opened later than it; None for a recording nobody committed beside.
+    hidden: tuple[float, float] | None = None
 
     @property
     def read_keys(self) -> list[str]:
@@ -101,7 +104,7 @@ class Recorder:
         for write in reversed(self._record.writes):
             if write["key"] == key:
                 return write["value"]
-        fv = self._session.facts.resolve(key, self._record.seq, self._record.id)
+        fv = self._session.facts.resolve(key, self._record.seq, self._record.id, self._record.hidden)
         self._record.reads.append(Read(key, fv.id if fv else None, fv.writer if fv else None))
         value = fv.value if fv else default
         self._facts_read[key] = fv.value if fv else None
@@ -161,7 +164,7 @@ class RecordingSession:
 
     def __init__(self, *, graph: Graph, workspace: str, sources: dict[str, str], effects: str = "live",
                  run_number: int = 0, excluded_sources: Iterable[str] = (), incident: int | None = None,
-                 load: bool | str = True):
+                 load: bool | str = True, below: float | None = None):
         assert effects in ("live", "held", "sandbox")
         self.graph = graph
         self.workspace = workspace
@@ -185,6 +188,7 @@ class RecordingSession:
         self._loaded_ids = (0, 0, 0)  # the highest action, fact and effect ids before this session
         self._remote: dict | None = None  # the workspace's agents in other processes, read once
         self._by_key = load == "by_key"  # read each fact key's versions when first touched, not all at once
+        self._below = below  # a snapshot: only versions below this seq (a repair's walk while the desk records)
         if load:
             self._load()
 
@@ -198,7 +202,8 @@ class RecordingSession:
                                                      self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})])
         else:
             for f in self.graph.ro_query(queries.LOAD_FACTS):
-                self.facts.add_version(FactVersion.from_row(f))
+                if self._below is None or f.seq < self._below:
+                    self.facts.add_version(FactVersion.from_row(f))
 
     def number_from(self, action: int, fact: int, effect: int) -> None:
         """Give new actions, facts and effects ids from these on (a part of a repair walked beside others
@@ -261,25 +266,32 @@ class RecordingSession:
             self._remote = remote_agents(self.workspace)
         return self._remote.get(name) or get_agent(name)
 
-    def execute(self, agent: str, payload: dict, *, id: int, seq: float, parent: int | None) -> ActionRecord:
+    def execute(self, agent: str, payload: dict, *, id: int, seq: float, parent: int | None,
+                hidden: tuple[float, float] | None = None) -> ActionRecord:
         """Run one agent function; nothing reaches the graph until commit()."""
         fn = self.agent(agent)
         validation.payload(payload, field=f"{agent} payload")
         record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
-                              ticket=payload.get("ticket"))
+                              ticket=payload.get("ticket"), hidden=hidden)
         decision = check_decision(agent, fn(Recorder(self, record), payload))
         record.decision = decision
         record.dhash = decision_hash(decision)
         return record
 
-    def run_root(self, agent: str, payload: dict) -> list[int]:
-        """Record one root action and, depth first, everything it hands off. Returns the action ids."""
+    def run_root(self, agent: str, payload: dict, *, snapshot: float | None = None) -> list[int]:
+        """Record one root action and, depth first, everything it hands off. Returns the action ids.
+
+        `snapshot`: the seq its original recording's snapshot ended at (a re-execution of a root that
+        was recorded beside others): the seqs from there to the root's own stay hidden from its reads."""
         ids: list[int] = []
         stack: list[tuple[str, dict, int | None]] = [(agent, payload, None)]
+        hidden = None
         while stack:
             name, data, parent = stack.pop()
             aid, seq = self.allocate_action()
-            record = self.execute(name, data, id=aid, seq=seq, parent=parent)
+            if parent is None and snapshot is not None and snapshot < seq:
+                hidden = (snapshot, seq)
+            record = self.execute(name, data, id=aid, seq=seq, parent=parent, hidden=hidden)
             self.commit(record, status=ActionStatus.OK, root=parent is None)
             ids.append(aid)
             stack.extend((a, p, aid) for a, p in reversed(record.handoffs))
@@ -302,6 +314,8 @@ class RecordingSession:
                 "decision": json.dumps(record.decision, sort_keys=True), "dhash": record.dhash,
                 "status": status, "root": root, "parent": record.parent, "read_keys": record.read_keys,
                 "recorded_at": at, "incident": self.incident,
+                "snap": record.hidden[0] if record.hidden else None,
+                "rstart": record.hidden[1] if record.hidden else None,
             })
         if record.parent is not None and create:
             pending["handoffs"].append({"parent": record.parent, "child": record.id})

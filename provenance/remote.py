@@ -6,14 +6,16 @@ is the last unopened handoff of the latest finished action), each gets its id an
 its reads resolve against the workspace's memory plus what the recording's finished actions wrote.
 
 What reaches the graph, and when: nothing until the recording's last action finishes. Then the whole
-recording is written in one flush under the workspace lock, after checking that every read still
-resolves to the fact it returned (a repair or another writer in between refuses the recording, with
-nothing written). A recording that is abandoned (DELETE) or idle for KINTSUGI_RECORDING_TIMEOUT_SECONDS
+recording is committed as provenance.live commits an in-process one: its reads resolved against the
+snapshot it opened on plus its own writes, its ids are provisional until the commit numbers it after
+everything committed so far, under the workspace graph's lock for one short flush. A repair that retired
+a fact it read meanwhile refuses it, with nothing written. A recording that is abandoned (DELETE) or idle for KINTSUGI_RECORDING_TIMEOUT_SECONDS
 writes nothing to the graph; its row stays, `abandoned` or `expired`, with the effects it announced,
 and the expiry lands in the audit record, because an agent may have performed those effects.
 
-One recording is open per workspace at a time, as the in-process recorder holds the workspace for a
-whole root action: another root waits for it (409 recording_in_progress, with the time to retry).
+Any number of recordings of a workspace are open at once; the provisional action ids of open ones
+never overlap (each root opens above every open, abandoned or expired recording's), so a call's action id
+names its recording.
 """
 from __future__ import annotations
 
@@ -22,16 +24,20 @@ from collections import OrderedDict, defaultdict
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
+from django.db.models import BigIntegerField, Max
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from core import audit
 from core.vocabulary import AuditAction, RecordingStatus, Via
-from provenance import protocol, quarantine, validation
+from provenance import protocol, queries, quarantine, validation
 from provenance.agents import registered_names
 from provenance.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.protocol import CallConflict, dump_record, load_record
+from provenance.live import retired_reads, snapshot_facts, write_records
 from provenance.recorder import ActionRecord, Recorder, RecordingSession
 from provenance.services import workspace_lock
 
@@ -90,15 +96,25 @@ def _new_session(ws: Workspace) -> RecordingSession:
                             run_number=ws.run_number, sources=_Sources(ws), load="by_key")
 
 
+def _snapshot(state: dict) -> float:
+    return state.get("snapshot", float(state["base"][0] + 1))
+
+
+def _on_snapshot(session: RecordingSession, state: dict) -> RecordingSession:
+    """Number the session's new facts and effects as the recording's provisional ones and let its reads
+    see the snapshot it opened on, whatever committed since."""
+    session._loaded_ids = tuple(state["base"])
+    session.number_from(*(i + 1 for i in state["base"]))
+    session.facts = snapshot_facts(session.graph, _snapshot(state))
+    return session
+
+
 def _session(row: Recording) -> RecordingSession:
     with _cache_lock:
         cached = _cache.pop(row.pk, None)
     if cached and cached[0] == row.version:
         return cached[1]
-    session = _new_session(row.workspace)
-    if list(session._loaded_ids) != row.state["base"]:
-        raise CallConflict("the workspace's graph changed since this recording was opened (a repair or a desk run "
-                           "wrote it); record the root action again")
+    session = _on_snapshot(_new_session(row.workspace), row.state)
     scratch: defaultdict[str, list] = defaultdict(list)
     for data in row.state["records"]:
         if data["dhash"] is not None:
@@ -122,9 +138,10 @@ def _forget(row: Recording) -> None:
 
 # --- opening ------------------------------------------------------------------------------------------------
 def _expire_idle(ws: Workspace) -> None:
-    """Close the workspace's open recording if it has been idle too long (nothing of it is in the graph)."""
-    row = Recording.objects.select_for_update().filter(workspace=ws, status=RecordingStatus.OPEN).first()
-    if row is not None and row.touched_at < timezone.now() - _timeout():
+    """Close the workspace's open recordings idle too long (nothing of them is in the graph)."""
+    idle = Recording.objects.select_for_update(skip_locked=True).filter(
+        workspace=ws, status=RecordingStatus.OPEN, touched_at__lt=timezone.now() - _timeout())
+    for row in idle:
         _close(row, RecordingStatus.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
                via=Via.WORKER)
 
@@ -140,14 +157,17 @@ def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None
                        "effects_count": len(announced)})
 
 
-def _skip_closed_ids(ws: Workspace, session: RecordingSession) -> None:
-    """Never hand out again an action id an abandoned or expired recording had: a late call from its
-    agent must find that recording closed, not land in a stranger's."""
-    last = (Recording.objects.filter(workspace=ws, status__in=(RecordingStatus.ABANDONED, RecordingStatus.EXPIRED)).order_by("-first_action")
-            .values_list("state", flat=True).first())
-    if last and last["next_action"] > session.next_action:
-        session.next_action = last["next_action"]
-        session.next_seq = max(session.next_seq, float(session.next_action))
+def _allocate(ws: Workspace, session: RecordingSession) -> tuple[int, float]:
+    """The next provisional action id (and seq) of an open recording, under the workspace's row lock:
+    above the graph's and above every provisional id any recording of the workspace had, so a (late)
+    call's action id names its own recording, never a stranger's."""
+    Workspace.objects.select_for_update().filter(pk=ws.pk).first()
+    top = workspace_graph(ws.name).ro_query(queries.MAX_IDS)[0].action or 0
+    taken = (Recording.objects.filter(workspace=ws)
+             .annotate(n=Cast(KT("state__next_action"), BigIntegerField())).aggregate(top=Max("n"))["top"])
+    session.next_action = max(top + 1, taken or 0)
+    session.next_seq = float(session.next_action)
+    return session.allocate_action()
 
 
 def _resolve_agent(session: RecordingSession, token: AgentToken, agent) -> str:
@@ -170,20 +190,14 @@ def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
             payload = validation.payload(payload, field=f"{agent} payload")
             _expire_idle(ws)
             session = _new_session(ws)
+            state = {"base": list(session._loaded_ids), "snapshot": session.next_seq, "run_number": ws.run_number,
+                     "records": [], "keys": {}, "stack": []}
+            session = _on_snapshot(session, state)
             agent = _resolve_agent(session, token, agent)
-            _skip_closed_ids(ws, session)
-            aid, seq = session.allocate_action()
-            state = {"base": list(session._loaded_ids), "records": [], "keys": {}, "open": aid, "stack": [],
-                     "next_action": session.next_action, "next_seq": session.next_seq}
-            try:
-                with transaction.atomic():
-                    row = Recording.objects.create(workspace=ws, token=token, state=state, first_action=aid,
-                                                   touched_at=timezone.now())
-            except IntegrityError:
-                busy = Recording.objects.filter(workspace=ws, status=RecordingStatus.OPEN).values_list("touched_at", flat=True).first()
-                wait = int(((busy + _timeout()) - timezone.now()).total_seconds()) + 1 if busy else 1
-                raise RecordingInProgress(f"another recording of workspace {ws.name!r} is open; its agent is "
-                                          f"still recording (retry shortly)", max(wait, 1)) from None
+            aid, seq = _allocate(ws, session)
+            state.update(open=aid, next_action=session.next_action, next_seq=session.next_seq)
+            row = Recording.objects.create(workspace=ws, token=token, state=state, first_action=aid,
+                                           touched_at=timezone.now())
         else:
             row = _locked_row(token, parent)
             session = _session(row)
@@ -201,7 +215,7 @@ def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
             _resolve_agent(session, token, agent)
             payload = want_payload
             state["stack"].pop()
-            aid, seq = session.allocate_action()
+            aid, seq = _allocate(row.workspace, session)
             state.update(open=aid, next_action=session.next_action, next_seq=session.next_seq)
         record = ActionRecord(id=aid, agent=agent, payload=payload, seq=seq, parent=parent,
                               ticket=payload.get("ticket"))
@@ -214,13 +228,13 @@ def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
 def _locked_row(token: AgentToken, action_id) -> Recording:
     if isinstance(action_id, bool) or not isinstance(action_id, int):
         raise protocol.InvalidCall("action must be an integer id")
+    holding = {"state__records__contains": [{"id": action_id}]}
     row = (Recording.objects.select_for_update().select_related("workspace")
-           .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id).order_by("-first_action")
-           .first())
-    if row is None or not any(r["id"] == action_id for r in row.state["records"]):
-        closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id)
+           .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id, **holding).first())
+    if row is None:
+        closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id, **holding)
                   .exclude(status=RecordingStatus.OPEN).order_by("-first_action").first())
-        if closed is not None and any(r["id"] == action_id for r in closed.state["records"]):
+        if closed is not None:
             raise RecordingClosed(f"action {action_id} belongs to a recording that is {closed.status}")
         raise UnknownAction(f"no open action {action_id} in workspace {token.workspace.name!r}")
     if row.touched_at < timezone.now() - _timeout():
@@ -303,34 +317,28 @@ def apply_finish(row: Recording, session: RecordingSession, *, token: AgentToken
 
 
 def _commit(row: Recording) -> list[int]:
-    """Write the finished recording to the graph, as record_root does: all of it or nothing."""
-    ws = Workspace.objects.select_for_update().get(pk=row.workspace_id)
-    workspace_lock(ws)
-    session = _new_session(ws)
-    if list(session._loaded_ids) != row.state["base"]:
-        _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
-        raise CallConflict("the workspace's graph changed while this recording was open (a repair or a desk run "
-                           "wrote it); nothing of it was recorded: record the root action again")
+    """Write the finished recording to the graph, as provenance.live commits an in-process one: all of
+    it or nothing, numbered after everything committed so far."""
+    ws = Workspace.objects.get(pk=row.workspace_id)
+    workspace_lock(ws, wait_seconds=600)  # before the workspace's row; a repair applying is waited for
+    ws = Workspace.objects.select_for_update().get(pk=ws.pk)
     records = [load_record(r) for r in row.state["records"]]
-    try:
-        for record in records:
-            for read in record.reads:
-                fv = session.facts.resolve(read.key, record.seq, record.id)
-                if (fv.id if fv else None) != read.fact_id:
-                    raise CallConflict(f"memory changed under action {record.id}: {read.key!r} no longer resolves "
-                                       f"to what it read; record the root action again")
-            session.commit(record, status="ok", root=record.parent is None)
-        session.flush()
-    except BaseException:
-        session.discard()
-        raise
+    base = row.state["base"]
+    graph = workspace_graph(ws.name)
+    if ws.run_number != row.state.get("run_number", ws.run_number) or retired_reads(graph, records, base[1] + 1):
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
+        raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
+                           "nothing of it was recorded: record the root action again")
+    ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=_Sources(ws),
+                        records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
+                        snapshot=_snapshot(row.state))
     ws.action_count += len(records)
     ws.save(update_fields=["action_count"])
     row.status, row.finished_at = RecordingStatus.COMMITTED, timezone.now()
     row.version += 1
     row.save(update_fields=["status", "finished_at", "version"])
     _forget(row)
-    return [r.id for r in records]
+    return ids
 
 
 def abandon(*, token: AgentToken, action_id, reason: str) -> dict:

@@ -203,6 +203,17 @@ class RootAction(NamedTuple):
     agent: str
     seq: float
     payload: str
+    snap: float | None
+
+
+class HiddenSeqs(NamedTuple):
+    id: int
+    snap: float
+    rstart: float
+
+
+class FactId(NamedTuple):
+    id: int
 
 
 class Edge(NamedTuple):

@@ -184,19 +184,24 @@ def explain_path(*, workspace: str, source: str, action_id: int) -> list[dict]:
     return steps
 
 
-def export_state(*, workspace: str, baseline: bool = False) -> dict:
-    """Active facts, the standing decision per ticket and live effects, sorted for diffing."""
+EVERYTHING = 1e300  # a seq bound above every seq
+
+
+def export_state(*, workspace: str, baseline: bool = False, below: float | None = None) -> dict:
+    """Active facts, the standing decision per ticket and live effects, sorted for diffing; with `below`,
+    of the actions below that seq only (a repair's verification while the desk records on)."""
     graph = workspace_graph(workspace, baseline=baseline)
+    bound = {"below": EVERYTHING if below is None else below}
     current: dict[str, tuple] = {}
-    for key, value, seq, version in graph.ro_query(queries.ACTIVE_FACTS):
+    for key, value, seq, version in graph.ro_query(queries.ACTIVE_FACTS, bound):
         if key not in current or (seq, version) > current[key][:2]:
             current[key] = (seq, version, json.loads(value))
     standing: dict[str, tuple] = {}
-    for ticket, seq, decision in graph.ro_query(queries.LIVE_DECISIONS):
+    for ticket, seq, decision in graph.ro_query(queries.LIVE_DECISIONS, bound):
         d = json.loads(decision)
         if "choice" in d and (ticket not in standing or seq > standing[ticket][0]):
             standing[ticket] = (seq, d)
-    effects = graph.ro_query(queries.LIVE_EFFECTS)
+    effects = graph.ro_query(queries.LIVE_EFFECTS, bound)
     return {
         "facts": [{"key": k, "value": current[k][2]} for k in sorted(current)],
         "decisions": [{"ticket": t, "choice": standing[t][1]["choice"], "level": standing[t][1].get("level")}

@@ -12,6 +12,7 @@ from provenance import quarantine, queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
 from provenance.graph import ping, workspace_graph
+from provenance.live import LiveRecording
 from provenance.models import Source, Ticket, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import RecordingSession, UnknownSource
@@ -36,7 +37,10 @@ class WorkspaceBusy(DomainError, RuntimeError):
 
 def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
     """Serialise graph writers of one workspace (recording, repairs) until the transaction ends.
-    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy."""
+    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy.
+
+    Lock order: this lock first, then the workspace's row (and audit chains). A repair holds this lock
+    and then updates the row; a writer waiting here while holding the row would deadlock with it."""
     with connection.cursor() as cur:
         cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
         try:
@@ -90,11 +94,11 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
     ping(workspace=workspace)  # fail before anything is replaced (a new workspace: checked at its first write)
     with transaction.atomic():
         ws, _ = Workspace.objects.get_or_create(name=workspace)
-        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-        # Refuse (or close what the run obsoletes) before waiting for the graph: a running repair holds
-        # the workspace lock for as long as it runs.
-        desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
+        # The graph's lock before the workspace's row, as every writer of the graph takes them (a repair
+        # holding the graph updates the row: the other order deadlocks with it).
         workspace_lock(ws)
+        ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+        desk_replacing.send(sender=Workspace, workspace=ws, actor=actor, reason=reason)
         ws.run_number += 1
         ws.run_params = {"tickets": tickets, "seed": seed, "exclude_source": excluded}
         trust = dict(ws.sources.values_list("source_id", "trust"))  # a lead's judgement outlives the run
@@ -147,7 +151,8 @@ def desk_summary(*, workspace: Workspace) -> dict:
 
 
 def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) -> list[int]:
-    """Run one root action of a registered agent (and its handoffs) in an existing workspace.
+    """Run one root action of a registered agent (and its handoffs) in an existing workspace, beside
+    any other recordings of it (provenance.live: a snapshot to read, a place in the order at commit).
 
     All or nothing: a failure part-way (a bad effect in a handoff, the graph gone) rolls back the
     Postgres rows and removes from the graph whatever was already flushed of it."""
@@ -164,30 +169,18 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
         raise MalformedPayload("payload must be a JSON object")
     validation.payload(payload)
     ping(workspace=ws.name)
-    hits: list[tuple[str, int]] = []
+    # The agents run on a snapshot holding nothing; only the commit takes the graph's lock, briefly
+    # (provenance.live). A failure before the commit leaves nothing anywhere.
+    recording = LiveRecording(ws)
     try:
-        with transaction.atomic():
-            ws = Workspace.objects.select_for_update().get(pk=ws.pk)
-            workspace_lock(ws)
-            session = RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name,
-                                       sources=dict(ws.sources.values_list("source_id", "content")),
-                                       effects="live", run_number=ws.run_number)
-            session.quarantined = quarantine.held(workspace=ws)
-            hits = session.quarantine_hits
-            try:
-                ids = session.run_root(agent, payload)
-                session.flush()
-            except KeyError as exc:
-                session.discard()
-                raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
-            except BaseException:
-                session.discard()
-                raise
-            ws.action_count += len(ids)
-            ws.save(update_fields=["action_count"])
+        try:
+            recording.run(agent, payload)
+        except KeyError as exc:
+            raise MalformedPayload(f"payload lacks the field {exc.args[0]!r} that agent {agent!r} needs") from None
+        return recording.commit()
     finally:
-        # Counted after the recording's own transaction: a failed recording rolls back, and the refused
+        # Counted outside the recording's commit: a failed recording writes nothing, and the refused
         # ingests it made still happened.
+        hits = recording.session.quarantine_hits
         if hits:
             quarantine.record_attempts(workspace=ws, hits=hits, via=Via.CLI, agent=agent)
-    return ids

@@ -22,7 +22,7 @@ from provenance.graph import Graph, workspace_graph
 from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
-from provenance.selectors import ingesters, radius_actions
+from provenance.selectors import EVERYTHING, ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
@@ -47,6 +47,7 @@ class Node:
     children: list[int]
     writes: list[tuple[int, str, str]] = field(default_factory=list)  # (fact id, key, value json)
     effects: list[dict] = field(default_factory=list)
+    hidden: tuple[float, float] | None = None  # the seqs its reads did not see (provenance.fact_index)
 
 
 @dataclass
@@ -81,13 +82,15 @@ class Plan:
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
-                 radius: list | None = None):
-        # `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
+                 below: float | None = None, radius: list | None = None):
+        # `below`: the walk's snapshot (the actions below this seq); what commits meanwhile is caught
+        # up with afterwards (repairs.catch_up). `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
         # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
         # `radius`: the blast radius (id, seq) when the caller has read it already.
         self.only = None if only is None else set(only)
         self.radius = radius
         self.mask_enabled = mask
+        self.below = EVERYTHING if below is None else below
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
         self.graph = graph
@@ -110,6 +113,7 @@ class RepairWalk:
         self.changed: set[int] = set()
         self.at = now_iso()
         self.lookahead = ModelLookahead(self)
+        self.hidden: dict[int, tuple[float, float]] | None = None
 
     # --- loading ---
     def _load(self, ids: list[int]) -> None:
@@ -117,9 +121,13 @@ class RepairWalk:
         if not ids:
             return
         loaded = Loaded(self.graph, ids, self.session.facts.by_id)  # every part in one round trip
+        if self.hidden is None:
+            # A re-run reads the snapshot its original read: the same seqs stay hidden from it.
+            self.hidden = {r.id: (r.snap, r.rstart) for r in self.graph.ro_query(queries.HIDDEN_SEQS)}
         for a in loaded.actions:
             self.nodes[a.id] = Node(a.id, a.agent, a.seq, a.ticket, json.loads(a.payload), json.loads(a.decision),
-                                    a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children))
+                                    a.dhash, a.status, a.parent, list(a.read_keys or []), sorted(a.children),
+                                    hidden=self.hidden.get(a.id))
             self.preds.setdefault(a.id, set())
         for w in loaded.writes:
             self.nodes[w.action].writes.append((w.fact, w.key, w.value))
@@ -140,9 +148,8 @@ class RepairWalk:
         # The apply below rewrites the graph (a new epoch), so a topology mirror read for this walk
         # would be dropped right after: one BFS in FalkorDB costs a tenth of reading it.
         radius = self.radius if self.radius is not None else radius_actions(self.graph, self.source, build_mirror=False)
-        radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
+        radius_ids = [r[0] for r in radius if (self.only is None or r[0] in self.only) and r[1] < self.below]
         self._load(radius_ids)
-        total = len(radius_ids)
         for aid in ingesters(self.graph, self.source):
             if not self.mask_enabled:
                 self._load([aid])
@@ -153,6 +160,11 @@ class RepairWalk:
                     self._retire_facts(self.nodes[aid], stage=False)
                     self.changed.add(aid)
                     self.masked_silently.append(aid)
+        return self.drain(radius_ids)
+
+    def drain(self, radius_ids: list[int]) -> Plan:
+        """Visit these actions (and whatever they wake) in seq order, then build the plan."""
+        total = len(radius_ids)
         self.heap = [(self.nodes[i].seq, i) for i in radius_ids]
         heapq.heapify(self.heap)
         self.queued = set(radius_ids)
@@ -190,7 +202,8 @@ class RepairWalk:
             return
         self.lookahead.before_visit(node.id)
         payload = self.pending_payload.get(node.id, node.payload)
-        record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent)
+        record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent,
+                                      hidden=node.hidden)
         same = record.outputs() == self._old_outputs(node, payload)
         self.rows["drop_reads"].append(node.id)
         self.rows["drop_feeds"].append(node.id)
@@ -318,9 +331,10 @@ class RepairWalk:
         seq = (after + self._next_seq_after(after)) / 2
         bisect.insort(self.new_seqs, seq)
         aid = self.session.allocate_action_id()
-        record = self.session.execute(agent, payload, id=aid, seq=seq, parent=parent)
+        hidden = self.nodes[parent].hidden  # a new handoff belongs to its parent's recording
+        record = self.session.execute(agent, payload, id=aid, seq=seq, parent=parent, hidden=hidden)
         node = Node(aid, agent, seq, record.ticket, payload, record.decision, record.dhash, S.NEW, parent,
-                    record.read_keys, [])
+                    record.read_keys, [], hidden=hidden)
         self.nodes[aid] = node
         self.upstream[aid].append([parent, "HANDED_OFF", []])
         self._set(node, S.NEW, after=record.decision)
@@ -337,7 +351,8 @@ class RepairWalk:
         keys = sorted({f["key"] for f in written})
         if not keys:
             return
-        for (reader,) in self.graph.ro_query(queries.READERS_OF_KEYS, {"seq": record.seq, "keys": keys}):
+        for (reader,) in self.graph.ro_query(queries.READERS_OF_KEYS, {"seq": record.seq, "keys": keys,
+                                                                          "below": self.below}):
             if reader in self.status or reader == record.id:
                 continue
             self._load([reader])
@@ -351,32 +366,36 @@ class RepairWalk:
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
-                 radius: list | None = None) -> Plan:
+                 below: float | None = None, radius: list | None = None) -> Plan:
     # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,
     # all alive until the plan is built, and the collector scanning them over and over was half of
     # loading a 38k-action radius. They hold no cycles; what does is collected once the walk is done.
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                          only=only, mask=mask, radius=radius).run()
+                          only=only, mask=mask, below=below, radius=radius).run()
 
 
 def walk_incident(incident: Incident, *, graph: Graph | None = None, excluded: set[str] | None = None,
-                  id_base: tuple | None = None, progress: ProgressFn = noop, **options) -> Plan:
+                  id_base: tuple | None = None, progress: ProgressFn = noop, below: float | None = None,
+                  **options) -> Plan:
     """The repair walk of `incident` (an unsaved one for the what-if): its workspace's graph, a session
-    without the sources the repair leaves out (numbering new nodes from `id_base`, for a part), and
-    compute_plan with `options` (only, mask, radius). The job, its parts and the what-if all walk here."""
+    without the sources the repair leaves out (numbering new nodes from `id_base`, for a part) that reads
+    the memory below the walk's snapshot `below`, and compute_plan with `options` (only, mask, radius).
+    The job, its parts and the what-if all walk here."""
     graph = graph if graph is not None else workspace_graph(incident.workspace.name)
-    session = repair_session(incident, graph, incident.excluded_sources() if excluded is None else excluded)
+    session = repair_session(incident, graph, incident.excluded_sources() if excluded is None else excluded,
+                             below=below)
     if id_base is not None:
         session.number_from(*id_base)
     return compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
-                        progress=progress, **options)
+                        progress=progress, below=below, **options)
 
 
-def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:
-    """The session a repair walk re-runs actions in: the workspace's memory without the excluded
-    sources, effects held for approval."""
+def repair_session(incident: Incident, graph: Graph, excluded: set[str], *,
+                   below: float | None = None) -> RecordingSession:
+    """The session a repair walk re-runs actions in: the workspace's memory (below the walk's snapshot)
+    without the excluded sources, effects held for approval."""
     ws = incident.workspace
     return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
                             sources=dict(ws.sources.values_list("source_id", "content")),
-                            excluded_sources=excluded, incident=incident.pk)
+                            excluded_sources=excluded, incident=incident.pk, below=below)

@@ -10,8 +10,8 @@ def fault_point(name: str) -> None:
     """Fault injection for the resumability tests: when the file named by KINTSUGI_FAULT_FILE holds
     `name`, remove it and die with SIGKILL here, as a worker killed by the OOM killer would; when it
     holds `stall:<name>`, hang here so the test can kill the whole worker from outside; when it holds
-    `pause:<name>`, write `paused:<name>` there and wait until the test removes the file (it stops a
-    server meanwhile)."""
+    `pause:<name>`, write `paused:<name>` there and wait until the test removes the file or writes
+    another fault into it (it stops a server, or records, meanwhile)."""
     path = os.environ.get("KINTSUGI_FAULT_FILE")
     if not path or not os.path.exists(path):
         return
@@ -20,7 +20,7 @@ def fault_point(name: str) -> None:
     if wanted == f"pause:{name}":
         with open(path, "w") as f:
             f.write(f"paused:{name}")
-        while os.path.exists(path):
+        while _still(path, f"paused:{name}"):
             time.sleep(0.05)
         return
     if wanted in (name, f"stall:{name}"):
@@ -28,3 +28,11 @@ def fault_point(name: str) -> None:
         if wanted.startswith("stall:"):
             time.sleep(600)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _still(path: str, content: str) -> bool:
+    try:
+        with open(path) as f:
+            return f.read().strip() == content
+    except FileNotFoundError:
+        return False

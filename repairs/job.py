@@ -4,12 +4,14 @@
 before the next starts, so a worker killed anywhere resumes at the step it was in:
 
 1. scope     fix which sources the repair leaves out (its own and those of repairs already applied);
-2. walk      find the blast radius, mask the actions that ingested the source and walk the rest in
+2. walk      on a snapshot, while the desk records on: find the blast radius, mask the actions that ingested the source and walk the rest in
              seq order, re-running an action only when something upstream of it changed
              (repairs.parts.plan_walk: in parts that several workers walk at once when the radius is
              large, else whole; each walk is repairs.engine);
 3. plan      checkpoint the walk's plan, outcomes and effects (nothing reached the graph before);
-4. apply     apply the plan's steps to the graph, each idempotent, counting them as they land;
+4. apply     hold the graph, apply the plan's steps, each idempotent, counting them as they land,
+             then catch up with the actions the desk committed since the walk's snapshot
+             (repairs.catch_up) and apply those too;
 5. draft     turn what already left the building into review items (compensation.drafts, called
              through repairs.downstream), which
              reviewers may decide from here on, and
@@ -39,7 +41,7 @@ from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
 from provenance.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
-from repairs import downstream, parts
+from repairs import catch_up, downstream, parts
 from repairs.faults import fault_point
 from repairs.lifecycle import enqueue_repair, offer_to_idle_workers, transition
 from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
@@ -61,8 +63,9 @@ def run_repair(*, incident_id: int) -> Incident | None:
         incident = Incident.objects.select_related("workspace").get(pk=incident_id)
         if incident.status not in Incident.REPAIRABLE:
             return incident
-        # Repairs of one workspace run one at a time, so overlapping incidents see each other's result.
-        with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        # Repairs of one workspace run one at a time, so overlapping incidents see each other's result;
+        # the desk records on meanwhile (the graph itself is held only to apply: apply_and_catch_up).
+        with advisory_lock(locks.WORKSPACE_REPAIRS, incident.workspace_id, wait=True):
             incident.refresh_from_db()
             if incident.status not in Incident.REPAIRABLE:
                 return incident
@@ -127,15 +130,15 @@ def repair(incident: Incident) -> Incident:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
         checkpoint_plan(incident, plan)
-    apply_plan(incident, graph)
+    apply_and_catch_up(incident, graph)
     verify_and_draft(incident)
     return finish(incident)
 
 
 # --- 1. scope ---
 def scope(incident: Incident) -> set[str]:
-    """Fix what the repair leaves out as its walk starts (under the workspace lock, so no other repair
-    of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
+    """Fix what the repair leaves out as its walk starts (under the workspace's repairs lock, so no
+    other repair of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
     excluded = incident.excluded_now()
     incident.excluded = sorted(excluded)
     Incident.objects.filter(pk=incident.pk).update(excluded=incident.excluded, baseline_for=None, verification=None)
@@ -144,14 +147,16 @@ def scope(incident: Incident) -> set[str]:
 
 # --- 2. walk ---
 def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
-    """The repair plan, walked in parts or whole (repairs.parts.plan_walk)."""
+    """The repair plan of the actions below a snapshot taken as it starts, walked in parts or whole
+    while the desk records on (repairs.parts.plan_walk); what commits meanwhile is caught up with in
+    apply_and_catch_up()."""
     return parts.plan_walk(incident, graph, excluded)
 
 
 # --- 3. plan ---
 def checkpoint_plan(incident: Incident, plan: dict) -> None:
     """Store the plan with its outcomes and effects in one transaction: from here on a resumed job
-    applies this plan instead of walking again, and an idle worker may start drafting."""
+    applies this plan instead of walking again (and catches up with the desk once it has applied it)."""
     with transaction.atomic():
         for table in (ActionOutcome, RepairEffect, RepairStep):
             table.objects.filter(incident=incident).delete()
@@ -170,7 +175,6 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
         incident.tickets_untouched = incident.workspace.tickets.exclude(ticket_id__in=touched).count()
         incident.phase = P.APPLYING
         incident.save()
-    offer_to_idle_workers("draft_ahead_task", incident.pk)
 
 
 # --- 4. apply ---
@@ -191,10 +195,26 @@ def apply_plan(incident: Incident, graph: Graph) -> None:
         action_count=graph.ro_query(queries.ACTION_COUNT)[0].n)
 
 
+def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
+    """Hold the graph (a recording that commits now waits, and lands after) to apply the walk's plan,
+    then catch up with the actions committed since its snapshot (repairs.catch_up) and apply that
+    too. From here on verification and drafting cover everything committed below `through`; idle
+    workers may start them."""
+    with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        catch_up.hold_reserved_ids(incident, graph)
+        apply_plan(incident, graph)
+        if catch_up.catch_up(incident, graph):
+            incident.refresh_from_db()
+            apply_plan(incident, graph)
+        catch_up.release_ids(graph)
+    offer_to_idle_workers("record_baseline_task", incident.pk)
+    offer_to_idle_workers("draft_ahead_task", incident.pk)
+
+
 # --- 5. draft and 6. verify ---
 def verify_and_draft(incident: Incident) -> None:
     """Verification and drafting: neither depends on the other and idle workers may have started
-    either (offered in walk() and checkpoint_plan()); take whatever nobody has started, then wait for
+    either (offered in apply_and_catch_up()); take whatever nobody has started, then wait for
     the rest. Drafting goes first: a reviewer may decide items from here on (compensation.gates), so
     they should not wait behind the verification's whole-desk replay, which only execution waits for."""
     excluded = incident.excluded_sources()

@@ -63,8 +63,9 @@ def _probe(walk: "RepairWalk", agent: str, payload: dict, *, id: int, seq: float
            parent: int | None) -> ActionRecord | tuple[str, dict, dict] | None:
     """The agent's whole record when every model answer it needs is in the memo, the first request
     that is not, or None when the probe failed (the real execution will say why)."""
+    owner = walk.nodes.get(id) or walk.nodes.get(parent)  # a new handoff reads as its parent's recording
     record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
-                          ticket=payload.get("ticket"))
+                          ticket=payload.get("ticket"), hidden=owner.hidden if owner else None)
     recorder = _ProbeRecorder(walk.session, record)
     recorder.client = walk.lookahead.client  # once per window: get_client() reads settings on every call
     try:

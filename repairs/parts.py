@@ -23,9 +23,9 @@ from provenance.llm import get_client
 from provenance.progress import ProgressFn, throttled
 from provenance.selectors import ingesters, radius_actions
 from repairs import parallel
+from repairs.catch_up import snapshot_bound, take_snapshot
 from repairs.engine import walk_incident
 from repairs.faults import fault_point
-from repairs.lifecycle import offer_to_idle_workers
 from repairs.models import Incident, RepairPart, RepairPartChunk
 from repairs.steps import CHUNK
 
@@ -36,22 +36,31 @@ OUT_OF_LINE = {"outcomes": CHUNK, "effects": CHUNK, "steps": 1, "upstream": CHUN
 
 
 def plan_walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
-    """The repair plan (repairs.engine), walked in parts by several workers when the radius is large and
-    splits, otherwise in one piece here; the radius is read once for both. An idle worker records the
-    verification's baseline meanwhile."""
-    offer_to_idle_workers("record_baseline_task", incident.pk)
+    """The repair plan (repairs.engine) of the actions below a snapshot, walked in parts by several
+    workers when the radius is large and splits (those hold the workspace's graph while they walk, and
+    their snapshot is what the graph holds when they are done), otherwise in one piece here while the
+    desk records on: its snapshot is taken under the graph's lock for an instant (repairs.catch_up),
+    and what commits meanwhile is caught up with once the plan is applied. The radius is read once for
+    both."""
     plan, radius = None, None
-    if settings.KINTSUGI_REPAIR_PARTS >= 2:
-        parts = list(incident.parts.order_by("index"))
-        if not parts:
-            # Read as the walk reads it (no mirror built: the apply rewrites the graph right after), once
-            # for the split and, when the radius is small or does not split, for the walk.
-            radius = radius_actions(graph, incident.source_id, build_mirror=False)
-            parts = _split(incident, graph, radius)
-        plan = _walk_parts(incident, parts) if parts else None
+    with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        if settings.KINTSUGI_REPAIR_PARTS >= 2:
+            parts = list(incident.parts.order_by("index"))
+            if not parts:
+                # Read as the walk reads it (no mirror built: the apply rewrites the graph right after), once
+                # for the split and, when the radius is small or does not split, for the walk.
+                radius = radius_actions(graph, incident.source_id, build_mirror=False)
+                parts = _split(incident, graph, radius)
+            plan = _walk_parts(incident, parts) if parts else None
+        if plan is not None:
+            plan["snapshot"] = snapshot_bound(graph)
+        else:
+            # In the same hold as the radius: nothing commits between the two.
+            since, reserved = take_snapshot(incident, graph)
     if plan is None:
-        plan = walk_incident(incident, graph=graph, excluded=excluded, radius=radius,
+        plan = walk_incident(incident, graph=graph, excluded=excluded, radius=radius, below=since, id_base=reserved,
                              progress=incident_progress(incident.pk, Incident.Phase.WALKING)).to_json()
+        plan.update(snapshot=since, reserved=reserved)
     get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
     fault_point("walked")
     return plan

@@ -2,6 +2,7 @@
 graph, then diff the repaired workspace against it (active facts, ticket decisions, live effects)."""
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import socket
@@ -17,8 +18,9 @@ from provenance.selectors import export_state, ingesters
 from repairs.faults import fault_point
 
 
-def record_baseline(*, workspace: Workspace, excluded: set[str]) -> int:
-    """Record the clean baseline run; returns its action count. Model answers come from the cache."""
+def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | None = None) -> int:
+    """Record the clean baseline run of the roots below the seq `below` (all of them without it);
+    returns its action count. Model answers come from the cache."""
     graph = workspace_graph(workspace.name)
     baseline = workspace_graph(workspace.name, baseline=True)
     baseline.delete()
@@ -26,9 +28,20 @@ def record_baseline(*, workspace: Workspace, excluded: set[str]) -> int:
     session = RecordingSession(graph=baseline, workspace=workspace.name,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                effects="sandbox", excluded_sources=excluded, load=False)
+    originals: list[float] = []  # the recorded roots' seqs, in order, and where each began here
+    starts: list[float] = []
     for root in graph.ro_query(queries.ROOT_ACTIONS):
-        if root.id not in tainted:
-            session.run_root(root.agent, json.loads(root.payload))
+        if root.id in tainted or (below is not None and root.seq >= below):
+            continue
+        snapshot = None
+        if root.snap is not None:
+            # Recorded beside others: hide from it here the same roots its snapshot lacked.
+            first_unseen = bisect.bisect_left(originals, root.snap)
+            if first_unseen < len(starts):
+                snapshot = starts[first_unseen]
+        originals.append(root.seq)
+        starts.append(session.next_seq)
+        session.run_root(root.agent, json.loads(root.payload), snapshot=snapshot)
     session.flush()
     return len(session.recorded)
 
@@ -62,9 +75,12 @@ def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
             return False
         incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification"])
         excluded = sorted(excluded)
-        if not (incident.baseline_for and incident.baseline_for.get("excluded") == excluded):
-            actions = record_baseline(workspace=incident.workspace, excluded=set(excluded))
-            incident.baseline_for = {"excluded": excluded, "actions": actions,
+        # Where the repair caught up to: the desk may have recorded on since, which neither side covers.
+        through = type(incident).objects.filter(pk=incident.pk).values_list("plan__through", flat=True).first()
+        if not (incident.baseline_for and incident.baseline_for.get("excluded") == excluded
+                and incident.baseline_for.get("through") == through):
+            actions = record_baseline(workspace=incident.workspace, excluded=set(excluded), below=through)
+            incident.baseline_for = {"excluded": excluded, "actions": actions, "through": through,
                                      "recorded_by": f"{socket.gethostname()}:{os.getpid()}"}
             fields = {"baseline_for": incident.baseline_for}
             if incident.status == type(incident).Status.REPAIRING:
@@ -74,11 +90,12 @@ def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
             # The repair may have been applied while the baseline was recorded: then diff it now too.
             incident.refresh_from_db(fields=["phase", "verification"])
         if incident.phase == type(incident).Phase.VERIFYING and incident.verification is None:
-            incident.verification = diff_workspace(incident.workspace)
+            incident.verification = diff_workspace(incident.workspace, below=through)
             type(incident).objects.filter(pk=incident.pk).update(verification=incident.verification)
         return True
 
 
-def diff_workspace(workspace: Workspace) -> dict:
-    return diff_states(export_state(workspace=workspace.name), export_state(workspace=workspace.name, baseline=True))
+def diff_workspace(workspace: Workspace, *, below: float | None = None) -> dict:
+    return diff_states(export_state(workspace=workspace.name, below=below),
+                       export_state(workspace=workspace.name, baseline=True))
 

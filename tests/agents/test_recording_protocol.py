@@ -108,11 +108,13 @@ def test_bad_calls_answer_the_error_shape_and_leave_nothing_behind(setup):
     post(client, f"{a}/effect/", {"kind": "refund", "amount": 900, "ticket": "t1", "idempotency_key": "r1"}, 409)
     assert len(Recording.objects.get().state["records"][0]["effects"]) == 1
 
-    # Another root waits for the open one; abandoning it records nothing, and the audit says what it announced.
-    assert post(client, "", {"agent": "http_faq_reader", "payload": {"topic": "t"}}, 409)["error"]["code"] == \
-        "recording_in_progress"
+    # Another root opens beside the open one, with ids of its own; abandoning the first records nothing of
+    # it, and the audit says what it announced.
+    b = post(client, "", {"agent": "http_faq_reader", "payload": {"topic": "t"}}, 201)["action"]
+    assert b > a and Recording.objects.filter(status="open").count() == 2
     post(client, f"{a}/abandon/", {"reason": "agent crashed"})
-    assert Recording.objects.get().status == "abandoned"
+    assert Recording.objects.get(first_action=a).status == "abandoned"
+    assert Recording.objects.get(first_action=b).status == "open"
     event = AuditEvent.objects.get(action="recording.abandoned")
     assert event.data["effects_count"] == 1
     post(client, f"{a}/set/", {"key": "k", "value": 1}, 409)

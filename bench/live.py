@@ -1,0 +1,185 @@
+"""Benchmark: a live desk. Recording goes on while a flagged source is repaired, and roots of one
+workspace record side by side (provenance.live), in the same run on the same machine.
+
+- `concurrent roots`: the writer/reader roots of `bench agents` (8 recorder ops each) through
+  provenance.services.record_root, one after another (the baseline) and from several threads at once;
+- `recording during a repair`: a desk of `tickets` tickets (~2.6 actions each: 38,000 is ~100k actions);
+  a recorder thread records triage roots (customers writing again) at a set rate for a while (the
+  baseline), then the poisoned page is flagged and repaired in this process while it keeps recording.
+  Reported: each recording's commit latency (open on a snapshot, run, then commit: the time commit()
+  takes, waiting for the graph included) before and during the repair, how many recordings were
+  refused (none should be), the actions the repair caught up with, and its verification.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from bench import common
+from bench.agents import OPS_PER_ROOT, _agents
+
+TICKETS = {"full": 38_000, "quick": 150}
+ROOTS = {"full": 2_000, "quick": 200}
+THREADS = 4
+RATE = {"full": 20.0, "quick": 10.0}  # recordings per second during the repair
+BASELINE_SECONDS = {"full": 10.0, "quick": 3.0}
+
+
+def _concurrent_roots(roots: int) -> dict:
+    from django.db import connection
+
+    from provenance.graph import workspace_graph
+    from provenance.models import Workspace
+    from provenance.services import record_root
+
+    _agents()
+    out: dict = {"roots": roots, "ops": roots * OPS_PER_ROOT, "threads": THREADS}
+    for label, threads in (("sequential", 1), ("concurrent", THREADS)):
+        name = f"bench-live-{label}"
+        Workspace.objects.filter(name=name).delete()
+        workspace_graph(name).delete()
+        Workspace.objects.create(name=name)
+        errors: list[BaseException] = []
+
+        def work(part: int, threads=threads, name=name, errors=errors):
+            try:
+                for n in range(part, roots, threads):
+                    record_root(workspace=name, agent="bench_local_writer", payload={"n": n})
+            except BaseException as exc:  # noqa: BLE001 - reported
+                errors.append(exc)
+            finally:
+                if threads > 1:
+                    connection.close()
+
+        t0 = time.perf_counter()
+        if threads == 1:
+            work(0)
+        else:
+            pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        seconds = time.perf_counter() - t0
+        actions = workspace_graph(name).ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
+        out[label] = {"seconds": seconds, "ops_per_s": out["ops"] / seconds, "errors": len(errors),
+                      "actions": actions, "complete": actions == 2 * roots}
+    out["speedup"] = out["concurrent"]["ops_per_s"] / out["sequential"]["ops_per_s"]
+    return out
+
+
+class _Recorder(threading.Thread):
+    """Records triage roots at `rate` per second until stopped; keeps (started, commit seconds, ok)."""
+
+    def __init__(self, workspace: str, payloads: list[dict], rate: float):
+        super().__init__(daemon=True)
+        self.workspace, self.payloads, self.rate = workspace, payloads, rate
+        self.samples: list[tuple[float, float, bool]] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from django.db import connection
+
+        from provenance.live import LiveRecording
+        from provenance.models import Workspace
+
+        ws = Workspace.objects.get(name=self.workspace)
+        i, start = 0, time.monotonic()
+        try:
+            while not self.stop.is_set():
+                payload = self.payloads[i % len(self.payloads)]
+                i += 1
+                begun = time.monotonic()
+                try:
+                    recording = LiveRecording(ws)
+                    recording.run("triage", payload)
+                    t0 = time.monotonic()
+                    recording.commit()
+                    self.samples.append((begun, time.monotonic() - t0, True))
+                except Exception as exc:  # noqa: BLE001 - a refused recording is what is measured
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                    self.samples.append((begun, 0.0, False))
+                pause = start + i / self.rate - time.monotonic()
+                if pause > 0:
+                    self.stop.wait(pause)
+        finally:
+            connection.close()
+
+
+def _live_repair(tickets: int, quick: bool) -> dict:
+    from django.conf import settings
+
+    from provenance.desk.scenario import POISONED_PAGE
+    from provenance.models import Workspace
+    from provenance.services import desk_run
+    from repairs.job import run_repair
+    from repairs.models import Incident
+    from repairs.services import flag_source
+
+    settings.KINTSUGI_REPAIR_PARTS, settings.KINTSUGI_REPAIR_HELPERS = 1, False
+    mode = "quick" if quick else "full"
+    name = "bench-live-desk"
+    common.log(f"live: recording a desk of {tickets:,} tickets")
+    t0 = time.perf_counter()
+    summary = desk_run(workspace=name, tickets=tickets, seed=3, reason="bench")
+    out: dict = {"tickets": tickets, "actions": summary["actions"], "record_s": time.perf_counter() - t0}
+    ws = Workspace.objects.get(name=name)
+    tickets_qs = ws.tickets.order_by("ticket_id")
+    vip = [t.as_payload() for t in tickets_qs if "vip" in t.body.lower()][:200]
+    payloads = vip + [t.as_payload() for t in tickets_qs[:200]]
+    recorder = _Recorder(name, payloads, RATE[mode])
+    recorder.start()
+    time.sleep(BASELINE_SECONDS[mode])
+    from bench.repair import _actor
+
+    lead = _actor()
+    common.log("live: flagging the poisoned page and repairing while the desk records")
+    began = time.monotonic()
+    # Enqueued into the bench's own broker, which no worker reads: the repair runs here.
+    incident = flag_source(workspace=ws, source_id=POISONED_PAGE, actor=lead, reason="bench", via=Incident.Via.CLI)
+    run_repair(incident_id=incident.pk)
+    ended = time.monotonic()
+    time.sleep(1.0)
+    recorder.stop.set()
+    recorder.join(60)
+    incident.refresh_from_db()
+    before = [s for b, s, ok in recorder.samples if ok and b < began]
+    during = [s for b, s, ok in recorder.samples if ok and began <= b <= ended]
+    verification = incident.verification or {}
+    out.update({
+        "repair_s": ended - began, "status": incident.status, "error": incident.error,
+        "recordings_before": len(before), "recordings_during": len(during),
+        "refused": sum(1 for _, _, ok in recorder.samples if not ok), "refusals": recorder.errors[:5],
+        "commit_p50_before_ms": common.median(before) * 1000, "commit_p99_before_ms": common.pct(before, 99) * 1000,
+        "commit_p50_during_ms": common.median(during) * 1000, "commit_p99_during_ms": common.pct(during, 99) * 1000,
+        "commit_max_during_ms": max(during, default=float("nan")) * 1000,
+        "caught_up": (incident.plan or {}).get("caught_up"), "blast_radius": incident.blast_radius,
+        "verification": [verification.get(k) for k in ("facts", "decisions", "effects")],
+    })
+    return out
+
+
+def run(quick: bool, tickets: int | None = None) -> dict:
+    mode = "quick" if quick else "full"
+    out = {"concurrent_roots": _concurrent_roots(ROOTS[mode])}
+    c = out["concurrent_roots"]
+    common.table("concurrent in-process roots (record_root, one workspace)",
+                 ["path", "roots", "ops", "seconds", "ops/s", "x sequential", "errors"],
+                 [["sequential (baseline)", c["roots"], c["ops"], c["sequential"]["seconds"],
+                   c["sequential"]["ops_per_s"], 1.0, c["sequential"]["errors"]],
+                  [f"{c['threads']} threads", c["roots"], c["ops"], c["concurrent"]["seconds"],
+                   c["concurrent"]["ops_per_s"], c["speedup"], c["concurrent"]["errors"]]],
+                 [f"{OPS_PER_ROOT} recorder ops per root; load average {common.load_avg()}"])
+    out["repair"] = r = _live_repair(tickets or TICKETS[mode], quick)
+    common.table("recording during a repair (commit latency of each recording)",
+                 ["window", "recordings", "p50 ms", "p99 ms", "refused"],
+                 [["before the flag (baseline)", r["recordings_before"], r["commit_p50_before_ms"],
+                   r["commit_p99_before_ms"], 0],
+                  ["during the repair", r["recordings_during"], r["commit_p50_during_ms"], r["commit_p99_during_ms"],
+                   r["refused"]]],
+                 [f"desk {r['tickets']:,} tickets, {r['actions']:,} actions; repair {r['repair_s']:.1f}s, {r['status']}; "
+                  f"blast radius {r['blast_radius']}, caught up {r['caught_up']}; verification "
+                  f"{'/'.join(str(v) for v in r['verification'])}; max commit during {r['commit_max_during_ms']:.0f} ms",
+                  f"load average {common.load_avg()}"])
+    return out
