@@ -146,12 +146,13 @@ def record(*, token: AgentToken, actions) -> dict:
     ws = token.workspace
     try:
         with transaction.atomic():
-            ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+            # The graph's lock before the workspace's row, as every writer of the graph takes them.
             workspace_lock(ws)
+            ws = Workspace.objects.select_for_update().get(pk=ws.pk)
             session = remote._new_session(ws)
             session.quarantined = quarantine.held(workspace=ws)
             hits = session.quarantine_hits
-            remote._skip_closed_ids(ws, session)
+            remote.number_above_recordings(ws, session)
             first = session.next_action
             try:
                 ids, results = _run(session, token, specs)

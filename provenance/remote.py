@@ -162,12 +162,18 @@ def _allocate(ws: Workspace, session: RecordingSession) -> tuple[int, float]:
     above the graph's and above every provisional id any recording of the workspace had, so a (late)
     call's action id names its own recording, never a stranger's."""
     Workspace.objects.select_for_update().filter(pk=ws.pk).first()
+    number_above_recordings(ws, session)
+    return session.allocate_action()
+
+
+def number_above_recordings(ws: Workspace, session: RecordingSession) -> None:
+    """Number `session`'s next action above the graph's and above every provisional id any recording of
+    the workspace had (open, committed, abandoned or expired), so no id is handed out twice."""
     top = workspace_graph(ws.name).ro_query(queries.MAX_IDS)[0].action or 0
     taken = (Recording.objects.filter(workspace=ws)
              .annotate(n=Cast(KT("state__next_action"), BigIntegerField())).aggregate(top=Max("n"))["top"])
     session.next_action = max(top + 1, taken or 0)
     session.next_seq = float(session.next_action)
-    return session.allocate_action()
 
 
 def _resolve_agent(session: RecordingSession, token: AgentToken, agent) -> str:
