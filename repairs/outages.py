@@ -23,6 +23,7 @@ from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_se
 from repairs.models import Incident
 from repairs.job import enqueue_repair
 from repairs.services import resume_orphaned_repairs
+from repairs.sweep_marks import record_sweep_run
 
 log = logging.getLogger(__name__)
 S = Incident.Status
@@ -68,6 +69,7 @@ def heal_outages() -> Healed:
     """Re-enqueue blocked and orphaned repairs of the workspaces whose FalkorDB server answers, and
     execute their approved items that have waited longer than one sweep. Limits: a repair that still
     cannot reach its stores blocks again and waits for the next sweep."""
+    record_sweep_run()
     down = unreachable_servers()
     error = "; ".join(sorted(set(down.values()))) or None
     if down and set(down) >= {"", *placement_servers()}:

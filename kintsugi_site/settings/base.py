@@ -162,6 +162,10 @@ KINTSUGI_RETRY_BACKOFF_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_SECONDS", defau
 KINTSUGI_RETRY_BACKOFF_MAX_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_MAX_SECONDS", default=180)
 KINTSUGI_RETRY_MAX = env.int("KINTSUGI_RETRY_MAX", default=12)
 KINTSUGI_SWEEP_SECONDS = env.float("KINTSUGI_SWEEP_SECONDS", default=30)
+# Probes and scrapes (kintsugi_site.health, kintsugi_site.metrics): how long /readyz waits for each
+# dependency, and the bearer token a Prometheus scraper off loopback sends (unset: loopback only).
+KINTSUGI_READYZ_TIMEOUT_SECONDS = env.float("KINTSUGI_READYZ_TIMEOUT_SECONDS", default=2.0)
+KINTSUGI_METRICS_TOKEN = env("KINTSUGI_METRICS_TOKEN", default="")
 CELERY_BEAT_SCHEDULE = {
     "heal-outages": {"task": "repairs.tasks.heal_outages_task", "schedule": KINTSUGI_SWEEP_SECONDS,
                      # A sweep that waited behind an outage is stale by the next one: never let them pile up.
