@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import environ
 
-from kintsugi_site import db_roles, embedded
+from kintsugi_site import db_roles, embedded, logcontext
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -267,12 +267,10 @@ KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": "WARNING"},
-}
+# Log lines carry the incident and workspace they are about (kintsugi_site.logcontext); JSON objects,
+# one a line, with KINTSUGI_LOG_JSON for a log pipeline.
+LOGGING = logcontext.logging_config(json_lines=env.bool("KINTSUGI_LOG_JSON", default=False),
+                                    level=env("KINTSUGI_LOG_LEVEL", default="WARNING"))
 
 # Deciding before flagging (repairs.what_if, repairs.suspicious): a flag page whose radius is over
 # KINTSUGI_WHAT_IF_INLINE_MAX actions computes its what-if in a Celery task behind a progress bar; the
