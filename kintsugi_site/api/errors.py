@@ -17,6 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from compensation.services import DecisionRefused, ReviewRefused
 from kintsugi_site.api.audit import record_refusal
 from provenance.graph import GraphUnavailable
+from provenance.onboarding import AlreadyExists, ChangeRefused
 from provenance.protocol import CallConflict
 from provenance.remote import RecordingInProgress
 from provenance.replay import ReplayUnavailable
@@ -64,6 +65,10 @@ def map_domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
         return 403, "permission_denied", first_line(exc), None
     if isinstance(exc, RecordingInProgress):
         return 409, "recording_in_progress", first_line(exc), {"retry_after": exc.retry_after}
+    if isinstance(exc, AlreadyExists):
+        return 409, "already_exists", first_line(exc), None
+    if isinstance(exc, ChangeRefused):
+        return 409, "change_refused", first_line(exc), None
     if isinstance(exc, CallConflict):
         return 409, "conflict", first_line(exc), None
     if isinstance(exc, ReplayUnavailable):
