@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import time
 
+import redis
+
 from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
@@ -75,15 +77,28 @@ def run_repair(*, incident_id: int) -> Incident | None:
                                attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
                                error="")
                 return repair(incident)
-            except (GraphUnavailable, OperationalError) as exc:
+            except (GraphUnavailable, OperationalError, redis.exceptions.ConnectionError,
+                    redis.exceptions.TimeoutError) as exc:
                 if not outage(exc):
                     return _failed(incident, exc)
                 incident.refresh_from_db()
-                message = scrub_secrets(str(exc).splitlines()[0])
+                message = blocked_reason(exc)
                 transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+                if isinstance(exc, redis.exceptions.RedisError):
+                    raise GraphUnavailable(message) from exc  # the task retries outages by this type
                 raise
             except Exception as exc:
                 return _failed(incident, exc)
+
+
+def blocked_reason(exc: Exception) -> str:
+    """What a blocked incident says: which store is away, then the error's first line."""
+    text = scrub_secrets(str(exc).splitlines()[0]) if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, OperationalError):
+        return f"Postgres unreachable: {text}"
+    if isinstance(exc, redis.exceptions.RedisError):
+        return f"FalkorDB unreachable: {type(exc).__name__}: {text}"
+    return text
 
 
 def outage(exc: Exception) -> bool:
@@ -91,8 +106,8 @@ def outage(exc: Exception) -> bool:
     GraphUnavailable, and the Postgres errors of a lost or refused connection (no SQLSTATE, class 08),
     an operator's shutdown (57) or exhausted resources (53). A limit the data exceeds (54, say a jsonb
     value over 256 MB) fails the repair instead of blocking it for ever."""
-    if isinstance(exc, GraphUnavailable):
-        return True
+    if isinstance(exc, (GraphUnavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        return True  # FalkorDB refused, reset or went silent past its timeout (a frozen server)
     state = getattr(exc.__cause__, "sqlstate", None)
     return state is None or state[:2] in ("08", "53", "57")
 

@@ -51,12 +51,14 @@ def unreachable_servers() -> dict[str, str]:
     """The placement keys whose FalkorDB server does not answer, each with the reason ('' is the
     default server; keys naming the same server are asked once)."""
     by_url: dict[str, list[str]] = {}
+    down: dict[str, str] = {}
     for key in ["", *placement_servers()]:
         try:
             by_url.setdefault(server_url(key), []).append(key)
         except UnknownServer:
             continue
-    down = {}
+        except GraphUnavailable as exc:  # the embedded server's port held by one that does not answer
+            down[key] = str(exc).splitlines()[0]
     for keys in by_url.values():
         try:
             ping(server=keys[0])
