@@ -6,4 +6,4 @@ class CompensationConfig(AppConfig):
     verbose_name = "Compensation"
 
     def ready(self) -> None:
-        from compensation import drafting, receivers  # noqa: F401  (registers model tasks and receivers)
+        from compensation import checks, drafting, receivers  # noqa: F401  (registers checks, model tasks, receivers)

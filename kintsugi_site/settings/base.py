@@ -211,6 +211,8 @@ KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDI
 KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED", default=False)
 # How far the signed head may trail the newest committed audit row (seconds).
 KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
+# Rows still unsigned after this long make verify_audit exit 1: the signer is failing (seconds).
+KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS = env.float("KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS", default=60.0)
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)

@@ -1,6 +1,7 @@
 import sys
 
 from compensation import chains
+from compensation.signing_lag import stale_unsigned
 from provenance.management.commands._common import KintsugiCommand
 from provenance.services import get_workspace
 
@@ -8,7 +9,7 @@ from provenance.services import get_workspace
 class Command(KintsugiCommand):
     help = ("Check every audit chain (the system's and each workspace's) row by row and against its latest signed "
             "checkpoint: exit 0 when all hold (a summary line per chain), 1 naming the first broken row of each "
-            "broken chain.")
+            "broken chain, or when rows stay unsigned past KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS.")
 
     def add_arguments(self, parser):
         parser.add_argument("--workspace", help="check only this workspace's chain (`system`: the system chain)")
@@ -21,12 +22,16 @@ class Command(KintsugiCommand):
         else:
             statuses = chains.verify_all()
         result = chains.verify_output(statuses)  # the admin's "verify the chain" page prints the same
+        unsigned = stale_unsigned(statuses)
         if o["json"]:
-            self.print_json({"holds": result.holds, "chains": [s.as_dict() for s in statuses]})
+            self.print_json({"holds": result.holds and not unsigned, "chains": [s.as_dict() for s in statuses],
+                             "unsigned_too_long": unsigned})
         else:
-            for line in result.stderr:
+            for line in result.stderr + [f"unsigned too long: {u}" for u in unsigned]:
                 sys.stderr.write(f"{line}\n")
             for line in result.stdout:
                 self.stdout.write(line)
         if not result.holds:
             sys.exit(result.exit_code)
+        if unsigned:
+            sys.exit(1)
