@@ -83,6 +83,11 @@ def run_repair(*, incident_id: int) -> Incident | None:
                     return _failed(incident, exc)
                 incident.refresh_from_db()
                 message = blocked_reason(exc)
+                if incident.attempts >= settings.KINTSUGI_INCIDENT_MAX_ATTEMPTS:
+                    message = f"needs attention after {incident.attempts} attempts: {message}"
+                    transition(incident, S.NEEDS_ATTENTION, actor=None, via=Incident.Via.WORKER, reason=message,
+                               error=message)
+                    return incident  # no more task retries: the sweep resumes it once the store answers
                 transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 if isinstance(exc, redis.exceptions.RedisError):
                     raise GraphUnavailable(message) from exc  # the task retries outages by this type

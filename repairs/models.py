@@ -32,6 +32,9 @@ class Incident(models.Model):
         FAILED = "failed"
         BLOCKED = "blocked"
         CLOSED = "closed"
+        # An outage outlasted KINTSUGI_INCIDENT_MAX_ATTEMPTS: still resumable (the sweep resumes it when
+        # the store answers again, retry_incident at once), but someone should look.
+        NEEDS_ATTENTION = "needs_attention", "needs attention"
 
     class Phase(models.TextChoices):
         WALKING = "walking", "Repairing"
@@ -90,7 +93,7 @@ class Incident(models.Model):
         indexes = [models.Index(fields=["status", "-created_at"])]
 
     # The statuses a repair job takes up (a delivered task for any other incident does nothing).
-    REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED)
+    REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED, Status.NEEDS_ATTENTION)
 
     def __str__(self) -> str:
         return f"Incident #{self.pk}: {self.source_id} in {self.workspace}"

@@ -38,13 +38,27 @@ class Healed(NamedTuple):
     executed: int
 
 
+def backoff_seconds(attempts: int) -> float:
+    """How long a blocked incident rests after its `attempts`-th attempt: exponential from
+    KINTSUGI_RETRY_BACKOFF_SECONDS, at most KINTSUGI_RETRY_BACKOFF_MAX_SECONDS (the task's own schedule)."""
+    if attempts <= 0:
+        return 0.0
+    return float(min(settings.KINTSUGI_RETRY_BACKOFF_SECONDS * 2 ** min(attempts - 1, 30),
+                     settings.KINTSUGI_RETRY_BACKOFF_MAX_SECONDS))
+
+
 def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int]:
-    """Blocked incidents: an outage stopped them (FalkorDB or Postgres unreachable mid-repair, the broker
-    refusing their task) or they wait for an overlapping repair to finish. Anything else fails a repair.
-    run_repair decides again each time, so enqueueing one that must still wait records nothing. Not
-    those of workspaces placed on `skip_servers`."""
-    return list(Incident.objects.filter(status=S.BLOCKED).exclude(workspace__falkordb_server__in=skip_servers)
-                .order_by("pk").values_list("pk", flat=True))
+    """Blocked incidents whose backoff has run out, and those needing attention: an outage stopped them
+    (FalkorDB or Postgres unreachable mid-repair, the broker refusing their task) or they wait for an
+    overlapping repair to finish. Anything else fails a repair. run_repair decides again each time, so
+    enqueueing one that must still wait records nothing. Not those of workspaces placed on
+    `skip_servers` (a needing-attention incident is resumed once its server answers again)."""
+    now = timezone.now()
+    rows = (Incident.objects.filter(status__in=(S.BLOCKED, S.NEEDS_ATTENTION))
+            .exclude(workspace__falkordb_server__in=skip_servers).order_by("pk")
+            .values_list("pk", "status", "attempts", "updated_at"))
+    return [pk for pk, status, attempts, updated in rows
+            if status == S.NEEDS_ATTENTION or (now - updated).total_seconds() >= backoff_seconds(attempts)]
 
 
 def unreachable_servers() -> dict[str, str]:

@@ -20,7 +20,7 @@ from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 
 
 S = Incident.Status
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
-RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
+RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED, S.NEEDS_ATTENTION)
 
 
 # --- the dashboard ----------------------------------------------------------------------------------------

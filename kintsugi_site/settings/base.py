@@ -164,6 +164,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 KINTSUGI_RETRY_BACKOFF_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_SECONDS", default=5)
 KINTSUGI_RETRY_BACKOFF_MAX_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_MAX_SECONDS", default=180)
 KINTSUGI_RETRY_MAX = env.int("KINTSUGI_RETRY_MAX", default=12)
+# After this many attempts (the task's retries and the sweep's together) an incident still stopped by an
+# outage is `needs attention`: still resumed by the sweep when the store answers, but alerted on.
+KINTSUGI_INCIDENT_MAX_ATTEMPTS = env.int("KINTSUGI_INCIDENT_MAX_ATTEMPTS", default=30)
 KINTSUGI_SWEEP_SECONDS = env.float("KINTSUGI_SWEEP_SECONDS", default=30)
 # Probes and scrapes (kintsugi_site.health, kintsugi_site.metrics): how long /readyz waits for each
 # dependency, and the bearer token a Prometheus scraper off loopback sends (unset: loopback only).
