@@ -155,6 +155,14 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Deadlines for a request that enqueues (an approval, a flag, a retry): a broker that refuses, or accepts
+# and never answers (frozen), costs the request at most about two of these; the request has already
+# stored its decision, and the sweep enqueues it later, exactly once (the idempotency key).
+KINTSUGI_BROKER_TIMEOUT_SECONDS = env.float("KINTSUGI_BROKER_TIMEOUT_SECONDS", default=5.0)
+CELERY_BROKER_CONNECTION_TIMEOUT = KINTSUGI_BROKER_TIMEOUT_SECONDS
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS,
+                                   "socket_connect_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 
 # Outages heal without anyone: a repair blocked by FalkorDB or Postgres retries with exponential backoff
 # (jittered, each wait at most KINTSUGI_RETRY_BACKOFF_MAX_SECONDS; the defaults cover a quarter of an
