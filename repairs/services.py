@@ -72,9 +72,9 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
+        # "needs attention" is blocked past its bound of attempts, and retried like it.
         if incident.status not in (S.FAILED, S.BLOCKED, S.NEEDS_ATTENTION):
-            raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked (or "
-                                    f"needs-attention) repairs are retried")
+            raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
         transition(incident, S.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
         transaction.on_commit(lambda: enqueue_repair(incident.pk))
     incident.refresh_from_db(fields=["status", "error"])  # blocked again if the broker refused the task
