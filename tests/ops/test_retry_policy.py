@@ -67,3 +67,16 @@ def test_retry_incident_resumes_a_needs_attention_incident(settings):
     retried = retry_incident(incident=incident, actor=flagger(), reason="the store is back", via=Incident.Via.CLI)
     assert retried.status in (S.OPEN, S.BLOCKED)
     assert run_repair(incident_id=incident.pk).status == S.REPAIRED
+
+
+def test_a_blocked_incident_names_the_store_that_is_away():
+    import redis
+    from django.db import OperationalError
+
+    from repairs.job import blocked_reason, outage
+
+    lost = OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
+    assert blocked_reason(lost).startswith("Postgres unreachable: connection to server")
+    frozen_graph = redis.exceptions.TimeoutError("Timeout reading from socket")
+    assert blocked_reason(frozen_graph) == "FalkorDB unreachable: TimeoutError: Timeout reading from socket"
+    assert outage(frozen_graph)  # an outage to wait out, never a failure
