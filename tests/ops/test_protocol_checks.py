@@ -15,8 +15,7 @@ def _open(client) -> int:
     return post(client, "", {"agent": "http_faq_writer", "payload": {"topic": "t"}}, 201)["action"]
 
 
-def _refused(answer) -> dict:
-    body = answer if isinstance(answer, dict) else answer
+def _refused(body: dict) -> dict:
     assert set(body["error"]) == {"code", "message", "details"}
     return body["error"]
 
