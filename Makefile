@@ -26,10 +26,11 @@ demo: venv system-deps
 	$(PY) -m kintsugi_site.demo
 
 test: venv system-deps
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 bench: venv
 	$(PY) -m bench
 
 stop: venv
-	$(PY) -c "from kintsugi_site import embedded; embedded.stop_all()"
+	$(PY) -c "from core import embedded; embedded.stop_all()"

@@ -32,7 +32,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections, transaction
 
-from compensation import checkpoints
+from core import checkpoints
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -45,7 +45,7 @@ class BackupError(RuntimeError):
 # --- Postgres ---------------------------------------------------------------------------------------
 
 def _owner():
-    from kintsugi_site.db_roles import OWNER_ALIAS
+    from core.db_roles import OWNER_ALIAS
 
     return connections[OWNER_ALIAS if OWNER_ALIAS in connections.databases else "default"]
 

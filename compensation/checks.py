@@ -8,7 +8,7 @@ from django.core.checks import Error, Tags, register
 
 @register(Tags.security, deploy=True)
 def audit_signing_key(app_configs=None, **kwargs):
-    from compensation import checkpoints
+    from core import checkpoints
 
     if not settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED:
         return [Error("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED is off: a missing audit signing key would be generated "

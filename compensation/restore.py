@@ -10,8 +10,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, connections
 
-from compensation import checkpoints
 from compensation.backup import MANIFEST, BackupError, _owner, _pg_env, _run, _servers, _sha256, pg_tool, server_major
+from core import checkpoints
 
 
 def _read_manifest(directory: Path) -> dict:
@@ -54,7 +54,7 @@ def _ensure_empty_database() -> None:
 
 
 def _restore_postgres(directory: Path, manifest: dict) -> None:
-    from kintsugi_site.db_roles import ensure_app_role
+    from core.db_roles import ensure_app_role
 
     _ensure_empty_database()
     conn = _owner()
@@ -104,7 +104,7 @@ def _restore_graphs(directory: Path, manifest: dict) -> int:
 def _restore_checkpoints(directory: Path, manifest: dict) -> int:
     """Carry the signed checkpoint log over; under another database name, re-anchor each chain: verify
     it against the backup's checkpoint with the backup's key, then sign its head for this database."""
-    from compensation import chains
+    from core import chains
 
     source = directory / manifest["checkpoints"]["file"]
     log = checkpoints.log_path()

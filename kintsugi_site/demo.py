@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _running_embedded() -> set[str]:
-    from kintsugi_site import embedded
+    from core import embedded
 
     up = set()
     if embedded._port_answers(embedded.FALKORDB_PORT):
@@ -55,7 +55,7 @@ def main() -> int:
                 child.proc.terminate()
         for child in children:
             child.stop()
-        from kintsugi_site import embedded
+        from core import embedded
 
         started = _running_embedded() - before
         if started:

@@ -63,7 +63,7 @@ def falkordb_servers() -> dict[str, str]:
 
 
 def check_signer() -> dict:
-    from compensation import checkpoints
+    from core import checkpoints
 
     def sign():
         checkpoints.sign(b"readiness probe")

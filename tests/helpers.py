@@ -1,11 +1,11 @@
-"""What many tests need and each used to write for itself: people with roles, and a flagged, repaired
+"""What many tests need: people with roles, and a flagged, repaired
 source. Fixtures in the apps' conftest.py files build on these."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from compensation.roles import ensure_roles
+from core.roles import ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import get_workspace
 from repairs.job import run_repair
@@ -16,7 +16,7 @@ PASSWORD = "pass-1234-kintsugi"
 
 
 def create_user(username: str, *roles: str, workspaces=(), staff: bool = True, **extra):
-    """A user in these roles (compensation.roles) and a member of these workspaces."""
+    """A user in these roles (core.roles) and a member of these workspaces."""
     ensure_roles()  # a transactional test's flush drops the groups the data migration created
     user = get_user_model().objects.create_user(username, password=PASSWORD, is_staff=staff, **extra)
     for name in roles:

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
+from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from compensation.roles import ensure_roles
+from core.roles import ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from provenance.services import desk_run, get_workspace
@@ -14,7 +14,7 @@ from tests.helpers import create_user
 
 
 def role(name: str) -> Group:
-    """The role's group with its permissions (compensation.roles; a transactional test's flush empties it)."""
+    """The role's group with its permissions (core.roles; a transactional test's flush empties it)."""
     ensure_roles()
     return Group.objects.get(name=name)
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from django.db import transaction
 
-from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD
+from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
 from tests.fake_gemini import FakeGemini

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from compensation import checkpoints
+from core import checkpoints
 from provenance.services import desk_run
 from tests.conftest import ROOT, second_falkordb_url, worker_env
 from tests.helpers import flag_and_repair, open_incident

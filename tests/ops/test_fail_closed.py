@@ -9,7 +9,7 @@ from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
-from compensation import audit
+from core import audit
 from provenance import onboarding
 from provenance.models import Workspace
 
@@ -38,7 +38,7 @@ def test_the_deploy_check_calls_a_missing_key_an_error(no_key):
 
 
 def test_the_deploy_check_is_clean_with_a_usable_required_key(settings):
-    from compensation import checkpoints
+    from core import checkpoints
 
     checkpoints.signing_key()  # the session's key exists
     settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = True

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kintsugi_site import embedded
+from core import embedded
 from provenance.graph import GraphUnavailable, ping, server_key
 from provenance.models import Workspace
 from provenance.services import desk_run

@@ -119,7 +119,7 @@ def test_metrics_off_loopback_are_closed_when_no_token_is_configured(client, set
 
 
 def test_unsigned_audit_rows_show_as_checkpoint_lag_until_signed(client, transactional_db, monkeypatch):
-    from compensation import checkpoints
+    from core import checkpoints
     from provenance.services import desk_run, get_workspace
 
     monkeypatch.setattr(checkpoints, "after_commit", lambda **kw: None)  # a signer that has fallen behind

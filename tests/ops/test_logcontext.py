@@ -6,7 +6,7 @@ import json
 import logging
 import logging.config
 
-from kintsugi_site.logcontext import log_context, logging_config
+from core.logcontext import log_context, logging_config
 
 
 def _logger(json_lines: bool) -> tuple[logging.Logger, io.StringIO]:

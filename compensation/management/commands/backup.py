@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from compensation.backup import BackupError, backup
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 
 
 class Command(KintsugiCommand):

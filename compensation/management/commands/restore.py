@@ -2,7 +2,7 @@ from pathlib import Path
 
 from compensation.backup import BackupError
 from compensation.restore import restore
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 
 
 class Command(KintsugiCommand):

@@ -1,8 +1,8 @@
 import sys
 
-from compensation import chains
 from compensation.signing_lag import stale_unsigned
-from provenance.management.commands._common import KintsugiCommand
+from core import chains
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('repairs', '0007_repair_part_chunks'),
+        ('repairs', '0008_incident_waiting_for'),
     ]
 
     operations = [
