@@ -6,7 +6,7 @@ class CompensationConfig(AppConfig):
     verbose_name = "Compensation"
 
     def ready(self) -> None:
-        from compensation import drafting, receivers  # noqa: F401  (registers model tasks and receivers)
+        from compensation import checks, drafting, receivers  # noqa: F401  (registers checks, model tasks, receivers)
         from compensation import drafts, execution, review_numbers, selectors
         from compensation.models import CompensationItem
         from compensation.effect_kinds import effect_kind

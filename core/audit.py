@@ -113,6 +113,9 @@ def record_many(events: list[dict], *, workspace=FROM_INCIDENT) -> list[AuditEve
 
     if not events:
         return []
+    # Fail closed: where a signing key is required (production), no audited change commits unless its
+    # checkpoint can be signed; the caller's transaction rolls back with the key's problem as its error.
+    checkpoints.require_signer()
     chains = _chains_of(events, workspace)
     by_chain: dict[int | None, list[int]] = defaultdict(list)
     for index, ws in enumerate(chains):

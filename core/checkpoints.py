@@ -146,6 +146,22 @@ def signing_key() -> Ed25519PrivateKey:
         return key
 
 
+def require_signer() -> None:
+    """Raise ImproperlyConfigured unless the signing key is usable, where one is required
+    (KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED); elsewhere a missing key is generated on first use."""
+    if settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED:
+        signing_key()
+
+
+def signer_problem() -> str | None:
+    """Why the audit record cannot be signed, or None when it can (readiness, `check --deploy`)."""
+    try:
+        sign(b"probe")
+    except (ImproperlyConfigured, OSError, ValueError, TypeError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
+
+
 def load_public_key(path: str | os.PathLike | None = None) -> Ed25519PublicKey:
     """A public key from a PEM file (default: the one exported beside the signing key)."""
     key = serialization.load_pem_public_key(Path(path or public_key_path()).read_bytes())

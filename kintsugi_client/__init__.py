@@ -68,14 +68,45 @@ class Client:
         found = [w for w in self.workspaces() if w["name"] == name]
         return found[0] if found else self.request("POST", "/api/v1/workspaces/", {"name": name, "reason": reason})
 
-    def put_source(self, workspace: int, source_id: str, content: str, *, reason: str, title: str = "",
-                   trust: str | None = None) -> dict:
+    def create_source(self, workspace: int, source_id: str, content: str, *, reason: str, title: str = "",
+                      trust: str | None = None) -> dict:
+        """Create a source; KintsugiError 409 `already_exists` if it exists (a create never overwrites)."""
         body = {"source_id": source_id, "content": content, "title": title, "reason": reason}
         return self.request("POST", f"/api/v1/workspaces/{workspace}/sources/", body | ({"trust": trust} if trust else {}))
 
-    def put_ticket(self, workspace: int, ticket_id: str, *, reason: str, **fields: Any) -> dict:
+    def update_source(self, workspace: int, source_id: str, *, reason: str, content: str | None = None,
+                      title: str = "") -> dict:
+        body = {"source_id": source_id, "title": title, "reason": reason}
+        return self.request("PATCH", f"/api/v1/workspaces/{workspace}/sources/",
+                            body | ({"content": content} if content is not None else {}))
+
+    def put_source(self, workspace: int, source_id: str, content: str, *, reason: str, title: str = "",
+                   trust: str | None = None) -> dict:
+        """Create the source, or change an existing one's content (an explicit update, with the reason)."""
+        try:
+            return self.create_source(workspace, source_id, content, reason=reason, title=title, trust=trust)
+        except KintsugiError as exc:
+            if exc.status != 409:
+                raise
+        return self.update_source(workspace, source_id, reason=reason, content=content, title=title)
+
+    def create_ticket(self, workspace: int, ticket_id: str, *, reason: str, **fields: Any) -> dict:
+        """Create a ticket; KintsugiError 409 `already_exists` if it exists."""
         return self.request("POST", f"/api/v1/workspaces/{workspace}/tickets/",
                             {"ticket_id": ticket_id, "reason": reason, **fields})
+
+    def update_ticket(self, workspace: int, ticket_id: str, *, reason: str, **fields: Any) -> dict:
+        return self.request("PATCH", f"/api/v1/workspaces/{workspace}/tickets/",
+                            {"ticket_id": ticket_id, "reason": reason, **fields})
+
+    def put_ticket(self, workspace: int, ticket_id: str, *, reason: str, **fields: Any) -> dict:
+        """Create the ticket, or change an existing one's fields (an explicit update, with the reason)."""
+        try:
+            return self.create_ticket(workspace, ticket_id, reason=reason, **fields)
+        except KintsugiError as exc:
+            if exc.status != 409:
+                raise
+        return self.update_ticket(workspace, ticket_id, reason=reason, **fields)
 
     def register_agent(self, workspace: int, name: str, replay_url: str, *, reason: str,
                        timeout_seconds: int = 30) -> dict:

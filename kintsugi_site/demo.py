@@ -1,7 +1,7 @@
 """`make demo`: embedded services up, canonical scenario recorded, the admin, the API and MCP (at /mcp) on
 127.0.0.1:8000 through the production server (gunicorn with uvicorn workers, static files by
-whitenoise) with a Celery worker that also runs the beat schedule (its sweep resumes whatever an outage
-stopped). Ctrl-C stops everything this command started; data stays under .kintsugi/."""
+whitenoise) with a Celery worker and the beat in a process of its own, restarted if it dies (its sweep resumes
+whatever an outage stopped). Ctrl-C stops everything this command started; data stays under .kintsugi/."""
 from __future__ import annotations
 
 import os
@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from kintsugi_site.supervise import Supervised
 
 ROOT = Path(__file__).resolve().parent.parent
 # Its trusted proxies (KINTSUGI_TRUSTED_PROXIES), not gunicorn's default of believing loopback's X-Forwarded-For.
@@ -48,17 +50,14 @@ def main() -> int:
     before = _running_embedded()
     py = sys.executable
     manage = [py, "manage.py"]
-    children: list[subprocess.Popen] = []
+    children: list[Supervised] = []
 
     def shutdown(*_args) -> None:
         for child in children:
-            if child.poll() is None:
-                child.terminate()
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.terminate()
         for child in children:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                child.kill()
+            child.stop()
         from core import embedded
 
         started = _running_embedded() - before
@@ -77,16 +76,24 @@ def main() -> int:
     subprocess.run(manage + ["migrate", "--noinput", "-v", "0"], check=True)
     subprocess.run(manage + ["demo_setup"], check=True)
     subprocess.run(manage + ["collectstatic", "--noinput", "-v", "0"], check=True)
-    children.append(subprocess.Popen(
-        [py, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "2", "-n", "demo@%h",
-         "-B"]))
-    children.append(subprocess.Popen(web_server_command(py)))
+    from django.conf import settings
+
+    celery = [py, "-m", "celery", "-A", "kintsugi_site"]
+    children.append(Supervised("celery worker", celery + ["worker", "-l", "warning", "-c", "2", "-n", "demo@%h"],
+                               restart=False).start())
+    # The beat in a process of its own, restarted when it dies: without it nothing heals after an outage.
+    children.append(Supervised("celery beat", celery + ["beat", "-l", "warning", "-s",
+                                                        settings.CELERY_BEAT_SCHEDULE_FILENAME],
+                               restart=True).start())
+    children.append(Supervised("web server", web_server_command(py), restart=False).start())
     print("admin: http://127.0.0.1:8000/admin/   (Ctrl-C stops everything)", flush=True)
     while True:
         for child in children:
-            if child.poll() is not None:
-                print(f"{' '.join(child.args[:4])} exited with {child.returncode}; stopping", flush=True)
-                shutdown()
+            news = child.check()
+            if news:
+                print(news + ("" if child.restart else "; stopping"), flush=True)
+                if not child.restart:
+                    shutdown()
         time.sleep(1)
 
 

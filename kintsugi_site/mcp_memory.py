@@ -150,11 +150,13 @@ def register_memory_tools(server) -> None:
 
     @server.tool(name="record_effect", annotations=writes)
     async def record_effect(action: int, kind: str, idempotency_key: str, amount: int = 0, ticket: str | None = None,
-                            currency: str = "USD", details: dict | None = None) -> dict[str, Any]:
+                            currency: str = "USD", details: dict | None = None, external: bool = False) -> dict[str, Any]:
         """Record an external effect (integer cents) before it leaves. Perform it only if the answer's
-        `perform` is true; the same idempotency_key again is the same effect."""
+        `perform` is true; the same idempotency_key again is the same effect. `ticket` must be one of the
+        workspace's tickets unless `external` says it is not a desk ticket."""
         body = {"kind": kind, "idempotency_key": idempotency_key, "amount": amount, "currency": currency,
-                "details": details or {}, **({"ticket": ticket} if ticket is not None else {})}
+                "details": details or {}, **({"ticket": ticket} if ticket is not None else {}),
+                **({"external": True} if external else {})}
         return await _call(_op, action=action, op="effect", body=body)
 
     @server.tool(name="finish_action", annotations=writes)

@@ -43,13 +43,21 @@ class GraphUnavailable(DomainError, RuntimeError):
         return "the provenance graph store is unavailable; try again shortly"
 
 
+# What "the server is away" looks like to a client: refused, reset, or silent past the socket timeout (a
+# frozen server accepts connections and never answers). Each is an outage to wait out, never a bug.
+_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
 def falkordb_url() -> str:
     """The default server's URL (FALKORDB_URL, else the embedded server)."""
     if settings.FALKORDB_URL:
         return settings.FALKORDB_URL
     from core import embedded
 
-    return embedded.ensure_falkordb()
+    try:
+        return embedded.ensure_falkordb()
+    except OSError as exc:  # e.g. its port held by a server that does not answer
+        raise GraphUnavailable(f"the embedded FalkorDB is unavailable: {exc}") from exc
 
 
 def default_server_key() -> str:
@@ -116,8 +124,9 @@ def _db(url: str | None = None) -> FalkorDB:
     db = pool.get(url)
     if db is None:
         try:
-            db = FalkorDB.from_url(url, socket_timeout=120, socket_connect_timeout=3)
-        except (redis.exceptions.ConnectionError, OSError) as exc:
+            db = FalkorDB.from_url(url, socket_timeout=settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS,
+                                 socket_connect_timeout=min(3.0, settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS))
+        except _DOWN as exc:
             raise GraphUnavailable(f"FalkorDB at {server_label(url)} is unreachable: {exc}") from exc
         pool[url] = db
     return db
@@ -172,7 +181,7 @@ class Graph:
     def _stamp_call(self, *args: Any) -> Any:
         try:
             return _db(self.url).connection.execute_command(*args)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        except _DOWN as exc:
             _forget(self.url)
             raise GraphUnavailable(f"FalkorDB at {server_label(self.url)} is unreachable: {exc}") from exc
 
@@ -204,7 +213,7 @@ class Graph:
         try:
             run = self._graph.ro_query if read_only else self._graph.query
             result = run(cypher, params or {}).result_set
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        except _DOWN as exc:
             _forget(self.url)
             raise GraphUnavailable(f"FalkorDB at {server_label(self.url)} is unreachable: {exc}") from exc
         row = getattr(cypher, "row", None)  # provenance.rows: the query's named row type
@@ -228,7 +237,7 @@ class Graph:
             self._graph.delete()
         except redis.exceptions.ResponseError:
             pass  # the graph did not exist
-        except (redis.exceptions.ConnectionError, OSError) as exc:
+        except _DOWN as exc:
             raise GraphUnavailable(f"FalkorDB at {server_label(self.url)} is unreachable: {exc}") from exc
         _schema_ready.discard((self.url, self.name))
         self.mark_changed()
@@ -236,7 +245,7 @@ class Graph:
     def exists(self) -> bool:
         try:
             return self.name in _db(self.url).list_graphs()
-        except (redis.exceptions.ConnectionError, OSError) as exc:
+        except _DOWN as exc:
             raise GraphUnavailable(f"FalkorDB at {server_label(self.url)} is unreachable: {exc}") from exc
 
 
@@ -264,7 +273,7 @@ def ping(*, workspace: str | None = None, server: str | None = None) -> None:
         url = server_url(workspace_server(workspace)) if workspace else falkordb_url()
     try:
         _db(url).connection.ping()
-    except (redis.exceptions.ConnectionError, OSError) as exc:
+    except _DOWN as exc:
         _forget(url)
         raise GraphUnavailable(f"FalkorDB at {server_label(url)} is unreachable: {exc}") from exc
 
@@ -286,7 +295,7 @@ def copy_graph(name: str, *, source_url: str, target_url: str) -> dict | None:
                 target.delete(key)
             else:
                 target.restore(key, 0, blob, replace=True)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+    except _DOWN as exc:
         _forget(source_url)
         _forget(target_url)
         raise GraphUnavailable(f"copying {name} from {server_label(source_url)} to {server_label(target_url)} "
@@ -314,7 +323,7 @@ def drop_graph(name: str, *, url: str) -> bool:
         graph.delete()
     try:
         found = bool(_connection(url).delete(graph.stamp_key)) or found
-    except (redis.exceptions.ConnectionError, OSError) as exc:
+    except _DOWN as exc:
         _forget(url)
         raise GraphUnavailable(f"FalkorDB at {server_label(url)} is unreachable: {exc}") from exc
     return found

@@ -17,11 +17,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import audit, egress
+from core.errors import DomainError
 from core.vocabulary import AuditAction
 from provenance import tenancy, tokens, validation
 from provenance.agents import NAME_PATTERN, registered_names
 from provenance.membership import attributed
-from provenance.models import AgentRegistration, AgentToken, Source, Ticket, Workspace
+from provenance.models import AgentRegistration, AgentToken, LedgerEntry, Source, Ticket, Workspace
 
 ADD_WORKSPACE = "provenance.add_workspace"
 MANAGE_AGENTS = "provenance.manage_agents"
@@ -77,28 +78,62 @@ class WorkspaceExists(ValueError):
     pass
 
 
-def put_source(*, workspace: Workspace, source_id: str, content: str, title: str = "", trust: str | None = None,
-               actor, reason: str, via: str) -> tuple[Source, bool]:
-    """Create a source or replace its content. Returns (source, created). `trust` is the new source's
-    level; changing an existing source's trust is a Support lead's call (provenance.trust)."""
+class AlreadyExists(DomainError, ValueError):
+    """A create named something that exists: creating never overwrites (a change is an update)."""
+
+    code, status = "already_exists", 409
+
+
+class ChangeRefused(DomainError, ValueError):
+    """An update the object's history forbids (money already moved on the ticket)."""
+
+    code, status = "change_refused", 409
+
+
+MODES = ("create", "update", "upsert")
+
+
+def _mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}")
+    return mode
+
+
+def put_source(*, workspace: Workspace, source_id: str, content: str | None, title: str = "",
+               trust: str | None = None, actor, reason: str, via: str, mode: str = "upsert") -> tuple[Source, bool]:
+    """Create a source (mode `create`: AlreadyExists if it exists), change one (`update`: LookupError if
+    it does not; `content` None keeps it) or either (`upsert`, the command line's). Returns (source,
+    created). `trust` is the new source's level; changing an existing source's trust is a Support
+    lead's call (provenance.trust)."""
     _require(actor, workspace, "provenance.change_source", via=via, what="change sources")
+    _mode(mode)
     if trust is not None and trust not in Source.Trust.values:
         raise validation.InvalidInput(f"trust must be one of {', '.join(Source.Trust.values)}")
     source_id = validation.source_id(source_id)
-    content = validation.text(content, field="content", max_length=validation.MAX_FACT_VALUE_BYTES)
+    if content is None and mode != "update":
+        raise validation.InvalidInput("a new source needs its content")
+    if content is not None:
+        content = validation.text(content, field="content", max_length=validation.MAX_FACT_VALUE_BYTES)
     title = validation.text(title, field="title", max_length=200) if title else ""
     reason = validation.reason(reason)
     with transaction.atomic():
-        source, created = Source.objects.select_for_update().get_or_create(
-            workspace=workspace, source_id=source_id,
-            defaults={"content": content, "title": title, "trust": trust or Source.Trust.UNKNOWN})
-        if not created:
-            source.content, source.title = content, title or source.title
+        source = Source.objects.select_for_update().filter(workspace=workspace, source_id=source_id).first()
+        if source is not None and mode == "create":
+            raise AlreadyExists(f"source {source_id!r} already exists in workspace {workspace.name!r}; "
+                                f"change it with PUT or PATCH and a reason")
+        if source is None and mode == "update":
+            raise LookupError(f"no source {source_id!r} in workspace {workspace.name!r}")
+        created = source is None
+        if created:
+            source = Source.objects.create(workspace=workspace, source_id=source_id, content=content, title=title,
+                                           trust=trust or Source.Trust.UNKNOWN)
+        else:
+            source.content, source.title = (source.content if content is None else content), title or source.title
             source.save(update_fields=["content", "title"])
         _audit(workspace=workspace, action=AuditAction.SOURCE_CREATED if created else AuditAction.SOURCE_CHANGED, subject_type="source",
                subject_id=source.source_id, actor=actor, reason=reason, via=via,
-               data={"sha256": hashlib.sha256(content.encode()).hexdigest(), "bytes": len(content.encode()),
-                     "trust": source.trust})
+               data={"sha256": hashlib.sha256(source.content.encode()).hexdigest(),
+                     "bytes": len(source.content.encode()), "trust": source.trust})
         if not created and trust is not None and trust != source.trust:
             from provenance.trust import set_source_trust
 
@@ -110,9 +145,17 @@ TICKET_FIELDS = ("customer_name", "customer_email", "subject", "body", "amount_c
                  "payment_reference")
 
 
-def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, reason: str, via: str) -> tuple[Ticket, bool]:
-    """Create a ticket or change its fields. Returns (ticket, created)."""
+# What may still change once money has moved on a ticket: its wording, never who is paid or how much.
+TEXT_FIELDS = ("customer_name", "subject", "body")
+
+
+def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, reason: str, via: str,
+               mode: str = "upsert") -> tuple[Ticket, bool]:
+    """Create a ticket (mode `create`: AlreadyExists if it exists), change its fields (`update`:
+    LookupError if it does not; ChangeRefused for anything but its text once money was executed on it,
+    i.e. the ledger holds a row for it) or either (`upsert`). Returns (ticket, created)."""
     _require(actor, workspace, "provenance.change_ticket", via=via, what="change tickets")
+    _mode(mode)
     ticket_id = validation.ticket_id(ticket_id)
     unknown = sorted(set(fields) - set(TICKET_FIELDS))
     if unknown:
@@ -132,7 +175,16 @@ def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, rea
     reason = validation.reason(reason)
     with transaction.atomic():
         ticket = Ticket.objects.select_for_update().filter(workspace=workspace, ticket_id=ticket_id).first()
+        if ticket is not None and mode == "create":
+            raise AlreadyExists(f"ticket {ticket_id!r} already exists in workspace {workspace.name!r}; "
+                                f"change it with PUT or PATCH and a reason")
+        if ticket is None and mode == "update":
+            raise LookupError(f"no ticket {ticket_id!r} in workspace {workspace.name!r}")
         created = ticket is None
+        money = sorted(f for f in set(clean) - set(TEXT_FIELDS) if ticket is not None and getattr(ticket, f) != clean[f])
+        if not created and money and LedgerEntry.objects.filter(workspace=workspace, ticket_id=ticket_id).exists():
+            raise ChangeRefused(f"ticket {ticket_id!r} has executed money; only its text "
+                                f"({', '.join(TEXT_FIELDS)}) may change, not {', '.join(money)}")
         if created:
             missing = [f for f in ("customer_name", "customer_email", "subject", "body", "amount_cents")
                        if f not in clean]

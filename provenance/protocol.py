@@ -77,6 +77,7 @@ def apply_op(rec: Recorder, record: ActionRecord, op: str, body: Any, *, perform
             return {"key": key, "value": value, "found": found}
         if op == "set":
             body = _body(body, {"key", "value", "valid_from", "valid_until", "observed_at"})
+            validation.set_call(body)
             rec.set(_field(body, "key"), _field(body, "value"), valid_from=body.get("valid_from"),
                     valid_until=body.get("valid_until"), observed_at=body.get("observed_at"))
             return {"key": body["key"], "written": True}
@@ -89,7 +90,7 @@ def apply_op(rec: Recorder, record: ActionRecord, op: str, body: Any, *, perform
             return {"agent": agent, "position": len(record.handoffs) - 1}
         if op == "effect":
             return _effect(rec, record, _body(body, {"kind", "amount", "ticket", "currency", "details",
-                                                     "idempotency_key"}), perform=perform, keys=keys)
+                                                     "idempotency_key", "external"}), perform=perform, keys=keys)
     except MalformedDecision as exc:
         raise InvalidCall(str(exc)) from None
     raise InvalidCall(f"unknown call {op!r}; the calls are {', '.join(OPS)} and finish")
@@ -103,6 +104,9 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
         raise InvalidCall("details must be a JSON object")
     if any(name in details for name in ("kind", "amount", "ticket", "currency")):
         raise InvalidCall("details must not repeat kind, amount, ticket or currency")
+    if perform:
+        validation.effect_ticket(workspace=rec.workspace, ticket=body.get("ticket") or rec.ticket,
+                                 external=body.get("external"))
     before = len(record.effects)
     rec.effect(_field(body, "kind"), amount=body.get("amount", 0), ticket=body.get("ticket"),
                currency=body.get("currency", "USD"), **details)

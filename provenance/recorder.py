@@ -89,6 +89,10 @@ class Recorder:
     def ticket(self) -> str | None:
         return self._record.ticket
 
+    @property
+    def workspace(self) -> str:
+        return self._session.workspace
+
     def ingest(self, source_id: str) -> str | None:
         """Return the source's content and record INGESTED; None when the source is excluded."""
         content = self._session.source_content(source_id)

@@ -197,3 +197,50 @@ def payload(value: Any, *, field: str = "payload") -> dict:
             continue  # an agent's own payload may leave them empty
         check(value[name])
     return value
+
+
+# --- the recording protocol's calls (provenance.protocol; single and batched calls alike) -------------
+# A fact value an agent writes over the protocol: facts are read back by every later action and shown
+# in the admin, so they stay small; documents belong in sources, which are ingested by id.
+MAX_RECORDED_FACT_BYTES = 16 * 1024
+CLOCKS = ("valid_from", "valid_until", "observed_at")
+
+
+def clock(value: Any, *, field: str) -> str | None:
+    """An ISO 8601 date or date-time (None: unset), returned as given."""
+    from datetime import date, datetime
+
+    if value is None:
+        return None
+    identifier(value, field=field, max_length=64)
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        try:
+            date.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput(f"{field} is not an ISO 8601 date or date-time (e.g. 2026-03-01T12:00:00Z)") from None
+    return value
+
+
+def set_call(body: dict) -> None:
+    """A protocol `set`: its clocks are dates and its value within MAX_RECORDED_FACT_BYTES."""
+    for name in CLOCKS:
+        clock(body.get(name), field=name)
+    json_value(body.get("value"), field="value", max_bytes=MAX_RECORDED_FACT_BYTES)
+
+
+def effect_ticket(*, workspace: str, ticket: Any, external: Any) -> None:
+    """A live protocol effect names one of the workspace's desk tickets, unless the call says the ticket
+    is not one (`external: true`): money and mail are reconciled against the ticket later, and an effect
+    on a ticket nobody knows cannot be."""
+    from provenance.models import Ticket
+
+    if external not in (None, False, True):
+        raise InvalidInput("external must be true or false")
+    if external or ticket in (None, ""):
+        return
+    ticket = ticket_id(ticket)
+    if not Ticket.objects.filter(workspace__name=workspace, ticket_id=ticket).exists():
+        raise InvalidInput(f"the effect's ticket {ticket!r} is not a ticket of this workspace; say external: true "
+                           f"if it is not a desk ticket")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
@@ -78,14 +79,23 @@ def run_repair(*, incident_id: int) -> Incident | None:
                                attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
                                error="", waiting_for=None)
                 return repair(incident)
-            except (GraphUnavailable, OperationalError) as exc:
+            except (GraphUnavailable, OperationalError, redis.exceptions.ConnectionError,
+                    redis.exceptions.TimeoutError) as exc:
                 if not outage(exc):
                     return _failed(incident, exc)
                 incident.refresh_from_db()
-                message = scrub_secrets(str(exc).splitlines()[0])
+                message = blocked_reason(exc)
                 if isinstance(exc, ReplayUnavailable):
                     return _replay_failed(incident, message)
-                transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+                if incident.attempts >= settings.KINTSUGI_INCIDENT_MAX_ATTEMPTS:
+                    message = f"needs attention after {incident.attempts} attempts: {message}"
+                    transition(incident, IncidentStatus.NEEDS_ATTENTION, actor=None, via=Incident.Via.WORKER,
+                               reason=message, error=message)
+                    return incident  # no more task retries: the sweep resumes it once the store answers
+                transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message,
+                           error=message)
+                if isinstance(exc, redis.exceptions.RedisError):
+                    raise GraphUnavailable(message) from exc  # the task retries outages by this type
                 raise
             except Exception as exc:
                 return _failed(incident, exc)
@@ -105,13 +115,23 @@ def _replay_failed(incident: Incident, message: str) -> Incident:
     raise ReplayUnavailable(message)
 
 
+def blocked_reason(exc: Exception) -> str:
+    """What a blocked incident says: which store is away, then the error's first line."""
+    text = scrub_secrets(str(exc).splitlines()[0]) if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, OperationalError):
+        return f"Postgres unreachable: {text}"
+    if isinstance(exc, redis.exceptions.RedisError):
+        return f"FalkorDB unreachable: {type(exc).__name__}: {text}"
+    return text
+
+
 def outage(exc: Exception) -> bool:
     """Whether an error is a store being away (retry later) rather than one retrying cannot mend: every
     GraphUnavailable, and the Postgres errors of a lost or refused connection (no SQLSTATE, class 08),
     an operator's shutdown (57) or exhausted resources (53). A limit the data exceeds (54, say a jsonb
     value over 256 MB) fails the repair instead of blocking it for ever."""
-    if isinstance(exc, GraphUnavailable):
-        return True
+    if isinstance(exc, (GraphUnavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        return True  # FalkorDB refused, reset or went silent past its timeout (a frozen server)
     state = getattr(exc.__cause__, "sqlstate", None)
     return state is None or state[:2] in ("08", "53", "57")
 

@@ -86,9 +86,9 @@ class Incident(models.Model):
         indexes = [models.Index(fields=["status", "-created_at"])]
 
     # The statuses a repair job takes up (a delivered task for any other incident does nothing).
-    REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED)
+    REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED, Status.NEEDS_ATTENTION)
     # What a person may do with an incident: the services refuse anything else, the admin offers no more.
-    RETRYABLE = (Status.FAILED, Status.BLOCKED)
+    RETRYABLE = (Status.FAILED, Status.BLOCKED, Status.NEEDS_ATTENTION)
     UNCLOSABLE = (Status.REPAIRING, Status.CLOSED)
 
     def may_retry(self) -> bool:

@@ -24,6 +24,7 @@ from repairs import downstream
 from repairs.models import Incident
 from repairs.lifecycle import enqueue_repair
 from repairs.services import resume_orphaned_repairs
+from repairs.sweep_marks import record_sweep_run
 
 log = logging.getLogger(__name__)
 
@@ -37,25 +38,41 @@ class Healed(NamedTuple):
     executed: int
 
 
+def backoff_seconds(attempts: int) -> float:
+    """How long a blocked incident rests after its `attempts`-th attempt: exponential from
+    KINTSUGI_RETRY_BACKOFF_SECONDS, at most KINTSUGI_RETRY_BACKOFF_MAX_SECONDS (the task's own schedule)."""
+    if attempts <= 0:
+        return 0.0
+    return float(min(settings.KINTSUGI_RETRY_BACKOFF_SECONDS * 2 ** min(attempts - 1, 30),
+                     settings.KINTSUGI_RETRY_BACKOFF_MAX_SECONDS))
+
+
 def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int]:
-    """Blocked incidents: an outage stopped them (FalkorDB or Postgres unreachable mid-repair, the broker
-    refusing their task) or they wait for an overlapping repair to finish. Anything else fails a repair.
-    run_repair decides again each time, so enqueueing one that must still wait records nothing. Not
-    those of workspaces placed on `skip_servers`."""
-    return list(Incident.objects.filter(status=IncidentStatus.BLOCKED).exclude(workspace__falkordb_server__in=skip_servers)
-                .order_by("pk").values_list("pk", flat=True))
+    """Blocked incidents whose backoff has run out, and those needing attention: an outage stopped them
+    (FalkorDB or Postgres unreachable mid-repair, the broker refusing their task) or they wait for an
+    overlapping repair to finish. Anything else fails a repair. run_repair decides again each time, so
+    enqueueing one that must still wait records nothing. Not those of workspaces placed on
+    `skip_servers` (a needing-attention incident is resumed once its server answers again)."""
+    now = timezone.now()
+    rows = (Incident.objects.filter(status__in=(IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION))
+            .exclude(workspace__falkordb_server__in=skip_servers).order_by("pk")
+            .values_list("pk", "status", "attempts", "updated_at"))
+    return [pk for pk, status, attempts, updated in rows
+            if status == IncidentStatus.NEEDS_ATTENTION or (now - updated).total_seconds() >= backoff_seconds(attempts)]
 
 
 def unreachable_servers() -> dict[str, str]:
     """The placement keys whose FalkorDB server does not answer, each with the reason ('' is the
     default server; keys naming the same server are asked once)."""
     by_url: dict[str, list[str]] = {}
+    down: dict[str, str] = {}
     for key in ["", *placement_servers()]:
         try:
             by_url.setdefault(server_url(key), []).append(key)
         except UnknownServer:
             continue
-    down = {}
+        except GraphUnavailable as exc:  # the embedded server's port held by one that does not answer
+            down[key] = str(exc).splitlines()[0]
     for keys in by_url.values():
         try:
             ping(server=keys[0])
@@ -68,6 +85,7 @@ def heal_outages() -> Healed:
     """Re-enqueue blocked and orphaned repairs of the workspaces whose FalkorDB server answers, and
     execute their approved items that have waited longer than one sweep. Limits: a repair that still
     cannot reach its stores blocks again and waits for the next sweep."""
+    record_sweep_run()
     down = unreachable_servers()
     error = "; ".join(sorted(set(down.values()))) or None
     if down and set(down) >= {"", *placement_servers()}:

@@ -21,7 +21,7 @@ from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too
 
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
-RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED)
+RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION)
 
 
 # --- the dashboard ----------------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
+        # "needs attention" is blocked past its bound of attempts, and retried like it (Incident.RETRYABLE).
         if not incident.may_retry():
             raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
         transition(incident, IncidentStatus.OPEN, actor=actor, via=via, reason=reason or "retry", error="",

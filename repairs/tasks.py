@@ -3,6 +3,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
+from core.logcontext import log_context
 from provenance.graph import GraphUnavailable
 from repairs import downstream, job, parts
 from repairs.models import Incident
@@ -17,7 +18,9 @@ from repairs.models import Incident
              max_retries=settings.KINTSUGI_RETRY_MAX)
 def repair_incident(self, incident_id: int) -> str | None:
     """Run (or resume) the repair of an incident. Safe to deliver twice: the second delivery is a no-op."""
-    incident = job.run_repair(incident_id=incident_id)
+    with log_context(incident=incident_id,
+                     workspace=Incident.objects.filter(pk=incident_id).values_list("workspace__name", flat=True).first()):
+        incident = job.run_repair(incident_id=incident_id)
     return incident.status if incident else None
 
 

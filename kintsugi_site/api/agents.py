@@ -210,10 +210,15 @@ class CreateWorkspaceSerializer(views.ReasonSerializer):
     name = serializers.SlugField(max_length=64)
 
 
+# POST creates and never overwrites; PUT and PATCH change what exists (the id in the body).
+MODES = {"POST": "create", "PUT": "update", "PATCH": "update"}
+
+
 class SourcePutSerializer(views.ReasonSerializer):
     source_id = serializers.CharField(max_length=200)
     title = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    content = serializers.CharField(max_length=256 * 1024, trim_whitespace=False)
+    content = serializers.CharField(max_length=256 * 1024, trim_whitespace=False, required=False,
+                                    help_text="Needed to create a source; an update without it keeps the content.")
     trust = serializers.ChoiceField(choices=Source.Trust.choices, required=False,
                                     help_text="A new source's trust; changing it later needs the Support lead role.")
 
@@ -285,25 +290,30 @@ class WorkspaceViewSet(views.WorkspaceViewSet):
         ws = onboarding.create_workspace(name=data["name"], actor=request.user, reason=data["reason"], via=VIA)
         return Response(WorkspaceSerializer(ws, context={"request": request}).data, status=201)
 
-    @extend_schema(summary="Create a source or replace its content", request=SourcePutSerializer,
-                   responses={200: views.SourceSerializer})
-    @action(detail=True, methods=["post"], url_path="sources")
+    @extend_schema(methods=["post"], summary="Create a source (409 if it exists)", request=SourcePutSerializer,
+                   responses={201: views.SourceSerializer})
+    @extend_schema(methods=["put", "patch"], summary="Change a source's content or title, with a reason",
+                   request=SourcePutSerializer, responses={200: views.SourceSerializer})
+    @action(detail=True, methods=["post", "put", "patch"], url_path="sources")
     def put_source(self, request, pk=None):
         data = views._valid(SourcePutSerializer, request.data)
-        source, _ = onboarding.put_source(workspace=self.get_object(), source_id=data["source_id"],
-                                          content=data["content"], title=data.get("title", ""),
-                                          trust=data.get("trust"), actor=request.user, reason=data["reason"], via=VIA)
-        return Response(views.SourceSerializer(source, context={"request": request}).data)
+        source, created = onboarding.put_source(
+            workspace=self.get_object(), source_id=data["source_id"], content=data.get("content"),
+            title=data.get("title", ""), trust=data.get("trust"), actor=request.user, reason=data["reason"], via=VIA,
+            mode=MODES[request.method])
+        return Response(views.SourceSerializer(source, context={"request": request}).data, status=201 if created else 200)
 
-    @extend_schema(summary="Create a ticket or change its fields", request=TicketPutSerializer,
-                   responses={200: OpenApiTypes.OBJECT})
-    @action(detail=True, methods=["post"], url_path="tickets")
+    @extend_schema(methods=["post"], summary="Create a ticket (409 if it exists)", request=TicketPutSerializer,
+                   responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(methods=["put", "patch"], summary="Change a ticket's fields, with a reason (only its text once "
+                   "money was executed on it)", request=TicketPutSerializer, responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post", "put", "patch"], url_path="tickets")
     def put_ticket(self, request, pk=None):
         data = views._valid(TicketPutSerializer, request.data)
         reason, ticket_id = data.pop("reason"), data.pop("ticket_id")
         ticket, created = onboarding.put_ticket(workspace=self.get_object(), ticket_id=ticket_id, fields=data,
-                                                actor=request.user, reason=reason, via=VIA)
-        return Response(ticket.as_payload() | {"created": created})
+                                                actor=request.user, reason=reason, via=VIA, mode=MODES[request.method])
+        return Response(ticket.as_payload() | {"created": created}, status=201 if created else 200)
 
     @extend_schema(methods=["get"], summary="The workspace's agents in other processes",
                    responses=AgentRegistrationSerializer(many=True))

@@ -24,6 +24,9 @@ from provenance.refusals import record_refusal
 log = logging.getLogger("kintsugi.api")
 
 REFUSALS_AUDITED = {401, 403, 404, 409, 429}
+# A 503 (FalkorDB, the broker or a remote agent away, or past its deadline) asks the client to retry after
+# this long: about one outage sweep, after which blocked work has been picked up again.
+RETRY_AFTER_SECONDS = 30
 
 
 class ApiError(exceptions.APIException):
@@ -78,6 +81,8 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         else:
             code_status, code, message, details = mapped
             response = Response(error_body(code, message, details), status=code_status)
+            if code_status == 503:  # a dependency is away: say when to come back
+                response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     # The compensation services record their own refusals (item.refused) before raising them.
     already_recorded = isinstance(exc, (ReviewRefused, DecisionRefused))
     if request is not None and request.method not in ("GET", "HEAD", "OPTIONS") and \

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import environ
 
-from core import db_roles, embedded
+from core import db_roles, embedded, logcontext
 from core.egress import parse_allow_list
 from kintsugi_site.client_ip import trusted_proxies
 
@@ -154,6 +154,9 @@ FALKORDB_URL = env("FALKORDB_URL", default="")
 # every workspace on FALKORDB_URL. Each new workspace goes to the one holding the fewest (provenance.placement).
 KINTSUGI_FALKORDB_URLS = env.list("KINTSUGI_FALKORDB_URLS", default=[])
 KINTSUGI_GRAPH_PREFIX = env("KINTSUGI_GRAPH_PREFIX", default="ks")
+# How long a FalkorDB call may wait for an answer before the server counts as away (a repair then blocks
+# and waits; it never fails for it). Long enough for the largest single query of a million-action graph.
+KINTSUGI_FALKORDB_TIMEOUT_SECONDS = env.float("KINTSUGI_FALKORDB_TIMEOUT_SECONDS", default=120.0)
 
 # The broker is a plain redis-server; the embedded one starts in well under a second when absent.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.ensure_broker()
@@ -181,6 +184,14 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Deadlines for a request that enqueues (an approval, a flag, a retry): a broker that refuses, or accepts
+# and never answers (frozen), costs the request at most about two of these; the request has already
+# stored its decision, and the sweep enqueues it later, exactly once (the idempotency key).
+KINTSUGI_BROKER_TIMEOUT_SECONDS = env.float("KINTSUGI_BROKER_TIMEOUT_SECONDS", default=5.0)
+CELERY_BROKER_CONNECTION_TIMEOUT = KINTSUGI_BROKER_TIMEOUT_SECONDS
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS,
+                                   "socket_connect_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 
 # Outages heal without anyone: a repair blocked by FalkorDB or Postgres retries with exponential backoff
 # (jittered, each wait at most KINTSUGI_RETRY_BACKOFF_MAX_SECONDS; the defaults cover a quarter of an
@@ -190,7 +201,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 KINTSUGI_RETRY_BACKOFF_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_SECONDS", default=5)
 KINTSUGI_RETRY_BACKOFF_MAX_SECONDS = env.int("KINTSUGI_RETRY_BACKOFF_MAX_SECONDS", default=180)
 KINTSUGI_RETRY_MAX = env.int("KINTSUGI_RETRY_MAX", default=12)
+# After this many attempts (the task's retries and the sweep's together) an incident still stopped by an
+# outage is `needs attention`: still resumed by the sweep when the store answers, but alerted on.
+KINTSUGI_INCIDENT_MAX_ATTEMPTS = env.int("KINTSUGI_INCIDENT_MAX_ATTEMPTS", default=30)
 KINTSUGI_SWEEP_SECONDS = env.float("KINTSUGI_SWEEP_SECONDS", default=30)
+# Probes and scrapes (kintsugi_site.health, kintsugi_site.metrics): how long /readyz waits for each
+# dependency, and the bearer token a Prometheus scraper off loopback sends (unset: loopback only).
+KINTSUGI_READYZ_TIMEOUT_SECONDS = env.float("KINTSUGI_READYZ_TIMEOUT_SECONDS", default=2.0)
+KINTSUGI_METRICS_TOKEN = env("KINTSUGI_METRICS_TOKEN", default="")
 CELERY_BEAT_SCHEDULE = {
     "heal-outages": {"task": "repairs.tasks.heal_outages_task", "schedule": KINTSUGI_SWEEP_SECONDS,
                      # A sweep that waited behind an outage is stale by the next one: never let them pile up.
@@ -238,6 +256,8 @@ KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUI
 KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
 # Refused attempts written to the audit record per actor per minute; beyond it they are counted, not written.
 KINTSUGI_REFUSALS_PER_MINUTE = env.int("KINTSUGI_REFUSALS_PER_MINUTE", default=10)
+# Rows still unsigned after this long make verify_audit exit 1: the signer is failing (seconds).
+KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS = env.float("KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS", default=60.0)
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
@@ -325,12 +345,10 @@ KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=5
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": "WARNING"},
-}
+# Log lines carry the incident and workspace they are about (core.logcontext); JSON objects,
+# one a line, with KINTSUGI_LOG_JSON for a log pipeline.
+LOGGING = logcontext.logging_config(json_lines=env.bool("KINTSUGI_LOG_JSON", default=False),
+                                    level=env("KINTSUGI_LOG_LEVEL", default="WARNING"))
 
 # Deciding before flagging (repairs.what_if, repairs.suspicious): a flag page whose radius is over
 # KINTSUGI_WHAT_IF_INLINE_MAX actions computes its what-if in a Celery task behind a progress bar; the

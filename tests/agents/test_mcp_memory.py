@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provenance.models import Source, Workspace
+from provenance.models import Source, Ticket, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 from provenance.selectors import blast_radius
 from tests.api.test_mcp import call, serving
@@ -22,6 +22,8 @@ def workspace(transactional_db, django_user_model):
     admin = django_user_model.objects.create_superuser("mcp-root", "r@example.com", "pass-1234-kintsugi")
     ws = Workspace.objects.create(name="mcp-desk")
     Source.objects.create(workspace=ws, source_id="kb/returns", content="Returns within 30 days: full refund.")
+    Ticket.objects.create(workspace=ws, ticket_id="t1", customer_name="Ana", customer_email="ana@example.com",
+                          subject="Refund", body="Broken lamp", amount_cents=4500)
     for agent in ("researcher", "refunder"):
         register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin, reason="t", via="cli")
     _, key = issue_agent_token(workspace=ws, label="mcp", actor=admin, reason="t", via="cli")

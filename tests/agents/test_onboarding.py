@@ -24,19 +24,19 @@ def test_workspace_admin_onboards_a_workspace_and_its_agents_through_the_api(mak
     assert list(ws.members.all()) == [admin]
     base = f"/api/v1/workspaces/{ws.pk}"
     assert api.post(f"{base}/sources/", {"source_id": "kb/returns", "content": "Full refund.", "reason": "r"},
-                    format="json").status_code == 200
-    assert api.post(f"{base}/sources/", {"source_id": "kb/returns", "content": "Partial refund.", "reason": "fix"},
-                    format="json").status_code == 200
+                    format="json").status_code == 201
+    assert api.patch(f"{base}/sources/", {"source_id": "kb/returns", "content": "Partial refund.", "reason": "fix"},
+                     format="json").status_code == 200
     assert Source.objects.get(workspace=ws).content == "Partial refund."
     assert api.post(f"{base}/sources/", {"source_id": "blog/tips", "content": "Tips.", "trust": "untrusted",
                                          "reason": "a partner blog"}, format="json").json()["source_id"] == "blog/tips"
     assert Source.objects.get(source_id="blog/tips").trust == "untrusted"
     # Changing a source's trust later is a Support lead's call, not the Workspace admin's: nothing changes.
-    assert api.post(f"{base}/sources/", {"source_id": "blog/tips", "content": "Tips!", "trust": "trusted",
-                                         "reason": "r"}, format="json").status_code == 403
+    assert api.patch(f"{base}/sources/", {"source_id": "blog/tips", "content": "Tips!", "trust": "trusted",
+                                          "reason": "r"}, format="json").status_code == 403
     assert Source.objects.get(source_id="blog/tips").content == "Tips."
-    assert api.post(f"{base}/tickets/", {"ticket_id": "t1", "reason": "r", **TICKET}, format="json").status_code == 200
-    assert api.post(f"{base}/tickets/", {"ticket_id": "t1", "reason": "typo", "customer_name": "Anna"},
+    assert api.post(f"{base}/tickets/", {"ticket_id": "t1", "reason": "r", **TICKET}, format="json").status_code == 201
+    assert api.patch(f"{base}/tickets/", {"ticket_id": "t1", "reason": "typo", "customer_name": "Anna"},
                     format="json").json()["customer"] == "Anna"
     reg = api.post(f"{base}/agents/", {"name": "remote_triage", "replay_url": "http://10.0.0.5:9100/replay", "reason": "r"},
                    format="json")

@@ -102,10 +102,10 @@ def test_bad_calls_answer_the_error_shape_and_leave_nothing_behind(setup):
     assert state["writes"] == state["effects"] == state["handoffs"] == [] and state["dhash"] is None
 
     # An idempotency key is one effect; the same key for another effect is a conflict.
-    first = post(client, f"{a}/effect/", {"kind": "refund", "amount": 500, "ticket": "t1", "idempotency_key": "r1"})
-    again = post(client, f"{a}/effect/", {"kind": "refund", "amount": 500, "ticket": "t1", "idempotency_key": "r1"})
+    first = post(client, f"{a}/effect/", {"kind": "refund", "amount": 500, "ticket": "t1", "external": True, "idempotency_key": "r1"})
+    again = post(client, f"{a}/effect/", {"kind": "refund", "amount": 500, "ticket": "t1", "external": True, "idempotency_key": "r1"})
     assert first == again and first["perform"] is True and first["held"] is False
-    post(client, f"{a}/effect/", {"kind": "refund", "amount": 900, "ticket": "t1", "idempotency_key": "r1"}, 409)
+    post(client, f"{a}/effect/", {"kind": "refund", "amount": 900, "ticket": "t1", "external": True, "idempotency_key": "r1"}, 409)
     assert len(Recording.objects.get().state["records"][0]["effects"]) == 1
 
     # Another root opens beside the open one, with ids of its own; abandoning the first records nothing of

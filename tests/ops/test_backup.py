@@ -1,0 +1,113 @@
+"""`manage.py backup DIR` and `manage.py restore DIR`: a home restored from its backup verifies its
+audit record, exports the same state for every workspace and resumes its open repair; a damaged backup
+or a home that is not fresh is refused."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from core import checkpoints
+from provenance.services import desk_run
+from tests.conftest import ROOT, second_falkordb_url, worker_env
+from tests.helpers import flag_and_repair, open_incident
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _manage(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _state(workspace: str) -> dict:
+    out = io.StringIO()
+    call_command("export_state", "--workspace", workspace, "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture
+def fresh_home(tmp_path):
+    """Another home: its own database (on the same Postgres server), FalkorDB server and checkpoint log;
+    the same signing key, as a restored deployment brings its key from the secret store."""
+    import psycopg
+
+    db = settings.DATABASES["owner"]
+    name = f"{db['NAME']}_restored"
+    prefix, graph_url = settings.KINTSUGI_GRAPH_PREFIX, second_falkordb_url()
+    env = worker_env(name, FALKORDB_URL=graph_url, KINTSUGI_CACHE_PREFIX=f"{prefix}r",
+                     KINTSUGI_AUDIT_CHECKPOINT_LOG=str(tmp_path / "new-home" / "checkpoints.jsonl"),
+                     KINTSUGI_REPAIR_HELPERS="0", CELERY_TASK_ALWAYS_EAGER="1")
+    conninfo = dict(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"], dbname="postgres",
+                    autocommit=True)
+
+    def drop():
+        with psycopg.connect(**conninfo) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        from provenance.graph import Graph, _db
+
+        for graph in _db(graph_url).list_graphs():
+            if graph.startswith(prefix + ":"):
+                Graph(graph, graph_url).delete()
+    drop()
+    yield env
+    drop()
+
+
+def test_a_backup_restores_into_a_fresh_home(tmp_path, fresh_home):
+    desk_run(workspace="ops-bk-a")
+    flag_and_repair("ops-bk-a")
+    desk_run(workspace="ops-bk-b")
+    waiting = open_incident("ops-bk-b")  # flagged, its repair not run yet
+    checkpoints.flush()
+    backup_dir = tmp_path / "backup"
+    call_command("backup", str(backup_dir), stdout=io.StringIO())
+    manifest = json.loads((backup_dir / "manifest.json").read_text())
+    assert {"postgres", "falkordb", "checkpoints"} <= set(manifest)
+    names = {g for server in manifest["falkordb"].values() for g in server["graphs"]}
+    prefix = settings.KINTSUGI_GRAPH_PREFIX
+    assert {f"{prefix}:ops-bk-a", f"{prefix}:ops-bk-b"} <= names
+    assert manifest["checkpoints"]["lines"] > 0
+
+    restored = _manage(fresh_home, "restore", str(backup_dir))
+    assert restored.returncode == 0, restored.stderr
+    verified = _manage(fresh_home, "verify_audit")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    for ws in ("ops-bk-a", "ops-bk-b"):
+        there = _manage(fresh_home, "export_state", "--workspace", ws, "--json")
+        assert there.returncode == 0, there.stderr
+        assert json.loads(there.stdout) == _state(ws)
+    resumed = _manage(fresh_home, "shell", "-c", "from repairs.job import run_repair; "
+                      f"print(run_repair(incident_id={waiting.pk}).status)")
+    assert resumed.returncode == 0 and resumed.stdout.strip().splitlines()[-1] == "repaired", resumed.stderr[-2000:]
+    assert _manage(fresh_home, "verify_audit").returncode == 0
+
+    # Red: the same home again is not fresh; nothing in it is replaced.
+    again = _manage(fresh_home, "restore", str(backup_dir))
+    assert again.returncode == 2 and "fresh home" in again.stderr
+
+
+def test_a_damaged_backup_is_refused_before_anything_is_restored(tmp_path, fresh_home):
+    desk_run(workspace="ops-bk-c")
+    backup_dir = tmp_path / "backup"
+    call_command("backup", str(backup_dir), stdout=io.StringIO())
+    dump = backup_dir / "postgres.dump"
+    data = bytearray(dump.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    dump.write_bytes(bytes(data))
+    refused = _manage(fresh_home, "restore", str(backup_dir))
+    assert refused.returncode == 2 and "damaged" in refused.stderr
+    probe = _manage(fresh_home, "shell", "-c", "from provenance.models import Workspace; print(Workspace.objects.count())")
+    assert probe.returncode != 0 or probe.stdout.strip().endswith("0")
+
+
+def test_backup_refuses_a_directory_that_is_not_empty(tmp_path):
+    (tmp_path / "old.txt").write_text("x")
+    with pytest.raises(SystemExit) as exit_:
+        call_command("backup", str(tmp_path), stdout=io.StringIO(), stderr=io.StringIO())
+    assert exit_.value.code == 2
