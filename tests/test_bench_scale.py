@@ -8,7 +8,7 @@ import sys
 import psycopg
 from psycopg import sql
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_scale_quick_records_repairs_and_reports_every_phase(tmp_path):

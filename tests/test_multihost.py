@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bench import multihost
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 needs_namespaces = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
                                       reason="network namespaces need root and iproute2")
