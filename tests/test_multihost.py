@@ -34,6 +34,7 @@ def test_the_run_passes_only_when_every_repair_verifies_clean(capsys):
     assert "NOT all repaired clean" in capsys.readouterr().out
 
 
+@pytest.mark.bench
 @needs_namespaces
 def test_multihost_quick_repairs_both_workspaces_after_losing_a_worker_host(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
