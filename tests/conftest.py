@@ -35,6 +35,17 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
 
 
+# What makes a test slow: a real Celery worker, a live server or a browser, each started for the test.
+_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out)."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or _SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_leftover_processes():
     """Set up before and torn down after every other session fixture: fails the session (as an error of

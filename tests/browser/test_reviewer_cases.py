@@ -14,7 +14,7 @@ from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.models import OutboxEmail
 from tests.helpers import repaired_incident
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 PASSWORD = "pass-1234-kintsugi"
 St = CompensationItem.Status
 

@@ -18,7 +18,7 @@ from provenance.models import Workspace
 from provenance.services import desk_run
 from repairs.models import Incident
 
-pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.worker]
 PASSWORD = "pass-1234-kintsugi"
 CANONICAL = {"blast_radius": "25", "poisoned": "1", "rerun_changed": "7", "rerun_same": "3", "skipped": "6",
              "superseded": "8", "new": "4", "effects_invalidated": "10"}
