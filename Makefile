@@ -31,6 +31,7 @@ TEST_WORKERS ?= auto
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 test: venv system-deps
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # What a developer runs between changes: everything but the benchmarks run end to end and the slowest tests.
@@ -41,4 +42,4 @@ bench: venv
 	$(PY) -m bench
 
 stop: venv
-	$(PY) -c "from kintsugi_site import embedded; embedded.stop_all()"
+	$(PY) -c "from core import embedded; embedded.stop_all()"

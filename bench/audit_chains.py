@@ -43,7 +43,7 @@ def _setup() -> None:
 def _run(workspaces, *, seconds: float, hold_ms: float) -> float:
     from django.db import connection, connections, transaction
 
-    from compensation import audit
+    from core import audit
 
     done = [0] * len(workspaces)
     stop = time.monotonic() + seconds
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--hold-ms", type=float, default=5.0)
     o = parser.parse_args(argv)
     _setup()
-    from compensation import chains, checkpoints
+    from core import chains, checkpoints
     from provenance.models import Workspace
 
     a, _ = Workspace.objects.get_or_create(name="bench-audit-a")

@@ -73,7 +73,7 @@ def setup(*, verbose: bool = True) -> None:
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
     os.environ["KINTSUGI_MODEL_BACKEND"] = "offline"
 
-    from kintsugi_site import embedded
+    from core import embedded
 
     atexit.register(_stop_servers)
     tmp = Path(tempfile.mkdtemp(prefix="kintsugi-bench-"))
@@ -113,7 +113,7 @@ def setup(*, verbose: bool = True) -> None:
     load_agent_modules()
     _ready = True
     if verbose:
-        from provenance.scrub import scrub_secrets
+        from core.scrub import scrub_secrets
 
         print(f"# FalkorDB {scrub_secrets(FALKORDB_URL)} (tmp {tmp}), Postgres {scrub_secrets(os.environ['DATABASE_URL'])}, "
               f"migrations {time.perf_counter() - t0:.1f}s", flush=True)

@@ -109,7 +109,7 @@ def _lock_holders(incident_ids: list[int]) -> dict[int, str]:
     """incident id → address of the Postgres client holding its repair lock (the worker host)."""
     from django.db import connections
 
-    from kintsugi_site import locks
+    from core import locks
 
     with connections["owner"].cursor() as cur:
         cur.execute("SELECT l.objid, host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "

@@ -126,9 +126,9 @@ DRAFTS = "drafts (the job's draft step)"
 @contextmanager
 def drafting(enabled: bool, record):
     """The repair job's drafting step on or off for one repair, timed: record(seconds) after each call."""
-    import repairs.job as job
+    from repairs import downstream
 
-    orig = job.draft_repair
+    orig = downstream.compensation.draft_repair
 
     def draft_repair(**kw):
         if not enabled:
@@ -139,11 +139,11 @@ def drafting(enabled: bool, record):
         finally:
             record(time.perf_counter() - t0)
 
-    job.draft_repair = draft_repair
+    downstream.compensation.provide(draft_repair=draft_repair)
     try:
         yield
     finally:
-        job.draft_repair = orig
+        downstream.compensation.provide(draft_repair=orig)
 
 
 class Decidability:
@@ -237,7 +237,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     qlog = QueryLog()
     phases = common.Stopwatch()
     walk_detail = common.Stopwatch()
-    orig = {"compute_plan": job.compute_plan, "apply_step": job.apply_step,
+    orig = {"compute_plan": engine.compute_plan, "apply_step": job.apply_step,
             "verify_incident": job.verify_incident, "record_baseline": verify.record_baseline,
             "export_state": verify.export_state, "execute": RecordingSession.execute,
             "radius_actions": engine.radius_actions, "_load": engine.RepairWalk._load,
@@ -296,7 +296,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
             return orig["_load"](self, ids)
 
     saved_q = qlog.install()
-    job.compute_plan, job.apply_step, job.verify_incident = compute_plan, apply_step, verify_incident
+    engine.compute_plan, job.apply_step, job.verify_incident = compute_plan, apply_step, verify_incident
     verify.record_baseline, verify.export_state = record_baseline, export_state
     engine.radius_actions, engine.RepairWalk._load = radius, load
     try:
@@ -314,7 +314,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         total_s = time.perf_counter() - t1
         repaired_s = time.perf_counter() - t0
     finally:
-        job.compute_plan, job.apply_step = orig["compute_plan"], orig["apply_step"]
+        engine.compute_plan, job.apply_step = orig["compute_plan"], orig["apply_step"]
         job.verify_incident = orig["verify_incident"]
         verify.record_baseline, verify.export_state = orig["record_baseline"], orig["export_state"]
         RecordingSession.execute = orig["execute"]

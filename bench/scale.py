@@ -110,6 +110,7 @@ class Phases:
 def run(actions: int | None, quick: bool) -> dict:
     from django.conf import settings
 
+    import repairs.engine as engine
     import repairs.job as job
     import repairs.services as services
     from bench.repair import DRAFTS, Decidability, _actor, _items, drafting
@@ -142,7 +143,7 @@ def run(actions: int | None, quick: bool) -> dict:
 
     ws = Workspace.objects.get(name=WORKSPACE)
     timings = common.Stopwatch()
-    orig = {"compute_plan": job.compute_plan, "apply_step": job.apply_step, "verify_incident": job.verify_incident}
+    orig = {"compute_plan": engine.compute_plan, "apply_step": job.apply_step, "verify_incident": job.verify_incident}
 
     def compute_plan(**kw):
         with timings("walk"):
@@ -160,7 +161,7 @@ def run(actions: int | None, quick: bool) -> dict:
         timings.phases[DRAFTS] = timings.phases.get(DRAFTS, 0.0) + seconds
 
     common.log("scale: flag_source + run_repair (drafting on)")
-    job.compute_plan, job.apply_step, job.verify_incident = compute_plan, apply_step, verify_incident
+    engine.compute_plan, job.apply_step, job.verify_incident = compute_plan, apply_step, verify_incident
     try:
         watch = Decidability()
         t0 = watch.t0
@@ -174,7 +175,7 @@ def run(actions: int | None, quick: bool) -> dict:
         total_s = time.perf_counter() - t1
         repaired_s = time.perf_counter() - t0
     finally:
-        job.compute_plan, job.apply_step, job.verify_incident = (orig["compute_plan"], orig["apply_step"],
+        engine.compute_plan, job.apply_step, job.verify_incident = (orig["compute_plan"], orig["apply_step"],
                                                                  orig["verify_incident"])
     incident.refresh_from_db()
     items = _items(incident)

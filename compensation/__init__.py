@@ -6,9 +6,9 @@ written through the model client and validated as untrusted text (compensation.v
 approve or reject them in the admin, the API or `manage.py review` (compensation.services, four-eyes
 unless KINTSUGI_FOUR_EYES is off); approved items execute exactly once (compensation.execution) in the
 Celery worker. Every state change of incidents and items lands in a hash-chained, append-only audit
-trail (compensation.audit) that `manage.py verify_audit` checks.
+trail (core.audit) that `manage.py verify_audit` checks.
 
 Commands: `review_queue --workspace W [--json]`, `review --item ID --decision approve|reject --user U
 --reason R [--json]`, `verify_audit`. Roles: the groups Support lead, Reviewer and Auditor
-(compensation.roles, created by migration 0002_roles).
+(core.roles, created by migration 0002_roles).
 """

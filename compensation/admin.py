@@ -18,15 +18,16 @@ from compensation import edits, effect_kinds, selectors, sequencing, services
 from compensation.case_admin import CaseViews
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
-from kintsugi_site.money import format_totals, parse_money
+from core.admin_rows import WrittenByServices
+from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
+from core.money import format_totals, parse_money
+from core.vocabulary import Via
 from provenance import tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident
 
-VIA = "admin"
+VIA = Via.ADMIN
 
 
 class CustomerFilter(admin.SimpleListFilter):
@@ -271,3 +272,4 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, WorkspaceScoped, admin
 
 # The audit trail's changelist and export live in their own module.
 from compensation.audit_admin import AuditEventAdmin  # noqa: E402,F401
+from compensation.ticket_admin import TicketAdmin  # noqa: E402,F401

@@ -13,10 +13,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from compensation import audit, chains, selectors
+from compensation import selectors
+from core import audit, chains
 from compensation.models import AuditEvent, CompensationItem
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped
+from core.admin_rows import WrittenByServices
+from core.vocabulary import AuditAction
+from provenance.admin_tenancy import WorkspaceScoped
 
 
 class AuditIncidentFilter(admin.SimpleListFilter):
@@ -120,7 +122,7 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     @admin.display(description="subject")
     def subject(self, obj):
         # A refusal names what was tried, which may be another workspace's id: text, never a link to it.
-        if obj.subject_type == "compensation_item" and obj.subject_id and obj.action != "refused":
+        if obj.subject_type == "compensation_item" and obj.subject_id and obj.action != AuditAction.REFUSED:
             url = reverse("admin:compensation_compensationitem_change", args=[obj.subject_id])
             return format_html('<a href="{}">item #{}</a>', url, obj.subject_id)
         return f"{obj.subject_type} {obj.subject_id}".strip()

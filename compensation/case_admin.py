@@ -10,12 +10,13 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from core.vocabulary import ItemStatus, Via
 from compensation import case_decisions, cases as case_selectors, selectors, sequencing, services
-from kintsugi_site.admin_tenancy import refuse_unseen
+from provenance.admin_tenancy import refuse_unseen
 from provenance import tenancy
 from repairs.models import Incident
 
-VIA = "admin"
+VIA = Via.ADMIN
 STATUS_CHOICES = (("pending", "needs a decision"), ("decided", "decided"), ("all", "all"))
 
 
@@ -82,7 +83,7 @@ class CaseViews:
             raise PermissionDenied
         case = self._case(request, incident_id, ticket)
         within = self._within(request)
-        queue = case_selectors.cases(user=request.user, incident=within, status="pending")
+        queue = case_selectors.cases(user=request.user, incident=within, status=ItemStatus.PENDING)
         keys = [c.key for c in queue]
         here = keys.index(case.key) if case.key in keys else -1
         suffix = f"?incident={within.pk}" if within else ""

@@ -13,7 +13,6 @@ from compensation import services
 from compensation.cases import Case
 from compensation.models import CompensationItem
 
-St = CompensationItem.Status
 
 
 @dataclass

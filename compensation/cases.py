@@ -18,7 +18,8 @@ from django.urls import reverse
 from compensation import sequencing
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
-from kintsugi_site.money import format_money
+from core.money import format_money
+from core.vocabulary import ItemStatus
 from provenance import tenancy
 from repairs import ticket_story
 from repairs.models import ActionOutcome, Incident
@@ -204,7 +205,7 @@ def cases(*, user, incident: Incident | None = None, status: str | None = None) 
     needing a decision first. `status`: "pending" (cases with an undecided item), "decided" (the rest)."""
     found = _build(list(_items(user=user, incident=incident).select_related("incident", "decided_by")
                         .defer("incident__plan", "incident__verification")))
-    if status == "pending":
+    if status == ItemStatus.PENDING:
         return [c for c in found if c.pending]
     if status == "decided":
         return [c for c in found if not c.pending]
@@ -240,4 +241,4 @@ def totals(found: list[Case]) -> dict:
 
 def next_case(*, user, after: tuple[int, str] | None = None, incident: Incident | None = None) -> Case | None:
     """The next case that needs a decision, other than `after` (the one just decided)."""
-    return next((c for c in cases(user=user, incident=incident, status="pending") if c.key != after), None)
+    return next((c for c in cases(user=user, incident=incident, status=ItemStatus.PENDING) if c.key != after), None)

@@ -14,19 +14,21 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Q
 
-from compensation import audit, effect_kinds
+from compensation import effect_kinds
+from core import audit
 from compensation.customers import ticket_facts
 from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import validate_draft
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_create, copy_rows
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.bulk import copy_create, copy_rows
+from core.locks import advisory_lock
 from provenance.llm import backend_label, get_client, registered_task
 from provenance.models import Ticket
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
+from core.vocabulary import AuditAction, EffectRole, Via
 from provenance.vocabulary import ActionStatus
 from repairs.faults import fault_point
 from repairs.models import Incident, RepairEffect
@@ -208,7 +210,7 @@ def _in_part(ticket: str | None, part: int, parts: int) -> bool:
 
 
 def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair finished",
-                        via: str = "worker", part: int = 0, parts: int = 1) -> int | None:
+                        via: str = Via.WORKER, part: int = 0, parts: int = 1) -> int | None:
     """Turn a finished repair's effects into review items, idempotently (a second call adds nothing).
 
     Returns how many items of this incident compensate invalidated effects (the incident's
@@ -243,7 +245,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         audit.lock_chain(incident.workspace_id)
         for old in superseded:
             if old.status == St.PENDING:
-                _set_status(old, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+                _set_status(old, St.CANCELLED, actor=actor, via=via, action=AuditAction.ITEM_CANCELLED,
                             reason=f"its held replacement was cancelled by incident #{incident.pk}; "
                                    f"what it compensated is drafted again there")
         # In bulk: one INSERT for the items, one for their effect links, one for their audit events
@@ -260,12 +262,12 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                 currency=(draft["currency"] or "")[:8], drafted_by=d.drafted_by, prompt_version=d.prompt_version,
                 valid=not d.problems, problems=d.problems,
             ))
-        copy_create(new_items, with_ids=True)  # COPY, not INSERT: see kintsugi_site.bulk
+        copy_create(new_items, with_ids=True)  # COPY, not INSERT: see core.bulk
         copy_rows(CompensationItem.effects.through, ({"compensationitem_id": item.pk, "repaireffect_id": e["repair_effect"]}
                                                      for item, d in zip(new_items, drafted) for e in d.planned.effects))
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)
         audit.record_many([dict(
-            action="item.drafted", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+            action=AuditAction.ITEM_DRAFTED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
             reason=reason, incident_id=incident.pk, to_status=St.PENDING,
             data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,
                   "currency": item.currency, "valid": item.valid, "problems": item.problems,
@@ -281,7 +283,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
 def compensation_count(*, incident: Incident) -> int:
     """How many of the incident's items compensate invalidated effects (its `compensations` count);
     replacement items are drafted beside them but not counted."""
-    return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": "invalidated"}]).count()
+    return CompensationItem.objects.filter(incident=incident, original__contains=[{"role": EffectRole.INVALIDATED}]).count()
 
 
 def draft_repair(*, incident: Incident, wait: bool) -> bool:
@@ -294,7 +296,7 @@ def draft_repair(*, incident: Incident, wait: bool) -> bool:
     for part in range(DRAFT_PARTS):
         with advisory_lock(locks.DRAFT_PART, incident.pk * DRAFT_PARTS + part, wait=wait) as mine:
             if mine:
-                draft_compensations(incident=incident, actor=None, reason="repair planned", via="worker",
+                draft_compensations(incident=incident, actor=None, reason="repair planned", via=Via.WORKER,
                                     part=part, parts=DRAFT_PARTS)
                 fault_point(f"drafted:{part}")
             done = done and mine

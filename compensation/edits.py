@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from compensation.models import AuditEvent, CompensationItem
-from kintsugi_site.money import format_money
+from core.money import format_money
+from core.vocabulary import AuditAction
 
 LABELS = {"to": "To", "subject": "Subject", "body": "Text", "amount_cents": "Amount"}
 
@@ -55,7 +56,7 @@ def edit_diffs(items) -> dict[int, list[FieldEdit]]:
         return {}
     spans: dict[str, dict[str, list]] = {}
     for event in (AuditEvent.objects.filter(subject_type="compensation_item", subject_id__in=list(edited),
-                                            action="item.edited").order_by("seq")):
+                                            action=AuditAction.ITEM_EDITED).order_by("seq")):
         for name, change in (event.data.get("changes") or {}).items():
             span = spans.setdefault(event.subject_id, {}).setdefault(name, [change.get("before"), None])
             span[1] = change.get("after")

@@ -26,7 +26,7 @@ from django.core.mail import EmailMessage
 
 from compensation import validation
 from compensation.models import CompensationItem
-from kintsugi_site.money import format_money
+from core.money import format_money
 from provenance import effects as dispatchers
 from provenance.models import LedgerEntry, OutboxEmail
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, effect_kinds, gates, sequencing
+from compensation import effect_kinds, gates, sequencing
+from core import audit
+from core.vocabulary import AuditAction, Via
 from compensation.models import CompensationItem
 
 K, St = CompensationItem.Kind, CompensationItem.Status
@@ -40,7 +42,7 @@ def deliver(item: CompensationItem) -> dict:
     return registration.deliver(item)
 
 
-def execute_item(*, item_id: int, via: str = "worker", actor=None) -> CompensationItem:
+def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> CompensationItem:
     """Execute an approved item exactly once (see the module docstring). Returns the item."""
     with transaction.atomic():
         item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)
@@ -64,7 +66,7 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
             return item
         item.status, item.executed_at = St.EXECUTED, timezone.now()
         item.save(update_fields=["status", "executed_at", "updated_at"])
-        audit.record(action="item.executed", subject_type="compensation_item", subject_id=item.pk, via=via,
+        audit.record(action=AuditAction.ITEM_EXECUTED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason="approved item executed", incident_id=item.incident_id,
                      workspace=item.incident.workspace_id,
                      from_status=St.APPROVED, to_status=St.EXECUTED,
@@ -72,7 +74,7 @@ def execute_item(*, item_id: int, via: str = "worker", actor=None) -> Compensati
     return item
 
 
-def execute_approved(*, via: str = "worker", actor=None, approved_before=None,
+def execute_approved(*, via: str = Via.WORKER, actor=None, approved_before=None,
                      skip_servers: frozenset[str] = frozenset()) -> int:
     """Execute every approved item still waiting (e.g. its task was lost while the broker was down);
     with `approved_before`, only those approved (last changed) before then; not those of workspaces

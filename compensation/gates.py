@@ -8,20 +8,21 @@ clean. A repair whose verification found a difference executes nothing.
 """
 from __future__ import annotations
 
+from core.vocabulary import IncidentStatus
 from repairs.models import Incident
 
-S, P = Incident.Status, Incident.Phase
+P = Incident.Phase
 
 
 def decidable(incident: Incident) -> bool:
     """May a reviewer decide the incident's items now?"""
-    return incident.status == S.REPAIRED or (incident.status == S.REPAIRING and incident.phase == P.VERIFYING)
+    return incident.status == IncidentStatus.REPAIRED or (incident.status == IncidentStatus.REPAIRING and incident.phase == P.VERIFYING)
 
 
 def verified_clean(incident: Incident) -> bool:
     """Has the incident's repair been verified with no difference from the clean run?"""
     v = incident.verification or {}
-    return (incident.status in (S.REPAIRED, S.CLOSED) and bool(v)
+    return (incident.status in (IncidentStatus.REPAIRED, IncidentStatus.CLOSED) and bool(v)
             and all(v.get(k) == 0 for k in ("facts", "decisions", "effects")))
 
 
@@ -29,7 +30,7 @@ def execution_wait(incident: Incident) -> str | None:
     """Why an approved item of the incident may not execute yet (None: it may)."""
     if verified_clean(incident):
         return None
-    if incident.status in (S.REPAIRED, S.CLOSED):
+    if incident.status in (IncidentStatus.REPAIRED, IncidentStatus.CLOSED):
         v = incident.verification or {}
         return (f"the repair's verification found differences (facts {v.get('facts')}, decisions "
                 f"{v.get('decisions')}, effects {v.get('effects')}): nothing executes")

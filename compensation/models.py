@@ -22,12 +22,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Case, F, IntegerField, Value, When
 
-from kintsugi_site.money import format_money
+from core.audit_event import AuditEvent  # noqa: F401  (registered under this app's label)
+from core.money import format_money
+from core.vocabulary import ItemKind, ItemStatus
 from repairs.models import Incident
 
 # Review-queue rank: pending first, then approved (awaiting execution), then decided. Shared by the
 # queue's ORDER BY and its index, which must be the same expression for the index to serve the order.
-QUEUE_ORDER = Case(When(status="pending", then=Value(0)), When(status="approved", then=Value(1)),
+QUEUE_ORDER = Case(When(status=ItemStatus.PENDING, then=Value(0)), When(status=ItemStatus.APPROVED, then=Value(1)),
                    default=Value(2), output_field=IntegerField())
 
 
@@ -48,19 +50,9 @@ def _queue_total_upsert(deltas: str) -> str:
 
 
 class CompensationItem(models.Model):
-    class Kind(models.TextChoices):
-        REFUND_REVERSAL = "refund_reversal", "refund reversal request"
-        CORRECTION_EMAIL = "correction_email", "customer correction email"
-        REPLACEMENT_REFUND = "replacement_refund", "replacement refund"
-        REPLACEMENT_EMAIL = "replacement_email", "replacement email"
-        MANUAL_COMPENSATION = "manual_compensation", "manual compensation"
+    Kind = ItemKind
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        EXECUTED = "executed"
-        REJECTED = "rejected"
-        CANCELLED = "cancelled"
+    Status = ItemStatus
 
     COMPENSATION_KINDS = (Kind.REFUND_REVERSAL, Kind.CORRECTION_EMAIL, Kind.MANUAL_COMPENSATION)
     MONEY_KINDS = (Kind.REFUND_REVERSAL, Kind.REPLACEMENT_REFUND)
@@ -187,7 +179,7 @@ class QueueTotal(models.Model):
     as the item rows, so a reader sees the totals of exactly the items committed. A group whose items are
     all gone keeps a row with zeros. The cost: a transaction that changes an item's status or amount holds
     that group's total rows until commit. Every service that does so already holds the audit chain's lock
-    (compensation.audit.lock_chain) first, so they queue there anyway and the totals add no new waits or
+    (core.audit.lock_chain) first, so they queue there anyway and the totals add no new waits or
     deadlocks; writes that leave status, currency and amount alone (redrafts, execution attempts) skip
     the totals entirely."""
 
@@ -204,63 +196,3 @@ class QueueTotal(models.Model):
 
     def __str__(self) -> str:
         return f"incident #{self.incident_id} {self.status}: {self.items} items, {format_money(self.cents, self.currency)}"
-
-
-class AuditEvent(models.Model):
-    """One state change of an incident, a compensation item or a policy: who, what, when, why, from where.
-
-    Each workspace has its own chain of these (`workspace`, `seq` 1, 2, ...); user and membership events
-    form the system chain (`workspace` null). Append-only: the application's database role may only
-    SELECT and INSERT (kintsugi_site.db_roles), triggers refuse UPDATE, DELETE and TRUNCATE to everyone
-    else, and every row carries the SHA-256 of its content and of the previous row of its chain, so
-    `manage.py verify_audit` detects an edit, a deletion or a reordering made behind the triggers' back
-    (by the table owner); deletions of the newest rows and truncation show against the signed
-    checkpoints kept outside the database (compensation.checkpoints)."""
-
-    Via = Incident.Via  # one list of the places a change can come from
-
-    # Kept when the workspace goes: the record outlives what it describes.
-    workspace = models.ForeignKey("provenance.Workspace", on_delete=models.DO_NOTHING, null=True, blank=True,
-                                  related_name="audit_events", db_constraint=False, editable=False,
-                                  help_text="The chain this event belongs to; empty: the system chain.")
-    seq = models.PositiveBigIntegerField(editable=False, help_text="Position in its chain, from 1.")
-    at = models.DateTimeField(editable=False)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                              related_name="+", db_constraint=False)
-    actor_name = models.CharField(max_length=150, blank=True, help_text="Username at the time (kept if the user is renamed).")
-    via = models.CharField(max_length=16, choices=Via.choices)
-    subject_type = models.CharField(max_length=32)
-    subject_id = models.CharField(max_length=64, blank=True)
-    incident = models.ForeignKey("repairs.Incident", on_delete=models.DO_NOTHING, null=True, blank=True,
-                                 related_name="audit_events", db_constraint=False)
-    action = models.CharField(max_length=64)
-    from_status = models.CharField(max_length=32, blank=True)
-    to_status = models.CharField(max_length=32, blank=True)
-    reason = models.TextField(blank=True)
-    data = models.JSONField(default=dict, blank=True)
-    prev_hash = models.CharField(max_length=64, editable=False)
-    hash = models.CharField(max_length=64, editable=False)
-
-    class Meta:
-        ordering = ["workspace_id", "seq"]
-        permissions = [("export_auditevent", "Can export the audit trail")]
-        indexes = [models.Index(fields=["subject_type", "subject_id"])]
-        constraints = [
-            # One seq per chain; the system chain (NULL workspace) needs its own partial index because
-            # NULLs never collide in a unique index. Both also serve "the head of this chain".
-            models.UniqueConstraint(fields=["workspace", "seq"], condition=models.Q(workspace__isnull=False),
-                                    name="audit_seq_unique_per_workspace"),
-            models.UniqueConstraint(fields=["seq"], condition=models.Q(workspace__isnull=True),
-                                    name="audit_seq_unique_in_system_chain"),
-        ]
-        triggers = [
-            pgtrigger.Protect(name="audit_no_update_delete", operation=pgtrigger.Update | pgtrigger.Delete),
-            # TRUNCATE fires no row triggers. The application role lacks the privilege anyway; this stops
-            # other roles too, unless they switch triggers off (`flush` does, as the owner: the test runner).
-            pgtrigger.Trigger(name="audit_no_truncate", operation=pgtrigger.Truncate, level=pgtrigger.Statement,
-                              when=pgtrigger.Before,
-                              func="RAISE EXCEPTION 'pgtrigger: Cannot truncate rows from % table', TG_TABLE_NAME;"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.seq} {self.action} {self.subject_type}:{self.subject_id}"

@@ -1,22 +1,22 @@
 """How the compensation app hears about repairs and people: cancelling on close, releasing what was
-approved while a repair was verified, the audit event for every incident transition and every change
-of workspace membership."""
+approved while a repair was verified, and the audit event for every change of workspace membership
+(incident transitions are audited where they happen: repairs.lifecycle.record_transition)."""
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models.signals import m2m_changed, post_save
+from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
-from compensation import audit
+from core import audit
+from core.vocabulary import AuditAction, Via
 from compensation.models import CompensationItem
 from compensation.services import cancel_incident_items, enqueue_execution
 from provenance.membership import current_attribution
 from provenance.models import Workspace
-from repairs.models import IncidentTransition
 from repairs.signals import incident_closed, repair_finished
 
 
 @receiver(incident_closed, dispatch_uid="compensation.cancel_for_closed_incident")
-def cancel_for_closed_incident(sender, incident, actor=None, reason="", via="worker", **kwargs) -> None:
+def cancel_for_closed_incident(sender, incident, actor=None, reason="", via=Via.WORKER, **kwargs) -> None:
     cancel_incident_items(incident=incident, actor=actor, reason=reason or "incident closed", via=via)
 
 
@@ -27,21 +27,6 @@ def execute_approved_after_repair(sender, incident, **kwargs) -> None:
     approved = list(incident.compensation_items.filter(status=CompensationItem.Status.APPROVED)
                     .values_list("pk", flat=True))
     transaction.on_commit(lambda: [enqueue_execution(pk) for pk in approved])
-
-
-# Every IncidentTransition row (flag, repair start, blocked, repaired, failed, retry, close) is mirrored
-# into the hash-chained audit trail in the same transaction. A receiver instead of a call in
-# repairs.services._transition, because repairs also creates transitions directly (flag, blocked).
-@receiver(post_save, sender=IncidentTransition, dispatch_uid="compensation.audit_incident_transition")
-def audit_incident_transition(sender, instance: IncidentTransition, created: bool, **kwargs) -> None:
-    if not created:
-        return
-    action = "incident.flagged" if not instance.from_status else f"incident.{instance.to_status}"
-    audit.record(action=action, subject_type="incident", subject_id=instance.incident_id, via=instance.via,
-                 actor=instance.actor, reason=instance.reason, incident_id=instance.incident_id,
-                 workspace=instance.incident.workspace_id,
-                 from_status=instance.from_status, to_status=instance.to_status,
-                 data={"transition": instance.pk})
 
 
 # Membership decides what the tenancy rule lets a person see, so every change of it is in the record's
@@ -56,9 +41,9 @@ def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set
                      else instance.workspaces.values_list("pk", flat=True))
         if not pk_set:
             return
-    who = current_attribution() or {"actor": None, "via": "cli",
+    who = current_attribution() or {"actor": None, "via": Via.CLI,
                                     "reason": "membership changed outside kintsugi's services (unattributed)"}
-    verb = "membership.added" if action == "post_add" else "membership.removed"
+    verb = AuditAction.MEMBERSHIP_ADDED if action == "post_add" else AuditAction.MEMBERSHIP_REMOVED
     pairs = ([(instance, pk) for pk in sorted(pk_set)] if not reverse
              else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
     User = get_user_model()

@@ -8,7 +8,7 @@ from django.db.models import Count, QuerySet, Sum
 from django.urls import reverse
 
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
-from kintsugi_site.money import format_money
+from core.money import format_money
 from provenance import tenancy
 from provenance.models import Source, Workspace
 from repairs.models import Incident
@@ -174,7 +174,7 @@ def item_counts(*, incident: Incident) -> ItemCounts:
 def compensation_items(*, incident: Incident) -> list[dict]:
     """Every compensation item of `incident` with its decision and audit history (for the report), in
     two queries whatever the number of items."""
-    from compensation.audit import export_row
+    from core.audit import export_row
     from compensation.edits import edit_diffs
 
     items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
@@ -237,7 +237,7 @@ def visible_audit_events(*, user) -> QuerySet[AuditEvent]:
 
 def visible_chains(*, user) -> list[int | None]:
     """The chains (workspace ids, None: the system chain) whose status `user` may see, of those in use."""
-    from compensation.chains import chains_in_use
+    from core.chains import chains_in_use
 
     in_use = chains_in_use()
     if tenancy.sees_every_workspace(user):

@@ -2,21 +2,24 @@
 Drafting them after a repair is compensation.drafts.
 
 Every service that changes state takes `actor`, `reason` and `via` (admin, api, cli, mcp, worker) and
-writes its audit event in the same transaction (compensation.audit). Refused attempts (wrong role,
+writes its audit event in the same transaction (core.audit). Refused attempts (wrong role,
 four-eyes, invalid draft, already decided) are recorded in a transaction of their own, so the record
 survives the refusal, and then raised: PermissionError / ValueError subclasses, which the CLI turns into
 exit code 2 and the admin into an error message.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import audit, customers, effect_kinds, gates, sequencing
+from compensation import customers, effect_kinds, gates, sequencing
+from core import audit
+from core.broker import send
+from core.errors import DomainError
+from core.vocabulary import AuditAction
 from compensation.drafting import PlannedItem
 from compensation.drafts import write_draft
 from compensation.models import CompensationItem
@@ -26,7 +29,6 @@ from provenance import tenancy, validation
 from provenance.llm import get_client
 from repairs.models import Incident
 
-log = logging.getLogger(__name__)
 K, St = CompensationItem.Kind, CompensationItem.Status
 REVIEW_PERMISSION = "compensation.review_compensationitem"
 EDITABLE_FIELDS = {
@@ -42,8 +44,22 @@ class ReviewRefused(PermissionError):
     """The actor may not make this decision (role, four-eyes)."""
 
 
-class DecisionRefused(ValueError):
+class DecisionRefused(DomainError, ValueError):
     """The item cannot take this decision (already decided, draft invalid, empty reason)."""
+
+    code, status = "decision_refused", 409  # the item's state conflicts
+
+
+def _locked_pending(item_pk: int, *, workspace_id: int, refusal: str, with_incident: bool = True) -> CompensationItem:
+    """The item, locked for the rest of the transaction after its workspace's audit chain (the order
+    every audited transaction takes its locks in); DecisionRefused ("item #N is " + `refusal`, with
+    {status} filled in) when it is no longer pending."""
+    audit.lock_chain(workspace_id)
+    rows = CompensationItem.objects.select_for_update()
+    item = (rows.select_related("incident") if with_incident else rows).get(pk=item_pk)
+    if item.status != St.PENDING:
+        raise DecisionRefused(f"item #{item.pk} is {refusal.format(status=item.status)}")
+    return item
 
 
 def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
@@ -68,10 +84,8 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
                                                        workspace=refreshed.incident.workspace.name)
     get_client().flush()
     with transaction.atomic():
-        audit.lock_chain(refreshed.incident.workspace_id)
-        item = CompensationItem.objects.select_for_update().get(pk=item.pk)
-        if item.status != St.PENDING:
-            raise DecisionRefused(f"item #{item.pk} is {item.status}; only pending items are redrafted")
+        item = _locked_pending(item.pk, workspace_id=refreshed.incident.workspace_id, with_incident=False,
+                               refusal="{status}; only pending items are redrafted")
         facts_before = item.facts
         if ticket_found is not None:
             item.facts, item.customer_email = ticket_found, ticket_found["customer_email"]
@@ -81,7 +95,7 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
             setattr(item, name, draft[name])
         item.drafted_by, item.prompt_version, item.valid, item.problems, item.edited = drafted_by, version, not problems, problems, False
         item.save()
-        audit.record(action="item.redrafted", subject_type="compensation_item", subject_id=item.pk, via=via,
+        audit.record(action=AuditAction.ITEM_REDRAFTED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                      workspace=refreshed.incident.workspace_id,
                      to_status=item.status, data={"before": before, "after": _draft_fields(item), "valid": item.valid,
@@ -103,10 +117,8 @@ def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason
     _require_reviewer(current, actor, via=via, action="set customer")
     try:
         with transaction.atomic():
-            audit.lock_chain(current.incident.workspace_id)
-            item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
-            if item.status != St.PENDING:
-                raise DecisionRefused(f"item #{item.pk} is {item.status}; only a pending item's customer is set")
+            item = _locked_pending(item.pk, workspace_id=current.incident.workspace_id,
+                                   refusal="{status}; only a pending item's customer is set")
             if not item.facts.get("ticket_missing"):
                 raise DecisionRefused(f"item #{item.pk} has its ticket {item.ticket_id}: the customer is the ticket's")
             if item.moves_money:
@@ -116,7 +128,7 @@ def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason
             item.facts = {**item.facts, "customer": name, "customer_email": email, "customer_set_by": actor.get_username()}
             item.customer_email = email
             item.save(update_fields=["facts", "customer_email", "updated_at"])
-            audit.record(action="item.customer_set", subject_type="compensation_item", subject_id=item.pk, via=via,
+            audit.record(action=AuditAction.ITEM_CUSTOMER_SET, subject_type="compensation_item", subject_id=item.pk, via=via,
                          actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                          to_status=item.status, workspace=item.incident.workspace_id,
                          data={"before": before, "after": {"customer": name, "customer_email": email}})
@@ -135,7 +147,7 @@ def _draft_fields(item: CompensationItem) -> dict:
 def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Exception):
     """Record a refused attempt in its own transaction, then raise it."""
     with transaction.atomic():
-        audit.record(action="item.refused", subject_type="compensation_item", subject_id=item.pk, via=via,
+        audit.record(action=AuditAction.ITEM_REFUSED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=str(exc), incident_id=item.incident_id, from_status=item.status,
                      workspace=item.incident.workspace_id,
                      to_status=item.status, data={"attempted": attempted, "refusal": type(exc).__name__})
@@ -165,10 +177,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
     relaxed = _require_reviewer(current, actor, via=via, action=decision)
     try:
         with transaction.atomic():
-            audit.lock_chain(current.incident.workspace_id)
-            item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
-            if item.status != St.PENDING:
-                raise DecisionRefused(f"item #{item.pk} is already {item.status}")
+            item = _locked_pending(item.pk, workspace_id=current.incident.workspace_id, refusal="already {status}")
             if not gates.decidable(item.incident):
                 # Drafted from the checkpointed plan while the repair was still being applied.
                 raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "
@@ -187,7 +196,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                 decided_at = timezone.now()
                 item.decided_at = decided_at  # waits_for compares it with the money item's decision
                 held = sequencing.waits_for(item)
-                _set_status(item, St.APPROVED, actor=actor, via=via, action="item.approved", reason=reason,
+                _set_status(item, St.APPROVED, actor=actor, via=via, action=AuditAction.ITEM_APPROVED, reason=reason,
                             data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited,
                                   "waits_for": held.pk if held else None},
                             decided_by=actor, decided_at=decided_at, decision_reason=reason,
@@ -199,11 +208,11 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                     # Read after commit: an email approved meanwhile is released too (executed once by key).
                     transaction.on_commit(lambda money=item: [enqueue_execution(pk) for pk in sequencing.released_by(money)])
             else:
-                _set_status(item, St.REJECTED, actor=actor, via=via, action="item.rejected", reason=reason,
+                _set_status(item, St.REJECTED, actor=actor, via=via, action=AuditAction.ITEM_REJECTED, reason=reason,
                             decided_by=actor, decided_at=timezone.now(), decision_reason=reason)
                 _mark_explaining_emails(item, actor=actor, via=via)
             if relaxed:
-                audit.record(action="four_eyes.relaxed", subject_type="compensation_item", subject_id=item.pk,
+                audit.record(action=AuditAction.FOUR_EYES_RELAXED, subject_type="compensation_item", subject_id=item.pk,
                              via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
                              "of their own incident", incident_id=item.incident_id, workspace=item.incident.workspace_id,
                              data={"decision": decision, "decision_reason": reason})
@@ -221,7 +230,7 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
         fields = dict(valid=False, problems=[*email.problems, problem])
         if email.status == St.APPROVED:
             # Its execution key stays: approved again later, it is still sent at most once.
-            _set_status(email, St.PENDING, actor=actor, via=via, action="item.reopened", reason=problem,
+            _set_status(email, St.PENDING, actor=actor, via=via, action=AuditAction.ITEM_REOPENED, reason=problem,
                         data={"rejected": money.pk, "was_approved_by": email.decided_by.get_username()
                               if email.decided_by else None}, decided_by=None, decided_at=None,
                         decision_reason="", **fields)
@@ -229,7 +238,7 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
         for name, value in fields.items():
             setattr(email, name, value)
         email.save(update_fields=["valid", "problems", "updated_at"])
-        audit.record(action="item.needs_redraft", subject_type="compensation_item", subject_id=email.pk, via=via,
+        audit.record(action=AuditAction.ITEM_NEEDS_REDRAFT, subject_type="compensation_item", subject_id=email.pk, via=via,
                      actor=actor, reason=problem, incident_id=email.incident_id, from_status=email.status,
                      to_status=email.status, workspace=money.incident.workspace_id, data={"rejected": money.pk})
 
@@ -255,7 +264,7 @@ def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason
     problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
     item.edited, item.valid, item.problems = True, not problems, problems
     item.save()
-    audit.record(action="item.edited", subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+    audit.record(action=AuditAction.ITEM_EDITED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
                  reason=reason, incident_id=item.incident_id, from_status=item.status, to_status=item.status,
                  workspace=item.incident.workspace_id, data={"changes": changed, "valid": not problems, "problems": problems})
 
@@ -327,7 +336,7 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
                        .defer("incident__plan")
                        .filter(incident=incident, status=St.PENDING))
         for item in pending:
-            _set_status(item, St.CANCELLED, actor=actor, via=via, action="item.cancelled",
+            _set_status(item, St.CANCELLED, actor=actor, via=via, action=AuditAction.ITEM_CANCELLED,
                         reason=f"incident #{incident.pk} closed: {reason}")
     return len(pending)
 
@@ -335,7 +344,5 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
 def enqueue_execution(item_id: int) -> None:
     from compensation.tasks import execute_compensation
 
-    try:
-        execute_compensation.delay(item_id)
-    except Exception as exc:  # the broker is down: the item stays approved; `execute_approved` picks it up
-        log.warning("could not enqueue execution of compensation item %s: %s", item_id, exc)
+    # When the broker is down the item stays approved; `execute_approved` picks it up.
+    send(execute_compensation, item_id, what=f"the execution of compensation item {item_id}")

@@ -2,6 +2,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
+from core.vocabulary import Via
 from compensation.execution import execute_approved, execute_item
 
 
@@ -12,10 +13,10 @@ from compensation.execution import execute_approved, execute_item
 def execute_compensation(self, item_id: int) -> str:
     """Execute one approved compensation item. Safe to deliver twice: the idempotency key recorded at
     approval makes the second delivery send nothing."""
-    return execute_item(item_id=item_id, via="worker").status
+    return execute_item(item_id=item_id, via=Via.WORKER).status
 
 
 @shared_task(acks_late=True)
 def execute_waiting_compensations() -> int:
     """Sweep: execute approved items whose task never ran (schedule it, or run it after a broker outage)."""
-    return execute_approved(via="worker")
+    return execute_approved(via=Via.WORKER)

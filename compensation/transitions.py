@@ -2,7 +2,7 @@
 drafting (cancelling superseded drafts) and review (decisions)."""
 from __future__ import annotations
 
-from compensation import audit
+from core import audit
 from compensation.models import CompensationItem
 
 

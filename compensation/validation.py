@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from kintsugi_site.money import format_money
+from core.money import format_money
 
 MAX_SUBJECT = 200
 MAX_BODY = 4000

@@ -13,6 +13,6 @@ app.autodiscover_tasks()
 @worker_process_shutdown.connect
 def _sign_pending_audit_heads(**kwargs) -> None:
     # Pool children may exit without running atexit: sign the audit chains' heads they still owe.
-    from compensation import checkpoints
+    from core import checkpoints
 
     checkpoints.flush()

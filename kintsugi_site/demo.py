@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _running_embedded() -> set[str]:
-    from kintsugi_site import embedded
+    from core import embedded
 
     up = set()
     if embedded._port_answers(embedded.FALKORDB_PORT):
@@ -56,7 +56,7 @@ def main() -> int:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 child.kill()
-        from kintsugi_site import embedded
+        from core import embedded
 
         started = _running_embedded() - before
         if started:

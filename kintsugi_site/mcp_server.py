@@ -29,7 +29,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from rest_framework.authtoken.models import Token
 
-from kintsugi_site.api.audit import record_refusal
+from core.vocabulary import ItemStatus
+from provenance.refusals import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from compensation import effect_kinds, selectors as compensation_selectors, sequencing
@@ -306,7 +307,7 @@ def build_server() -> MCPServer:
     decides = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True)
 
     @server.tool(name="review_items", annotations=reads)
-    async def review_items_tool(workspace: str, incident: int | None = None, status: str | None = "pending",
+    async def review_items_tool(workspace: str, incident: int | None = None, status: str | None = ItemStatus.PENDING,
                                 limit: int = 50, offset: int = 0) -> dict[str, Any]:
         """The compensation items of `workspace` people decide, pending first (filter by incident and status:
         pending, approved, executed, rejected, cancelled; null for all), paged by limit/offset (at most 200).

@@ -21,12 +21,13 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from core.admin_rows import WrittenByServices
+from core.vocabulary import Via
+from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import onboarding, tenancy, validation
 from provenance.models import AgentRegistration, AgentToken, Workspace
 
-VIA = "admin"
+VIA = Via.ADMIN
 ROLE_NEEDED = "the Workspace admin role (provenance.manage_agents) in that workspace"
 
 

@@ -3,7 +3,7 @@ from django.db.models.signals import post_migrate
 
 
 def _grant_app_role(sender, using, verbosity=1, **kwargs) -> None:
-    from kintsugi_site import db_roles
+    from core import db_roles
 
     db_roles.ensure_app_role(using=using, verbosity=verbosity)
 

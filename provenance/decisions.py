@@ -7,9 +7,11 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from core.errors import DomainError
 
-class MalformedDecision(TypeError):
-    pass
+
+class MalformedDecision(DomainError, TypeError):
+    pass  # a 400 "invalid", like every malformed input
 
 
 def now_iso() -> str:

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from django.core.mail import EmailMessage, get_connection
 
+from provenance import upstream
 from provenance.models import LedgerEntry, Workspace
 
 log = logging.getLogger(__name__)
@@ -38,15 +39,13 @@ def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dic
     """`effects`: (effect row, details) pairs as the recorder queued them."""
     if not effects:
         return
-    from compensation.effect_kinds import effect_kind  # the registry lives with what compensates the kinds
-
     ws = Workspace.objects.get(name=workspace)
     by_kind: dict[str, list] = defaultdict(list)
     for row, details in effects:
         by_kind[row["kind"]].append((row, details, idempotency_key(workspace, run_number, row["id"])))
-    # Money before messages, as before: a confirmation never precedes its payment in the same flush.
+    # Money before messages: a confirmation never precedes its payment in the same flush.
     for kind in sorted(by_kind, key=lambda k: (k != "refund", k != "email", k)):
-        dispatch = effect_kind(kind).dispatch
+        dispatch = upstream.compensation.effect_kind(kind).dispatch
         if dispatch is None:
             log.debug("%d %s effect(s) recorded; no dispatcher: the agent performs them", len(by_kind[kind]), kind)
             continue

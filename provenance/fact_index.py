@@ -27,9 +27,9 @@ class FactVersion:
 
     @classmethod
     def from_row(cls, f) -> FactVersion:
-        """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEY row."""
-        return cls(f.id, f.key, json.loads(f.value), f.version, f.seq, f.active, f.writer, f.valid_from,
-                   f.valid_until, f.known_at, f.system_at, f.invalidated_at, f.invalidated_by)
+        """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEY row (a rows.StoredFact: the same fields in
+        the same order, its value still JSON)."""
+        return cls(*f._replace(value=json.loads(f.value)))
 
 
 class FactIndex:

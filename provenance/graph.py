@@ -27,21 +27,27 @@ import redis
 from django.conf import settings
 from falkordb import FalkorDB
 
+from core.errors import DomainError
 from provenance import queries
 
 _local = threading.local()
 _schema_ready: set[str] = set()
 
 
-class GraphUnavailable(RuntimeError):
-    """FalkorDB could not be reached; the message names the URL."""
+class GraphUnavailable(DomainError, RuntimeError):
+    """FalkorDB could not be reached; the message names the URL (for operators: callers are told less)."""
+
+    code, status = "graph_unavailable", 503
+
+    def public_message(self) -> str:
+        return "the provenance graph store is unavailable; try again shortly"
 
 
 def falkordb_url() -> str:
     """The default server's URL (FALKORDB_URL, else the embedded server)."""
     if settings.FALKORDB_URL:
         return settings.FALKORDB_URL
-    from kintsugi_site import embedded
+    from core import embedded
 
     return embedded.ensure_falkordb()
 
@@ -50,7 +56,7 @@ def default_server_key() -> str:
     """The placement key of the default server, without starting the embedded one."""
     if settings.FALKORDB_URL:
         return server_key(settings.FALKORDB_URL)
-    from kintsugi_site import embedded
+    from core import embedded
 
     return f"127.0.0.1:{embedded.FALKORDB_PORT}"
 

@@ -22,7 +22,7 @@ from typing import Callable
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
 
 from provenance import queries
 from provenance.graph import Graph, cache_graph_name, workspace_cache_graph
@@ -173,7 +173,7 @@ class ModelClient:
         """prefetch(), and inside the block a request no cache had is computed without asking the cache
         again: one round trip per miss was a fifth of drafting a large repair with a cold cache. Only
         for work that asks right after the prefetch (an answer another process saves meanwhile is not
-        read); outside the block every miss asks the cache as before."""
+        read); outside the block every miss asks the cache on its own."""
         absent = self.prefetch(requests, workspace=workspace) - self._absent
         self._absent |= absent
         try:

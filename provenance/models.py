@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 
+from core.vocabulary import RecordingStatus
 from provenance.placement import new_workspace_server
 
 
@@ -174,11 +175,7 @@ class Recording(models.Model):
     """A root action recorded over HTTP and everything it hands off, staged here until its last action
     finishes; only then is it written to the graph, in one flush (provenance.remote)."""
 
-    class Status(models.TextChoices):
-        OPEN = "open"
-        COMMITTED = "committed"
-        ABANDONED = "abandoned"
-        EXPIRED = "expired"
+    Status = RecordingStatus
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="recordings")
     token = models.ForeignKey(AgentToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
@@ -194,5 +191,5 @@ class Recording(models.Model):
         ordering = ["-created_at"]
         # One recording in flight per workspace: the in-process recorder holds the workspace for a whole
         # root action too, which is what makes seq order the order reads were resolved in.
-        constraints = [models.UniqueConstraint(fields=["workspace"], condition=models.Q(status="open"),
+        constraints = [models.UniqueConstraint(fields=["workspace"], condition=models.Q(status=RecordingStatus.OPEN),
                                                name="one_open_recording_per_workspace")]

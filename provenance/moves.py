@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from provenance import validation
+from core import audit
+from core.vocabulary import AuditAction
+from provenance import upstream, validation
 from provenance.graph import (
     copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
 )
@@ -23,8 +25,7 @@ from provenance.models import Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.services import workspace_lock
 
-MOVED = "workspace.moved"
-LEFTOVERS_DELETED = "workspace.leftovers_deleted"
+MOVED, LEFTOVERS_DELETED = AuditAction.WORKSPACE_MOVED, AuditAction.WORKSPACE_LEFTOVERS_DELETED
 
 
 class MoveRefused(ValueError):
@@ -41,15 +42,8 @@ class MoveResult:
     deleted: list[str] = field(default_factory=list)
 
 
-def _open_repairs(workspace: Workspace) -> list[int]:
-    from repairs.models import Incident
-
-    active = (Incident.Status.OPEN, Incident.Status.REPAIRING, Incident.Status.BLOCKED)
-    return list(Incident.objects.filter(workspace=workspace, status__in=active).values_list("pk", flat=True))
-
-
 def _refuse_while_repairing(workspace: Workspace) -> None:
-    open_ids = _open_repairs(workspace)
+    open_ids = upstream.repairs.open_repair_ids(workspace=workspace)
     if open_ids:
         raise MoveRefused(f"workspace {workspace.name!r} has a repair under way (incident "
                           f"{', '.join(f'#{i}' for i in open_ids)}); move it once the repair has ended")
@@ -75,8 +69,6 @@ def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:
 def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, via: str,
                    progress: ProgressFn = noop) -> MoveResult:
     """Move `workspace`'s graphs to server `to_server` (a `host:port` placement key)."""
-    from compensation import audit
-
     reason = validation.reason(reason)
     if actor is None or not actor.is_active or not actor.is_superuser:
         raise MoveRefused("only a superuser moves a workspace between FalkorDB servers")
@@ -116,8 +108,6 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
 
 def _finish_interrupted(workspace: Workspace, *, to_server: str, actor, reason: str, via: str) -> MoveResult:
     """The workspace is on `to_server` already: delete what an interrupted move left elsewhere."""
-    from compensation import audit
-
     result = MoveResult(workspace.name, to_server, to_server, moved=False)
     leftovers = _leftovers(workspace, keep=to_server)
     if not leftovers:

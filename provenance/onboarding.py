@@ -1,7 +1,7 @@
 """Services that set up a workspace for its agents without a superuser: the workspace itself, its
 sources, tickets, agent registrations and recording tokens.
 
-Who may: superusers anywhere; a Workspace admin (compensation.roles) in the workspaces they belong to.
+Who may: superusers anywhere; a Workspace admin (core.roles) in the workspaces they belong to.
 Creating a workspace needs provenance.add_workspace and makes the creator a member of it, so the
 creator administers what they created. Each change writes its audit row in the same transaction.
 """
@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
+from core.vocabulary import AuditAction
 from provenance import tenancy, validation
 from provenance.agents import NAME_PATTERN, registered_names
 from provenance.membership import attributed
@@ -31,8 +33,6 @@ class OnboardingRefused(PermissionError):
 
 def _audit(*, workspace, action: str, subject_type: str, subject_id, actor, reason: str, via: str,
            data: dict | None = None) -> None:
-    from compensation import audit
-
     audit.record(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
                  reason=reason, data=data, workspace=workspace)
 
@@ -66,7 +66,7 @@ def create_workspace(*, name: str, actor, reason: str, via: str) -> Workspace:
         workspace = Workspace.objects.create(name=name)
         with attributed(actor=actor, reason=reason, via=via):
             workspace.members.add(actor)
-        _audit(workspace=workspace, action="workspace.created", subject_type="workspace", subject_id=workspace.pk,
+        _audit(workspace=workspace, action=AuditAction.WORKSPACE_CREATED, subject_type="workspace", subject_id=workspace.pk,
                actor=actor, reason=reason, via=via, data={"name": name})
     return workspace
 
@@ -93,7 +93,7 @@ def put_source(*, workspace: Workspace, source_id: str, content: str, title: str
         if not created:
             source.content, source.title = content, title or source.title
             source.save(update_fields=["content", "title"])
-        _audit(workspace=workspace, action="source.created" if created else "source.changed", subject_type="source",
+        _audit(workspace=workspace, action=AuditAction.SOURCE_CREATED if created else AuditAction.SOURCE_CHANGED, subject_type="source",
                subject_id=source.source_id, actor=actor, reason=reason, via=via,
                data={"sha256": hashlib.sha256(content.encode()).hexdigest(), "bytes": len(content.encode()),
                      "trust": source.trust})
@@ -141,7 +141,7 @@ def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, rea
             for name, value in clean.items():
                 setattr(ticket, name, value)
             ticket.save()
-        _audit(workspace=workspace, action="ticket.created" if created else "ticket.changed", subject_type="ticket",
+        _audit(workspace=workspace, action=AuditAction.TICKET_CREATED if created else AuditAction.TICKET_CHANGED, subject_type="ticket",
                subject_id=ticket.ticket_id, actor=actor, reason=reason, via=via, data={"fields": sorted(clean)})
     return ticket, created
 
@@ -187,7 +187,7 @@ def register_agent(*, workspace: Workspace, name: str, replay: str, timeout_seco
         if not created:
             registration.replay_url, registration.timeout_seconds = replay, timeout_seconds
             registration.save(update_fields=["replay_url", "timeout_seconds", "updated_at"])
-        _audit(workspace=workspace, action="agent.registered" if created else "agent.changed", subject_type="agent",
+        _audit(workspace=workspace, action=AuditAction.AGENT_REGISTERED if created else AuditAction.AGENT_CHANGED, subject_type="agent",
                subject_id=name, actor=actor, reason=reason, via=via,
                data={"replay_url": replay, "timeout_seconds": timeout_seconds})
     return registration, created
@@ -218,7 +218,7 @@ def issue_agent_token(*, workspace: Workspace, label: str, agents: list[str] | N
     with transaction.atomic():
         token = AgentToken.objects.create(workspace=workspace, label=label, key_hash=hash_key(key),
                                           prefix=key[:10], agents=sorted(set(agents)), created_by=actor)
-        _audit(workspace=workspace, action="agent_token.issued", subject_type="agent_token", subject_id=token.pk,
+        _audit(workspace=workspace, action=AuditAction.AGENT_TOKEN_ISSUED, subject_type="agent_token", subject_id=token.pk,
                actor=actor, reason=reason, via=via, data={"label": label, "agents": token.agents, "prefix": token.prefix})
     return token, key
 
@@ -230,7 +230,7 @@ def revoke_agent_token(*, token: AgentToken, actor, reason: str, via: str) -> Ag
         if token.revoked_at is None:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
-            _audit(workspace=token.workspace, action="agent_token.revoked", subject_type="agent_token",
+            _audit(workspace=token.workspace, action=AuditAction.AGENT_TOKEN_REVOKED, subject_type="agent_token",
                    subject_id=token.pk, actor=actor, reason=reason, via=via, data={"prefix": token.prefix})
     return token
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.errors import DomainError
 from provenance import validation
 from provenance.decisions import MalformedDecision, check_decision, decision_hash
 from provenance.recorder import ActionRecord, Read, Recorder
@@ -23,9 +24,11 @@ class InvalidCall(ValueError):
     """A protocol call whose body is not what the call takes; nothing was recorded."""
 
 
-class CallConflict(RuntimeError):
+class CallConflict(DomainError, RuntimeError):
     """A call that contradicts what the action already recorded (an idempotency key reused for another
     effect, a call on a finished action); nothing was recorded."""
+
+    code, status = "conflict", 409
 
 
 def _field(body: dict, name: str, *, required: bool = True, default: Any = None) -> Any:

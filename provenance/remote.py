@@ -25,6 +25,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import audit
+from core.vocabulary import AuditAction, RecordingStatus, Via
 from provenance import protocol, validation
 from provenance.agents import registered_names
 from provenance.graph import workspace_graph
@@ -33,15 +35,19 @@ from provenance.protocol import CallConflict, dump_record, load_record
 from provenance.recorder import ActionRecord, Recorder, RecordingSession
 from provenance.services import workspace_lock
 
-S = Recording.Status
 
 
 class RecordingInProgress(CallConflict):
     """Another recording of the workspace is open; retry after `retry_after` seconds."""
 
+    code = "recording_in_progress"
+
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+
+    def details(self):
+        return {"retry_after": self.retry_after}
 
 
 class RecordingClosed(CallConflict):
@@ -117,20 +123,18 @@ def _forget(row: Recording) -> None:
 # --- opening ------------------------------------------------------------------------------------------------
 def _expire_idle(ws: Workspace) -> None:
     """Close the workspace's open recording if it has been idle too long (nothing of it is in the graph)."""
-    row = Recording.objects.select_for_update().filter(workspace=ws, status=S.OPEN).first()
+    row = Recording.objects.select_for_update().filter(workspace=ws, status=RecordingStatus.OPEN).first()
     if row is not None and row.touched_at < timezone.now() - _timeout():
-        _close(row, S.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
-               via="worker")
+        _close(row, RecordingStatus.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
+               via=Via.WORKER)
 
 
 def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None:
-    from compensation import audit
-
     announced = [e | {"action": r["id"]} for r in row.state["records"] for e in r["effects"]]
     row.status, row.finished_at = status, timezone.now()
     row.save(update_fields=["status", "finished_at"])
     _forget(row)
-    audit.record(action=f"recording.{status}", subject_type="recording", subject_id=row.pk, via=via, actor=actor,
+    audit.record(action=AuditAction.of_recording(status), subject_type="recording", subject_id=row.pk, via=via, actor=actor,
                  reason=reason, workspace=row.workspace,
                  data={"actions": len(row.state["records"]), "effects_announced": announced[:50],
                        "effects_count": len(announced)})
@@ -139,7 +143,7 @@ def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None
 def _skip_closed_ids(ws: Workspace, session: RecordingSession) -> None:
     """Never hand out again an action id an abandoned or expired recording had: a late call from its
     agent must find that recording closed, not land in a stranger's."""
-    last = (Recording.objects.filter(workspace=ws, status__in=(S.ABANDONED, S.EXPIRED)).order_by("-first_action")
+    last = (Recording.objects.filter(workspace=ws, status__in=(RecordingStatus.ABANDONED, RecordingStatus.EXPIRED)).order_by("-first_action")
             .values_list("state", flat=True).first())
     if last and last["next_action"] > session.next_action:
         session.next_action = last["next_action"]
@@ -176,7 +180,7 @@ def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
                     row = Recording.objects.create(workspace=ws, token=token, state=state, first_action=aid,
                                                    touched_at=timezone.now())
             except IntegrityError:
-                busy = Recording.objects.filter(workspace=ws, status=S.OPEN).values_list("touched_at", flat=True).first()
+                busy = Recording.objects.filter(workspace=ws, status=RecordingStatus.OPEN).values_list("touched_at", flat=True).first()
                 wait = int(((busy + _timeout()) - timezone.now()).total_seconds()) + 1 if busy else 1
                 raise RecordingInProgress(f"another recording of workspace {ws.name!r} is open; its agent is "
                                           f"still recording (retry shortly)", max(wait, 1)) from None
@@ -211,11 +215,11 @@ def _locked_row(token: AgentToken, action_id) -> Recording:
     if isinstance(action_id, bool) or not isinstance(action_id, int):
         raise protocol.InvalidCall("action must be an integer id")
     row = (Recording.objects.select_for_update().select_related("workspace")
-           .filter(workspace=token.workspace, status=S.OPEN, first_action__lte=action_id).order_by("-first_action")
+           .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id).order_by("-first_action")
            .first())
     if row is None or not any(r["id"] == action_id for r in row.state["records"]):
         closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id)
-                  .exclude(status=S.OPEN).order_by("-first_action").first())
+                  .exclude(status=RecordingStatus.OPEN).order_by("-first_action").first())
         if closed is not None and any(r["id"] == action_id for r in closed.state["records"]):
             raise RecordingClosed(f"action {action_id} belongs to a recording that is {closed.status}")
         raise UnknownAction(f"no open action {action_id} in workspace {token.workspace.name!r}")
@@ -284,7 +288,7 @@ def _commit(row: Recording) -> list[int]:
     workspace_lock(ws)
     session = _new_session(ws)
     if list(session._loaded_ids) != row.state["base"]:
-        _close(row, S.ABANDONED, actor=None, reason="the graph changed while it was recorded", via="worker")
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
         raise CallConflict("the workspace's graph changed while this recording was open (a repair or a desk run "
                            "wrote it); nothing of it was recorded: record the root action again")
     records = [load_record(r) for r in row.state["records"]]
@@ -302,7 +306,7 @@ def _commit(row: Recording) -> list[int]:
         raise
     ws.action_count += len(records)
     ws.save(update_fields=["action_count"])
-    row.status, row.finished_at = S.COMMITTED, timezone.now()
+    row.status, row.finished_at = RecordingStatus.COMMITTED, timezone.now()
     row.version += 1
     row.save(update_fields=["status", "finished_at", "version"])
     _forget(row)
@@ -314,7 +318,7 @@ def abandon(*, token: AgentToken, action_id, reason: str) -> dict:
     reason = validation.reason(reason)
     with transaction.atomic():
         row = _locked_row(token, action_id)
-        _close(row, S.ABANDONED, actor=None, reason=f"{token.label}: {reason}", via="api")
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason=f"{token.label}: {reason}", via=Via.API)
     return {"recording": row.pk, "status": row.status, "actions": len(row.state["records"])}
 
 

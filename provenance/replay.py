@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.conf import settings
 
+from core.errors import error_body, first_line, map_domain_error
 from provenance import protocol
 from provenance.graph import GraphUnavailable
 
@@ -40,6 +41,11 @@ MAX_BODY = 512 * 1024
 class ReplayUnavailable(GraphUnavailable):
     """A remote agent did not replay an action (unreachable, an error status, no finish in time). A
     GraphUnavailable on purpose: whoever blocks and retries a repair on an outage does so for this too."""
+
+    code = "agent_unavailable"
+
+    def public_message(self) -> str:
+        return first_line(self)
 
 
 class ReplayFailed(ValueError):
@@ -82,8 +88,6 @@ class _Replay:
         self.lock = threading.Lock()
 
     def handle(self, action: int, op: str, body) -> tuple[int, dict]:
-        from kintsugi_site.api.errors import error_body, map_domain_error
-
         if action != self.record.id:
             return 404, error_body("not_found", f"this replay is of action {self.record.id}, not {action}")
         with self.lock:

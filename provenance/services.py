@@ -5,7 +5,8 @@ import json
 
 from django.db import OperationalError, connection, transaction
 
-from kintsugi_site import locks
+from core import locks
+from core.errors import DomainError
 from provenance import queries, validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
@@ -28,8 +29,8 @@ class MalformedPayload(ValueError):
 WORKSPACE_LOCK = locks.WORKSPACE_GRAPH
 
 
-class WorkspaceBusy(RuntimeError):
-    pass
+class WorkspaceBusy(DomainError, RuntimeError):
+    code, status = "workspace_busy", 409
 
 
 def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:

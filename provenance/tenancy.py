@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404
 
+from core.vocabulary import Via
 from provenance.models import Workspace
 
 
@@ -55,7 +56,7 @@ class NotVisible(LookupError, Http404):
     admin and the API, "not found" in MCP, exit 2 on the command line)."""
 
 
-OPERATOR_VIA = "cli"  # a shell on the deployment: --user names whom to attribute the act to
+OPERATOR_VIA = Via.CLI  # a shell on the deployment: --user names whom to attribute the act to
 
 
 def require_visible(actor, workspace: Workspace | int, *, via: str, what: str) -> None:

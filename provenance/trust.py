@@ -14,6 +14,8 @@ from typing import NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from core import audit
+from core.vocabulary import AuditAction
 from provenance import queries, tenancy, validation
 from provenance.graph import Graph
 from provenance.models import Source, Workspace
@@ -81,8 +83,6 @@ def check_may_set_trust(actor) -> None:
 def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str) -> Source:
     """Set how far a source is trusted (a Support lead's call, like flagging), recorded with who and why:
     one `source.trust_set` audit event in the source's workspace chain, from the old level to the new."""
-    from compensation import audit
-
     reason = validation.reason(reason)
     if level not in T.values:
         raise validation.InvalidInput(f"trust must be one of {', '.join(T.values)}")
@@ -95,7 +95,7 @@ def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str
         before = locked.trust
         locked.trust = level
         locked.save(update_fields=["trust"])
-        audit.record(action="source.trust_set", subject_type="source", subject_id=locked.pk, via=via, actor=actor,
+        audit.record(action=AuditAction.SOURCE_TRUST_SET, subject_type="source", subject_id=locked.pk, via=via, actor=actor,
                      reason=reason, workspace=locked.workspace_id, from_status=before, to_status=level,
                      data={"source": locked.source_id})
     return locked

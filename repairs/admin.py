@@ -13,10 +13,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from kintsugi_site.admin_rows import WrittenByServices
-from kintsugi_site.admin_tenancy import WorkspaceScoped, refuse_unseen
+from core.admin_rows import WrittenByServices
+from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import tenancy
-from repairs import explain, radius_picture, selectors, services, ticket_story, views
+from repairs import downstream, explain, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -84,7 +84,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     # --- the incident page ------------------------------------------------------------------------------
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        from compensation.selectors import cases_url, item_counts, review_queue_url  # compensation depends on repairs
+        compensation = downstream.compensation
 
         incident = self._incident(request, object_id, for_page=True)
         page = views.page_number(request, "tickets")
@@ -114,10 +114,10 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "invalidated_effects": effects,
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
-            "item_counts": item_counts(incident=incident),
-            "review_url": review_queue_url(incident=incident, pending=True),
-            "review_all_url": review_queue_url(incident=incident),
-            "cases_url": cases_url(incident=incident),
+            "item_counts": compensation.item_counts(incident=incident),
+            "review_url": compensation.review_queue_url(incident=incident, pending=True),
+            "review_all_url": compensation.review_queue_url(incident=incident),
+            "cases_url": compensation.cases_url(incident=incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
@@ -130,8 +130,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             },
             "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
-            "can_retry": self.has_lead_permission(request) and incident.status in (Incident.Status.FAILED,
-                                                                                   Incident.Status.BLOCKED),
+            "can_retry": self.has_lead_permission(request) and incident.may_retry(),
             "can_close": self._can_close(request, incident),
             "close_url": reverse("admin:repairs_incident_close", args=[incident.pk]),
             **(extra_context or {}),
@@ -195,17 +194,16 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         return self._lead_post(request, incident_id, services.retry_incident, "sent back to the worker")
 
     def _can_close(self, request, incident: Incident) -> bool:
-        return self.has_lead_permission(request) and incident.status not in (Incident.Status.REPAIRING,
-                                                                             Incident.Status.CLOSED)
+        return self.has_lead_permission(request) and incident.may_close()
 
     def close_view(self, request, incident_id):
         """GET: what closing does (pending items cancelled, with their counts and money) and a reason
-        field. POST: close through repairs.services.close_incident, as before."""
+        field. POST: close through repairs.services.close_incident."""
         if request.method == "POST":
             return self._lead_post(request, incident_id, services.close_incident, "closed")
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET", "POST"])
-        from compensation.selectors import item_counts  # compensation depends on repairs
+        compensation = downstream.compensation
 
         incident = self._incident(request, incident_id)
         if not self.has_lead_permission(request):
@@ -217,7 +215,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "incident": incident,
             "status_label": selectors.status_label(incident),
             "can_close": self._can_close(request, incident),
-            "item_counts": item_counts(incident=incident),
+            "item_counts": compensation.item_counts(incident=incident),
             "incident_url": incident_url(incident.pk),
         }
         return TemplateResponse(request, "admin/repairs/incident/close_confirmation.html", context)
@@ -233,3 +231,7 @@ class IncidentTransitionAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdm
     list_filter = ("to_status", "via")
     list_select_related = ("incident__workspace", "actor")
     show_full_result_count = False
+
+
+# Workspaces and sources are administered here: flagging a source starts a repair.
+from repairs.workspace_admin import SourceAdmin, WorkspaceAdmin  # noqa: E402,F401

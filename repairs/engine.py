@@ -16,8 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from core.vocabulary import EffectRole
 from provenance import queries
-from provenance.graph import Graph
+from provenance.graph import Graph, workspace_graph
 from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
@@ -79,10 +80,13 @@ class Plan:
 
 class RepairWalk:
     def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True):
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
+                 radius: list | None = None):
         # `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
         # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
+        # `radius`: the blast radius (id, seq) when the caller has read it already.
         self.only = None if only is None else set(only)
+        self.radius = radius
         self.mask_enabled = mask
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
@@ -135,7 +139,7 @@ class RepairWalk:
     def run(self) -> Plan:
         # The apply below rewrites the graph (a new epoch), so a topology mirror read for this walk
         # would be dropped right after: one BFS in FalkorDB costs a tenth of reading it.
-        radius = radius_actions(self.graph, self.source, build_mirror=False)
+        radius = self.radius if self.radius is not None else radius_actions(self.graph, self.source, build_mirror=False)
         radius_ids = [r[0] for r in radius if self.only is None or r[0] in self.only]
         self._load(radius_ids)
         total = len(radius_ids)
@@ -236,7 +240,7 @@ class RepairWalk:
         for kind, rows in sink.items():
             self.rows[kind].extend(rows)
         for row in sink.get("effects", []):
-            self.effects.append({"role": "replacement", "effect_id": row["id"], "action_id": record.id,
+            self.effects.append({"role": EffectRole.REPLACEMENT, "effect_id": row["id"], "action_id": record.id,
                                  "kind": row["kind"], "ticket": row["ticket"] or "", "amount_cents": row["amount"],
                                  "currency": row["currency"], "details": json.loads(row["details"])})
         return sink.get("facts", [])
@@ -255,7 +259,7 @@ class RepairWalk:
             e["live"] = False
             self.rows["invalidate_effects"].append({"id": e["id"], "incident": self.incident})
             # A held effect never left the system: it is cancelled, not compensated.
-            self.effects.append({"role": "cancelled" if e["held"] else "invalidated", "effect_id": e["id"],
+            self.effects.append({"role": EffectRole.CANCELLED if e["held"] else EffectRole.INVALIDATED, "effect_id": e["id"],
                                  "action_id": node.id, "kind": e["kind"], "ticket": e["ticket"] or "",
                                  "amount_cents": e["amount"], "currency": e["currency"], "details": e["details"]})
 
@@ -346,13 +350,27 @@ class RepairWalk:
 
 
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
-                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True) -> Plan:
+                 progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
+                 radius: list | None = None) -> Plan:
     # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,
     # all alive until the plan is built, and the collector scanning them over and over was half of
     # loading a 38k-action radius. They hold no cycles; what does is collected once the walk is done.
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
-                          only=only, mask=mask).run()
+                          only=only, mask=mask, radius=radius).run()
+
+
+def walk_incident(incident: Incident, *, graph: Graph | None = None, excluded: set[str] | None = None,
+                  id_base: tuple | None = None, progress: ProgressFn = noop, **options) -> Plan:
+    """The repair walk of `incident` (an unsaved one for the what-if): its workspace's graph, a session
+    without the sources the repair leaves out (numbering new nodes from `id_base`, for a part), and
+    compute_plan with `options` (only, mask, radius). The job, its parts and the what-if all walk here."""
+    graph = graph if graph is not None else workspace_graph(incident.workspace.name)
+    session = repair_session(incident, graph, incident.excluded_sources() if excluded is None else excluded)
+    if id_base is not None:
+        session.number_from(*id_base)
+    return compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
+                        progress=progress, **options)
 
 
 def repair_session(incident: Incident, graph: Graph, excluded: set[str]) -> RecordingSession:

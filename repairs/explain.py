@@ -7,7 +7,7 @@ import json
 
 from django.db.models.fields.json import KeyTransform
 
-from kintsugi_site.money import format_money
+from core.money import format_money
 from provenance import paths, queries
 from provenance.graph import GraphUnavailable, workspace_graph
 from provenance.models import Workspace

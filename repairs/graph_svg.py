@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
-from kintsugi_site.money import format_money
+from core.money import format_money
 from repairs.selectors import STATUS_LABELS, describe
 
 # (stroke, fill, dash) per repair status; superseded is dashed because its work no longer stands.

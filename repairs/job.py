@@ -6,49 +6,47 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
 1. scope     fix which sources the repair leaves out (its own and those of repairs already applied);
 2. walk      find the blast radius, mask the actions that ingested the source and walk the rest in
              seq order, re-running an action only when something upstream of it changed
-             (repairs.engine; split into parts that several workers walk at once when it is large:
-             repairs.parts);
+             (repairs.parts.plan_walk: in parts that several workers walk at once when the radius is
+             large, else whole; each walk is repairs.engine);
 3. plan      checkpoint the walk's plan, outcomes and effects (nothing reached the graph before);
 4. apply     apply the plan's steps to the graph, each idempotent, counting them as they land;
-5. draft     turn what already left the building into review items (compensation.drafts), which
+5. draft     turn what already left the building into review items (compensation.drafts, called
+             through repairs.downstream), which
              reviewers may decide from here on, and
 6. verify    re-execute the desk without the flagged sources and diff (repairs.verify), which
              execution waits for; both offered to idle workers as soon as they can start;
 7. finish    mark the incident repaired and wake the repairs that waited for this one.
 
 run_repair() takes the locks that make the job safe to deliver twice and turns an outage into a
-blocked incident (the task retries) and anything else into a failed one.
+blocked incident (the task retries) and anything else into a failed one. Status changes and hand-offs
+to workers are repairs.lifecycle's; only repairs.tasks imports this module.
 """
 from __future__ import annotations
 
 import logging
-import time
 
-from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from compensation.drafts import compensation_count, draft_repair
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_rows
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.bulk import copy_rows
+from core.locks import advisory_lock
 from provenance import queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
-from provenance.llm import get_client
 from provenance.models import Workspace
-from provenance.scrub import scrub_secrets
+from core.scrub import scrub_secrets
+from core.vocabulary import IncidentStatus
 from provenance.vocabulary import ActionStatus
-from repairs import parts
-from repairs.engine import compute_plan, repair_session
+from repairs import downstream, parts
 from repairs.faults import fault_point
-from repairs.models import ActionOutcome, Incident, IncidentTransition, RepairEffect, RepairStep
+from repairs.lifecycle import enqueue_repair, offer_to_idle_workers, transition
+from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
 from repairs.steps import apply_step
 from repairs.signals import repair_finished
 from repairs.verify import verify_incident
 
 log = logging.getLogger(__name__)
-S, P = Incident.Status, Incident.Phase
-WAITING_FOR = "waiting for incident #"  # how a blocked incident's error starts when it waits for another
+P = Incident.Phase
 
 
 def run_repair(*, incident_id: int) -> Incident | None:
@@ -70,17 +68,17 @@ def run_repair(*, incident_id: int) -> Incident | None:
             if unfinished is not None:
                 return _wait_for(incident, unfinished)
             try:
-                if incident.status != S.REPAIRING:
-                    transition(incident, S.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
+                if incident.status != IncidentStatus.REPAIRING:
+                    transition(incident, IncidentStatus.REPAIRING, actor=None, via=Incident.Via.WORKER, reason="repair started",
                                attempts=incident.attempts + 1, started_at=incident.started_at or timezone.now(),
-                               error="")
+                               error="", waiting_for=None)
                 return repair(incident)
             except (GraphUnavailable, OperationalError) as exc:
                 if not outage(exc):
                     return _failed(incident, exc)
                 incident.refresh_from_db()
                 message = scrub_secrets(str(exc).splitlines()[0])
-                transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
+                transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
                 raise
             except Exception as exc:
                 return _failed(incident, exc)
@@ -100,7 +98,7 @@ def outage(exc: Exception) -> bool:
 def _failed(incident: Incident, exc: Exception) -> Incident:
     log.exception("repair of incident %s failed", incident.pk)
     incident.refresh_from_db()
-    return transition(incident, S.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
+    return transition(incident, IncidentStatus.FAILED, actor=None, via=Incident.Via.WORKER, reason="repair failed",
                       error=scrub_secrets(f"{type(exc).__name__}: {exc}"))
 
 
@@ -120,43 +118,16 @@ def repair(incident: Incident) -> Incident:
 def scope(incident: Incident) -> set[str]:
     """Fix what the repair leaves out as its walk starts (under the workspace lock, so no other repair
     of the workspace finishes meanwhile); the walk, its parts and the verification all use it."""
-    excluded = _excluded_now(incident)
+    excluded = incident.excluded_now()
     incident.excluded = sorted(excluded)
     Incident.objects.filter(pk=incident.pk).update(excluded=incident.excluded, baseline_for=None, verification=None)
     return excluded
 
 
-def excluded_sources(incident: Incident) -> set[str]:
-    """The sources this incident's repair leaves out: as fixed when its walk started, or, before that,
-    what scope() would fix now."""
-    return set(incident.excluded) if incident.excluded is not None else _excluded_now(incident)
-
-
-def _excluded_now(incident: Incident) -> set[str]:
-    # Its own source and those of the run's incidents whose repair is in the graph (finished_at is set
-    # only when a repair has been applied whole). Not the sources of overlapping incidents still open:
-    # the graph keeps their effects until their own repairs, which run after this one, so a baseline
-    # without them would show their blast radius as this repair's diff.
-    repaired = (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
-                                        finished_at__isnull=False).exclude(pk=incident.pk)
-                .values_list("source_id", flat=True))
-    return set(repaired) | {incident.source_id}
-
-
 # --- 2. walk ---
 def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
-    """The repair plan (repairs.engine): walked in parts by several workers when the radius is large and
-    splits (repairs.parts), otherwise in one piece here. An idle worker records the verification's
-    baseline meanwhile."""
-    offer_to_idle_workers("record_baseline_task", incident.pk)
-    progress = Progress(incident.pk, P.WALKING)
-    plan = parts.walk_in_parts(incident, graph) if settings.KINTSUGI_REPAIR_PARTS >= 2 else None
-    if plan is None:
-        plan = compute_plan(graph=graph, session=repair_session(incident, graph, excluded), source=incident.source_id,
-                            incident=incident.pk, progress=progress).to_json()
-    get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
-    fault_point("walked")
-    return plan
+    """The repair plan, walked in parts or whole (repairs.parts.plan_walk)."""
+    return parts.plan_walk(incident, graph, excluded)
 
 
 # --- 3. plan ---
@@ -208,13 +179,13 @@ def verify_and_draft(incident: Incident) -> None:
     either (offered in walk() and checkpoint_plan()); take whatever nobody has started, then wait for
     the rest. Drafting goes first: a reviewer may decide items from here on (compensation.gates), so
     they should not wait behind the verification's whole-desk replay, which only execution waits for."""
-    excluded = excluded_sources(incident)
+    excluded = incident.excluded_sources()
 
     def verification(wait: bool) -> bool:
         return verify_incident(incident, excluded=excluded, wait=wait)
 
     def drafting(wait: bool) -> bool:
-        return draft_repair(incident=incident, wait=wait)
+        return downstream.compensation.draft_repair(incident=incident, wait=wait)
 
     chores = [drafting, verification]
     Incident.objects.filter(pk=incident.pk).update(phase=P.VERIFYING, progress_done=0, progress_total=len(chores))
@@ -233,56 +204,14 @@ def finish(incident: Incident) -> Incident:
     with transaction.atomic():
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
-        transition(incident, S.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
-                   compensations=compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
+        transition(incident, IncidentStatus.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
+                   compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
         repair_finished.send(sender=Incident, incident=incident)
-        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=S.BLOCKED,
-                                               error__startswith=WAITING_FOR).values_list("pk", flat=True))
+        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
+                                               waiting_for__isnull=False).values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
     return incident
-
-
-# --- what the steps share ---
-def transition(incident: Incident, to: str, *, actor, via: str, reason: str, **fields) -> Incident:
-    """Change status and record who, from where and why, in one transaction."""
-    before = incident.status
-    with transaction.atomic():
-        incident.status = to
-        for name, value in fields.items():
-            setattr(incident, name, value)
-        incident.save()
-        IncidentTransition.objects.create(incident=incident, actor=actor, via=via, from_status=before, to_status=to,
-                                          reason=reason)
-    return incident
-
-
-def enqueue_repair(incident_id: int) -> None:
-    """Send the repair to a worker; when the broker is down, say so on the incident instead of losing it."""
-    from repairs.tasks import repair_incident  # the tasks call this module
-
-    try:
-        repair_incident.delay(incident_id)
-    except Exception as exc:  # noqa: BLE001 - any broker failure blocks the incident with its reason
-        log.warning("could not enqueue repair of incident %s: %s", incident_id, exc)
-        error = f"could not enqueue the repair: {exc}"
-        with transaction.atomic():
-            if Incident.objects.filter(pk=incident_id, status=S.OPEN).update(status=S.BLOCKED, error=error):
-                # Every status change leaves a transition (and, through it, an audit event).
-                IncidentTransition.objects.create(incident_id=incident_id, via=Incident.Via.WORKER,
-                                                  from_status=S.OPEN, to_status=S.BLOCKED, reason=error)
-
-
-def offer_to_idle_workers(task_name: str, *args: int) -> None:
-    """Offer part of the job to idle workers. Optional: if the broker refuses it, this worker does it."""
-    if not settings.KINTSUGI_REPAIR_HELPERS:
-        return
-    from repairs import tasks  # the tasks call this module
-
-    try:
-        getattr(tasks, task_name).apply_async(args, retry=False)
-    except Exception as exc:  # noqa: BLE001 - any broker failure; the work is not lost, only not shared
-        log.warning("incident %s: could not hand %s to another worker: %s", args[0], task_name, exc)
 
 
 def _half_applied_overlap(incident: Incident) -> Incident | None:
@@ -292,7 +221,7 @@ def _half_applied_overlap(incident: Incident) -> Incident | None:
     if incident.plan is not None:
         return None
     return (Incident.objects.filter(workspace_id=incident.workspace_id, run_number=incident.run_number,
-                                    status__in=(S.REPAIRING, S.BLOCKED, S.FAILED), plan__isnull=False,
+                                    status__in=(IncidentStatus.REPAIRING, IncidentStatus.BLOCKED, IncidentStatus.FAILED), plan__isnull=False,
                                     finished_at__isnull=True)
             .exclude(pk=incident.pk).defer("plan").order_by("pk").first())
 
@@ -300,25 +229,9 @@ def _half_applied_overlap(incident: Incident) -> Incident | None:
 def _wait_for(incident: Incident, other: Incident) -> Incident:
     """Block the incident until the other repair finishes (the sweep, or that repair's end, enqueues it
     again); a repeated wait for the same reason records nothing new."""
-    message = (f"{WAITING_FOR}{other.pk} ({other.status}): its repair of this workspace is half-applied; "
+    message = (f"waiting for incident #{other.pk} ({other.status}): its repair of this workspace is half-applied; "
                f"it resumes on its own after an outage, a failed one needs a retry or a close")
-    if incident.status == S.BLOCKED and incident.error == message:
+    if incident.status == IncidentStatus.BLOCKED and incident.waiting_for_id == other.pk and incident.error == message:
         return incident
-    return transition(incident, S.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message)
-
-
-class Progress:
-    """Progress of one phase on the incident, written at most every 0.3 s (and always at the end)."""
-
-    def __init__(self, incident_id: int, phase: str):
-        self.incident_id, self.phase, self.last = incident_id, phase, 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.3:
-            return
-        self.last = now
-        self.write(done, total)
-
-    def write(self, done: int, total: int) -> None:
-        Incident.objects.filter(pk=self.incident_id).update(phase=self.phase, progress_done=done, progress_total=total)
+    return transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message,
+                      waiting_for=other)

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.vocabulary import EffectRole, IncidentStatus, Via
 from provenance.vocabulary import ActionStatus
 
 
@@ -25,13 +26,7 @@ class Incident(models.Model):
 
     objects = IncidentQuerySet.as_manager()
 
-    class Status(models.TextChoices):
-        OPEN = "open"
-        REPAIRING = "repairing"
-        REPAIRED = "repaired"
-        FAILED = "failed"
-        BLOCKED = "blocked"
-        CLOSED = "closed"
+    Status = IncidentStatus
 
     class Phase(models.TextChoices):
         WALKING = "walking", "Repairing"
@@ -39,12 +34,7 @@ class Incident(models.Model):
         VERIFYING = "verifying", "Verifying"
         DONE = "done", "Done"
 
-    class Via(models.TextChoices):
-        ADMIN = "admin"
-        API = "api"
-        CLI = "cli"
-        MCP = "mcp"
-        WORKER = "worker"
+    Via = Via
 
     workspace = models.ForeignKey("provenance.Workspace", on_delete=models.PROTECT, related_name="incidents")
     run_number = models.PositiveIntegerField()
@@ -79,11 +69,15 @@ class Incident(models.Model):
     # The sources this repair leaves out (sorted), fixed when its walk starts: the walk and the
     # verification baseline must leave out the same ones even when other incidents open meanwhile.
     excluded = models.JSONField(null=True, blank=True, editable=False)
+    # The repair this blocked incident waits for (one of the workspace's, half-applied); the end of a
+    # repair of the workspace enqueues its waiters again.
+    waiting_for = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, editable=False,
+                                    related_name="waiters")
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "source_id"], condition=~Q(status="closed"),
+            models.UniqueConstraint(fields=["workspace", "source_id"], condition=~Q(status=IncidentStatus.CLOSED),
                                     name="one_open_incident_per_source"),
         ]
         permissions = [("flag_source", "Can flag a source and start a repair")]
@@ -91,9 +85,33 @@ class Incident(models.Model):
 
     # The statuses a repair job takes up (a delivered task for any other incident does nothing).
     REPAIRABLE = (Status.OPEN, Status.REPAIRING, Status.BLOCKED)
+    # What a person may do with an incident: the services refuse anything else, the admin offers no more.
+    RETRYABLE = (Status.FAILED, Status.BLOCKED)
+    UNCLOSABLE = (Status.REPAIRING, Status.CLOSED)
+
+    def may_retry(self) -> bool:
+        return self.status in self.RETRYABLE
+
+    def may_close(self) -> bool:
+        return self.status not in self.UNCLOSABLE
 
     def __str__(self) -> str:
         return f"Incident #{self.pk}: {self.source_id} in {self.workspace}"
+
+    def excluded_sources(self) -> set[str]:
+        """The sources this incident's repair leaves out: as fixed when its walk started, or, before that,
+        what the walk would fix now (excluded_now)."""
+        return set(self.excluded) if self.excluded is not None else self.excluded_now()
+
+    def excluded_now(self) -> set[str]:
+        # Its own source and those of the run's incidents whose repair is in the graph (finished_at is set
+        # only when a repair has been applied whole). Not the sources of overlapping incidents still open:
+        # the graph keeps their effects until their own repairs, which run after this one, so a baseline
+        # without them would show their blast radius as this repair's diff.
+        repaired = (Incident.objects.filter(workspace_id=self.workspace_id, run_number=self.run_number,
+                                            finished_at__isnull=False).exclude(pk=self.pk)
+                    .values_list("source_id", flat=True))
+        return set(repaired) | {self.source_id}
 
     @property
     def percent(self) -> int:
@@ -197,10 +215,7 @@ class RepairEffect(models.Model):
     """An external effect the repair invalidated (it already left: compensate) or produced (a
     replacement that waits for approval), or a held replacement of an earlier repair it cancelled."""
 
-    class Role(models.TextChoices):
-        INVALIDATED = "invalidated"
-        REPLACEMENT = "replacement"
-        CANCELLED = "cancelled"
+    Role = EffectRole
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="effects")
     effect_id = models.BigIntegerField()

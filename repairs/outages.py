@@ -18,14 +18,14 @@ from typing import NamedTuple
 from django.conf import settings
 from django.utils import timezone
 
-from compensation.execution import execute_approved
+from core.vocabulary import IncidentStatus, Via
 from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
+from repairs import downstream
 from repairs.models import Incident
-from repairs.job import enqueue_repair
+from repairs.lifecycle import enqueue_repair
 from repairs.services import resume_orphaned_repairs
 
 log = logging.getLogger(__name__)
-S = Incident.Status
 
 
 class Healed(NamedTuple):
@@ -42,7 +42,7 @@ def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int
     refusing their task) or they wait for an overlapping repair to finish. Anything else fails a repair.
     run_repair decides again each time, so enqueueing one that must still wait records nothing. Not
     those of workspaces placed on `skip_servers`."""
-    return list(Incident.objects.filter(status=S.BLOCKED).exclude(workspace__falkordb_server__in=skip_servers)
+    return list(Incident.objects.filter(status=IncidentStatus.BLOCKED).exclude(workspace__falkordb_server__in=skip_servers)
                 .order_by("pk").values_list("pk", flat=True))
 
 
@@ -79,7 +79,7 @@ def heal_outages() -> Healed:
         enqueue_repair(pk)  # run_repair takes blocked incidents as they are and records the restart
     resumed = resume_orphaned_repairs(skip_servers=skip)
     # A younger approval still has its own task on the way; leave it that task, not a race for the key.
-    executed = execute_approved(via="worker", skip_servers=skip,
+    executed = downstream.compensation.execute_approved(via=Via.WORKER, skip_servers=skip,
                                 approved_before=timezone.now() - timedelta(seconds=settings.KINTSUGI_SWEEP_SECONDS))
     if unblocked or resumed or executed or error:
         log.warning("sweep: unblocked %s, resumed %s, executed %s waiting items; unreachable: %s",

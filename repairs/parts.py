@@ -1,7 +1,7 @@
 """A large repair walked in parts: split the radius (repairs.parallel says how), let every worker walk
 whichever parts nobody has taken, and join the parts' plans when they turned out not to need each
-other. The repair job (repairs.job) calls walk_in_parts() from its walk step; a part's task calls
-walk_part()."""
+other. The repair job (repairs.job) calls plan_walk() from its walk step, which walks a small radius
+in one piece; a part's task calls walk_part()."""
 from __future__ import annotations
 
 import logging
@@ -13,16 +13,19 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
-from kintsugi_site import locks
-from kintsugi_site.bulk import copy_rows
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.broker import send
+from core.bulk import copy_rows
+from core.locks import advisory_lock
 from provenance import queries
-from provenance.graph import Graph, workspace_graph
+from provenance.graph import Graph
 from provenance.llm import get_client
-from provenance.selectors import ingesters, radius_actions_in_graph
+from provenance.progress import ProgressFn, throttled
+from provenance.selectors import ingesters, radius_actions
 from repairs import parallel
-from repairs.engine import compute_plan, repair_session
+from repairs.engine import walk_incident
 from repairs.faults import fault_point
+from repairs.lifecycle import offer_to_idle_workers
 from repairs.models import Incident, RepairPart, RepairPartChunk
 from repairs.steps import CHUNK
 
@@ -32,21 +35,38 @@ log = logging.getLogger(__name__)
 OUT_OF_LINE = {"outcomes": CHUNK, "effects": CHUNK, "steps": 1, "upstream": CHUNK}
 
 
-def walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
-    """The plan walked in parts, or None when the radius is small, does not split, or its parts turned
-    out to depend on each other. A part is walked by whoever takes its lock first: this worker takes
-    every part nobody else has, and waits for the rest."""
-    parts = list(incident.parts.order_by("index")) or _split(incident, graph)
-    if not parts:
-        return None
+def plan_walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
+    """The repair plan (repairs.engine), walked in parts by several workers when the radius is large and
+    splits, otherwise in one piece here; the radius is read once for both. An idle worker records the
+    verification's baseline meanwhile."""
+    offer_to_idle_workers("record_baseline_task", incident.pk)
+    plan, radius = None, None
+    if settings.KINTSUGI_REPAIR_PARTS >= 2:
+        parts = list(incident.parts.order_by("index"))
+        if not parts:
+            # Read as the walk reads it (no mirror built: the apply rewrites the graph right after), once
+            # for the split and, when the radius is small or does not split, for the walk.
+            radius = radius_actions(graph, incident.source_id, build_mirror=False)
+            parts = _split(incident, graph, radius)
+        plan = _walk_parts(incident, parts) if parts else None
+    if plan is None:
+        plan = walk_incident(incident, graph=graph, excluded=excluded, radius=radius,
+                             progress=incident_progress(incident.pk, Incident.Phase.WALKING)).to_json()
+    get_client().flush()  # answers to the re-runs' new inputs, for the baseline and later repairs
+    fault_point("walked")
+    return plan
+
+
+def _walk_parts(incident: Incident, parts: list[RepairPart]) -> dict | None:
+    """The plan joined from its parts' plans, or None when they turned out to depend on each other. A
+    part is walked by whoever takes its lock first: this worker takes every part nobody else has, and
+    waits for the rest."""
     from repairs.tasks import walk_repair_part  # the tasks call this module
 
     for part in parts[1:]:
         if part.plan is None:  # optional: when the broker refuses, this worker walks the part itself
-            try:
-                walk_repair_part.apply_async((incident.pk, part.index), retry=False)
-            except Exception as exc:  # noqa: BLE001 - any broker failure; the part is not lost, only not shared
-                log.warning("incident %s: could not hand part %s to another worker: %s", incident.pk, part.index, exc)
+            send(walk_repair_part, incident.pk, part.index, what=f"part {part.index} of incident {incident.pk}",
+                 retry=False)
     while pending := list(incident.parts.filter(plan__isnull=True).values_list("pk", flat=True)):
         if not any([walk_part(pk) for pk in pending]):
             time.sleep(0.2)  # every unfinished part is being walked by another worker (its bar moves the incident's)
@@ -63,10 +83,8 @@ def walk_in_parts(incident: Incident, graph: Graph) -> dict | None:
     return plan
 
 
-def _split(incident: Incident, graph: Graph) -> list[RepairPart]:
-    # The radius from one algo.BFS in FalkorDB rather than the topology mirror: a split happens once per
-    # large repair, and the mirror's first read of a big desk would cost more than it saves here.
-    radius = [r.id for r in radius_actions_in_graph(graph, incident.source_id)]
+def _split(incident: Incident, graph: Graph, radius: list) -> list[RepairPart]:
+    radius = [r.id for r in radius]
     if len(radius) < settings.KINTSUGI_REPAIR_PARALLEL_MIN:
         return []
     live = set(radius)
@@ -85,20 +103,15 @@ def _split(incident: Incident, graph: Graph) -> list[RepairPart]:
 
 def walk_part(part_id: int) -> bool:
     """Walk one part unless another worker is walking it. True when the part's plan is there now."""
-    from repairs.job import excluded_sources  # the job calls this module
-
     with advisory_lock(locks.REPAIR_PART, part_id, wait=False) as mine:
         if not mine:
             return False
         part = RepairPart.objects.select_related("incident__workspace").filter(pk=part_id).first()
         if part is None or part.plan is not None:
             return part is not None
-        graph = workspace_graph(part.incident.workspace.name)
-        session = repair_session(part.incident, graph, excluded_sources(part.incident))
-        session.number_from(*part.id_base)
         started = time.monotonic()
-        plan = compute_plan(graph=graph, session=session, source=part.incident.source_id, incident=part.incident_id,
-                            progress=PartProgress(part), only=part.action_ids, mask=part.index == 0)
+        plan = walk_incident(part.incident, id_base=part.id_base, progress=part_progress(part), only=part.action_ids,
+                             mask=part.index == 0)
         get_client().flush()
         fault_point(f"part:{part.index}")
         _checkpoint(part, plan.to_json(), walked_by=f"{socket.gethostname()}:{os.getpid()}",
@@ -137,20 +150,19 @@ def _as_list(value) -> list:
     return list(value.items()) if isinstance(value, dict) else list(value)
 
 
-class PartProgress:
-    """A part's progress, summed over all parts into the incident's for the admin's bar (at most every
-    0.3 s, and always at the end)."""
+def incident_progress(incident_id: int, phase: str) -> ProgressFn:
+    """Progress of one phase on the incident, for the admin's bar."""
+    return throttled(lambda done, total: Incident.objects.filter(pk=incident_id).update(
+        phase=phase, progress_done=done, progress_total=total))
 
-    def __init__(self, part: RepairPart):
-        self.part_id, self.incident_id, self.last = part.pk, part.incident_id, 0.0
 
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.3:
-            return
-        self.last = now
-        RepairPart.objects.filter(pk=self.part_id).update(progress_done=done, progress_total=total)
-        sum_progress(self.incident_id)
+def part_progress(part: RepairPart) -> ProgressFn:
+    """A part's progress, summed over all parts into the incident's for the admin's bar."""
+    def write(done: int, total: int) -> None:
+        RepairPart.objects.filter(pk=part.pk).update(progress_done=done, progress_total=total)
+        sum_progress(part.incident_id)
+
+    return throttled(write)
 
 
 def sum_progress(incident_id: int) -> None:

@@ -1,7 +1,7 @@
 """What makes a downloaded incident report checkable offline, away from the database.
 
 A report carries its workspace chain's head (seq, hash) and the latest signed checkpoint of that chain
-(compensation.checkpoints), and says whether it is `interim` (some item of the incident is undecided, or
+(core.checkpoints), and says whether it is `interim` (some item of the incident is undecided, or
 the incident is not repaired yet) or `final`. The JSON report is also signed as a whole: an Ed25519
 signature, with the same key, over the canonical JSON of the report without its `signature` field, so
 `manage.py verify_report` with the public key tells an untouched download from an edited one. The CSV
@@ -12,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 
+from core import chains, checkpoints
+from core.checkpoints import Checkpoint
+from repairs import downstream
 from repairs.models import Incident
 
 ALGORITHM = "ed25519"
@@ -26,15 +29,12 @@ class ReportRefused(ValueError):
 def record_section(incident: Incident) -> dict:
     """The chain head, its latest checkpoint (signed now when the head moved and this runs outside a
     transaction) and the report's state."""
-    from compensation import chains, checkpoints
-    from compensation.models import CompensationItem
-
     ws = incident.workspace_id
     checkpoints.flush()
     checkpoints.sign_heads([ws])
     cp = checkpoints.latest().get(checkpoints.chain_label(ws))
     head = chains.head(workspace=ws)
-    undecided = CompensationItem.objects.filter(incident=incident, status=CompensationItem.Status.PENDING).count()
+    undecided = downstream.compensation.undecided_count(incident=incident)
     return {
         "chain": checkpoints.chain_label(ws), "workspace": incident.workspace.name,
         "head": head._asdict() if head else None,
@@ -51,8 +51,6 @@ def _canonical(report: dict) -> bytes:
 
 def sign_report(report: dict) -> dict:
     """The report with its `signature` (the report must already be plain JSON data)."""
-    from compensation import checkpoints
-
     data = _canonical(report)
     return {**report, "signature": {"alg": ALGORITHM, "key": checkpoints.signing_fingerprint(), "covers": COVERS,
                                     "digest": hashlib.sha256(data).hexdigest(), "value": checkpoints.sign(data)}}
@@ -60,9 +58,6 @@ def sign_report(report: dict) -> dict:
 
 def verify_report(report: dict, *, public_key) -> str:
     """One line saying what holds; raises ReportRefused with the first reason it does not."""
-    from compensation import checkpoints
-    from compensation.checkpoints import Checkpoint
-
     signature = report.get("signature") if isinstance(report, dict) else None
     if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:
         raise ReportRefused("the report carries no Ed25519 signature")

@@ -4,7 +4,7 @@ The PDF is WeasyPrint over `reports/incident.html`, which includes the same sect
 (`reports/_incident_sections.html`) as the admin's incident page, so the page and the PDF can't drift.
 The JSON carries everything the other two show (and the rows behind them), so the report can be rebuilt
 from it. Text in the report (decisions, drafted emails, reasons) is untrusted: the templates escape it,
-the CSV cells are defused for spreadsheets (compensation.audit.csv_cell), and the JSON escapes <, > and &
+the CSV cells are defused for spreadsheets (core.audit.csv_cell), and the JSON escapes <, > and &
 as \\u sequences.
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 
 from django.template.loader import render_to_string
 
-from compensation.audit import csv_cell
+from core.audit import csv_cell
 from provenance.progress import ProgressFn, noop
 from provenance.selectors import whole_seq
-from repairs import radius_picture, report_record, selectors, ticket_story
+from repairs import downstream, radius_picture, report_record, selectors, ticket_story
 from repairs.models import ActionOutcome, Incident
 
 FORMATS = ("json", "csv", "pdf")
@@ -48,7 +48,7 @@ def _outcomes(incident: Incident, progress: ProgressFn) -> list[ActionOutcome]:
 
 def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
     """Everything the incident report shows, as plain JSON-able data."""
-    from compensation.selectors import compensation_items, item_counts  # compensation depends on repairs
+    compensation = downstream.compensation
 
     incident = selectors.incident_for_page(incident.pk)
     outcomes = _outcomes(incident, progress)
@@ -84,8 +84,8 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
                      "statuses": t.statuses, "changed": t.changed, "story": stories[t.ticket].as_dict()}
                     for t in changes],
         "effects": effects,
-        "compensation": compensation_items(incident=incident),
-        "item_counts": {**(counts := item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
+        "compensation": compensation.compensation_items(incident=incident),
+        "item_counts": {**(counts := compensation.item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
         "verification": incident.verification,
         "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
         "record": report_record.record_section(incident),

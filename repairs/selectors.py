@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from django.db.models import CharField, IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from kintsugi_site.money import format_money
+from core.money import format_money
+from core.vocabulary import IncidentStatus
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus
+from repairs import downstream
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too
 
-S = Incident.Status
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
-RUNNING = (S.OPEN, S.REPAIRING, S.BLOCKED)
+RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED)
 
 
 # --- the dashboard ----------------------------------------------------------------------------------------
@@ -29,20 +30,20 @@ def dashboard(*, user, limit: int = 10) -> dict:
     and amount, recent flags and the workspaces. Bounded queries on indexed columns only; no count over a
     whole table."""
     # compensation depends on repairs (its items point at incidents), so its modules are imported lazily.
-    from compensation.selectors import compensation_summary, item_counts_by_incident
+    compensation = downstream.compensation
     from provenance import tenancy
 
     light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
              .defer("plan", "verification", "counts"))
-    open_incidents = list(light.exclude(status=S.CLOSED).order_by("-created_at")[:limit])
-    counts = item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
+    open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
+    counts = compensation.item_counts_by_incident(incident_ids=[i.pk for i in open_incidents])
     for incident in open_incidents:
         incident.item_counts, incident.status_label = counts[incident.pk], status_label(incident)
     return {
         "open_incidents": open_incidents,
         "recent_flags": [setattr(i, "status_label", status_label(i)) or i for i in light.order_by("-created_at")[:limit]],
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
-        "review_queue": compensation_summary(incident=None, user=user),
+        "review_queue": compensation.compensation_summary(incident=None, user=user),
         "limit": limit,
     }
 

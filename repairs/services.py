@@ -2,34 +2,40 @@
 reason, via); the repair itself is repairs.job."""
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
-from kintsugi_site import locks
+from core import locks
+from core.errors import DomainError
+from core.users import get_user  # noqa: F401  (also importable from here)
+from core.vocabulary import IncidentStatus, Via
 from provenance import tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
-from repairs.job import enqueue_repair, transition
-from repairs.models import Incident, IncidentTransition
+from repairs.lifecycle import enqueue_repair, record_transition, transition
+from repairs.models import Incident
 from repairs.signals import incident_closed
 
-S = Incident.Status
 
 
-class IncidentAlreadyOpen(Exception):
+class IncidentAlreadyOpen(DomainError):
+    code, status = "incident_already_open", 409
+
     def __init__(self, incident: Incident):
         self.incident = incident
         super().__init__(f"source {incident.source_id!r} already has open incident #{incident.pk} "
                          f"({incident.status}) in workspace {incident.workspace.name!r}")
 
+    def details(self):
+        return {"incident": self.incident.pk, "status": self.incident.status}
 
-class RefusedTransition(ValueError):
-    pass
+
+class RefusedTransition(DomainError, ValueError):
+    code, status = "refused_transition", 409
 
 
-class RepairInProgress(ValueError):
-    pass
+class RepairInProgress(DomainError, ValueError):
+    code, status = "refused_transition", 409
 
 
 def _can_flag(actor, via: str) -> bool:
@@ -57,7 +63,8 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
             incident = Incident.objects.create(workspace=workspace, run_number=workspace.run_number,
                                                source_id=source_id, reason=reason, flagged_by=actor,
                                                flagged_via=via)
-            IncidentTransition.objects.create(incident=incident, actor=actor, via=via, to_status=S.OPEN, reason=reason)
+            record_transition(incident_id=incident.pk, workspace_id=workspace.pk, actor=actor, via=via, from_status="",
+                              to_status=IncidentStatus.OPEN, reason=reason)
             transaction.on_commit(lambda: enqueue_repair(incident.pk))
     except IntegrityError:
         # Two flags raced past the check above; the partial unique index let exactly one through.
@@ -72,9 +79,9 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
-        if incident.status not in (S.FAILED, S.BLOCKED):
+        if not incident.may_retry():
             raise RefusedTransition(f"incident #{incident.pk} is {incident.status}; only failed or blocked repairs are retried")
-        transition(incident, S.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
+        transition(incident, IncidentStatus.OPEN, actor=actor, via=via, reason=reason or "retry", error="")
         transaction.on_commit(lambda: enqueue_repair(incident.pk))
     incident.refresh_from_db(fields=["status", "error"])  # blocked again if the broker refused the task
     return incident
@@ -86,11 +93,10 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
-        if incident.status == S.REPAIRING:
-            raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")
-        if incident.status == S.CLOSED:
-            raise RefusedTransition(f"incident #{incident.pk} is already closed")
-        transition(incident, S.CLOSED, actor=actor, via=via, reason=reason)
+        if not incident.may_close():
+            raise RefusedTransition(f"incident #{incident.pk} is already closed" if incident.status == IncidentStatus.CLOSED
+                                    else f"incident #{incident.pk} is repairing; wait for it to finish")
+        transition(incident, IncidentStatus.CLOSED, actor=actor, via=via, reason=reason)
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=via)
     return incident
 
@@ -107,7 +113,7 @@ def orphaned_incidents():
     """Repairs that should be running but are not: `repairing` with nobody holding their lock (the
     task died with its whole worker, or the message was lost)."""
     running = repairs_running()
-    return [i for i in Incident.objects.filter(status=S.REPAIRING).select_related("workspace").defer("plan")
+    return [i for i in Incident.objects.filter(status=IncidentStatus.REPAIRING).select_related("workspace").defer("plan")
             if i.pk not in running]
 
 
@@ -116,7 +122,7 @@ def resume_orphaned_repairs(*, skip_servers: frozenset[str] = frozenset()) -> li
     the job resumes each from its checkpoint and ignores a duplicate delivery. Called when a worker
     starts, and by the outage sweep."""
     ids = ([i.pk for i in orphaned_incidents() if i.workspace.falkordb_server not in skip_servers]
-           + list(Incident.objects.filter(status=S.OPEN).exclude(workspace__falkordb_server__in=skip_servers)
+           + list(Incident.objects.filter(status=IncidentStatus.OPEN).exclude(workspace__falkordb_server__in=skip_servers)
                   .values_list("pk", flat=True)))
     for pk in ids:
         enqueue_repair(pk)
@@ -127,21 +133,13 @@ def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
     """A desk run replaces the graph its incidents describe: close them (refuse while one repairs;
     an orphaned repair is closed with the rest, since the graph it would resume is being replaced)."""
     running = repairs_running()
-    busy = workspace.incidents.filter(status=S.REPAIRING, pk__in=running).first()
+    busy = workspace.incidents.filter(status=IncidentStatus.REPAIRING, pk__in=running).first()
     if busy:
         raise RepairInProgress(f"incident #{busy.pk} is repairing workspace {workspace.name!r}; try again when it is done")
     for incident in workspace.incidents.open():
-        transition(incident, S.CLOSED, actor=actor, via=Incident.Via.CLI if actor else Incident.Via.WORKER,
+        transition(incident, IncidentStatus.CLOSED, actor=actor, via=Incident.Via.CLI if actor else Incident.Via.WORKER,
                     reason=f"{reason}: workspace run replaced")
-        incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via="worker")
-
-
-def get_user(username: str):
-    User = get_user_model()
-    try:
-        return User.objects.get(username=username)
-    except User.DoesNotExist:
-        raise LookupError(f"unknown user {username!r}") from None
+        incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=Via.WORKER)
 
 
 def incident_summary(incident: Incident) -> dict:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from kintsugi_site.money import format_totals
+from core.money import format_totals
 from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Source, Workspace

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from provenance.graph import GraphUnavailable
-from repairs import job, parts
+from repairs import downstream, job, parts
 from repairs.models import Incident
 
 
@@ -49,7 +49,7 @@ def record_baseline_task(incident_id: int) -> bool:
     from repairs.verify import verify_incident
 
     incident = _repairing(incident_id)
-    return verify_incident(incident, excluded=job.excluded_sources(incident), wait=False) if incident else False
+    return verify_incident(incident, excluded=incident.excluded_sources(), wait=False) if incident else False
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -57,7 +57,6 @@ def draft_ahead_task(incident_id: int) -> bool:
     """Prepare a running repair's compensation drafts while the repairing worker applies and verifies;
     a no-op once the repair is over or when another worker is drafting (the repairing worker then
     waits for it, or drafts itself if nobody did)."""
-    from compensation.drafts import draft_repair
 
     incident = _repairing(incident_id, plan__isnull=False)
-    return draft_repair(incident=incident, wait=False) if incident else False
+    return downstream.compensation.draft_repair(incident=incident, wait=False) if incident else False

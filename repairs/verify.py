@@ -7,8 +7,8 @@ import os
 import socket
 from collections import Counter
 
-from kintsugi_site import locks
-from kintsugi_site.locks import advisory_lock
+from core import locks
+from core.locks import advisory_lock
 from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
@@ -56,7 +56,7 @@ def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
     the flagged sources, never on the repair, so an idle worker records it while the repairing worker
     walks and applies, and goes on to the diff if the repair is applied by then. False when another
     worker holds the workspace's baseline and `wait` is off. `excluded`: the sources the repair leaves
-    out (repairs.job.excluded_sources)."""
+    out (Incident.excluded_sources)."""
     with advisory_lock(locks.BASELINE, incident.workspace_id, wait=wait) as mine:
         if not mine:
             return False

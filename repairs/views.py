@@ -7,7 +7,7 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
-from kintsugi_site.throttle import wait_seconds
+from core.throttle import wait_seconds
 from repairs import graph_svg, radius_picture, reports, selectors
 from repairs.models import Incident
 

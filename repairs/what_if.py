@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
+from core import audit
+from core.vocabulary import AuditAction, ItemKind
 from provenance import queries, tenancy, validation
 from provenance.graph import workspace_graph
 from provenance.llm import get_client
@@ -26,8 +28,8 @@ from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
-from repairs.engine import compute_plan, repair_session
-from repairs.job import excluded_sources
+from repairs import downstream
+from repairs.engine import walk_incident
 from repairs.models import Incident, RepairEffect
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
@@ -73,12 +75,9 @@ def desk_fingerprint(workspace: Workspace) -> str:
 
 def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) -> dict:
     """The repair walk of an incident not yet opened (an unsaved Incident), as a plan never applied.
-    The what-if's only call into the walk: the repair job's own session (repairs.engine.repair_session,
-    with the sources the job would leave out) and the same compute_plan, so the two cannot drift."""
-    graph = workspace_graph(incident.workspace.name)
-    session = repair_session(incident, graph, excluded_sources(incident))
-    plan = compute_plan(graph=graph, session=session, source=incident.source_id, incident=None, progress=progress)
-    return plan.to_json()
+    The what-if's only call into the walk: the repair job's own (repairs.engine.walk_incident, with the
+    sources the job would leave out), so the two cannot drift."""
+    return walk_incident(incident, progress=progress).to_json()
 
 
 def _tickets_changed(outcomes: list[dict]) -> list[dict]:
@@ -94,7 +93,6 @@ def _tickets_changed(outcomes: list[dict]) -> list[dict]:
 
 def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn = noop) -> WhatIf:
     """The outcome of flagging `source` now, without flagging it (see the module docstring)."""
-    from compensation.drafts import draft_planned, planned_items
 
     validation.source_id(source)
     if not Source.objects.filter(workspace=workspace, source_id=source).exists():
@@ -104,13 +102,13 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
     plan = walk_without_applying(incident=unopened, progress=progress)
     get_client().flush()  # the re-runs' answers, for the real repair (and its baseline) to read
     effects = plan["effects"]
-    _, planned, _ = planned_items(incident=unopened, effects=effects, lock=False)
-    drafted = draft_planned(planned=planned, incident=unopened)
+    _, planned, _ = downstream.compensation.planned_items(incident=unopened, effects=effects, lock=False)
+    drafted = downstream.compensation.draft_planned(planned=planned, incident=unopened)
     reversed_, paid = defaultdict(int), defaultdict(int)
     for d in drafted:
-        if d.planned.kind == "refund_reversal":
+        if d.planned.kind == ItemKind.REFUND_REVERSAL:
             reversed_[d.draft["currency"] or d.planned.currency] += d.draft["amount_cents"]
-        elif d.planned.kind == "replacement_refund":
+        elif d.planned.kind == ItemKind.REPLACEMENT_REFUND:
             paid[d.planned.currency] += d.planned.amount_cents
     invalidated = [e for e in effects if e["role"] == RepairEffect.Role.INVALIDATED]
     by_kind: dict[str, int] = defaultdict(int)
@@ -130,14 +128,12 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
 
 def what_if(*, workspace: Workspace, source: str, actor, via: str, progress: ProgressFn = noop) -> WhatIf:
     """compute_what_if for a person or agent: tenancy checked, the look recorded in the audit trail."""
-    from compensation import audit
-
     if actor is not None:
         tenancy.require_visible(actor, workspace, via=via, what=f"workspace {workspace.name!r}")
     result = compute_what_if(workspace=workspace, source=source, progress=progress)
     with transaction.atomic():
         source_pk = Source.objects.get(workspace=workspace, source_id=source).pk
-        audit.record(action="what_if.viewed", subject_type="source", subject_id=source_pk, via=via, actor=actor,
+        audit.record(action=AuditAction.WHAT_IF_VIEWED, subject_type="source", subject_id=source_pk, via=via, actor=actor,
                      reason="what-if before flagging", workspace=workspace.pk,
                      data={"source": source, "fingerprint": result.fingerprint, "blast_radius": result.blast_radius,
                            "counts": result.counts, "compensations": result.compensations,

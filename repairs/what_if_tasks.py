@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 
 from celery import shared_task
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
 from provenance.models import Workspace
-from provenance.scrub import scrub_secrets
+from provenance.progress import throttled
+from core.broker import send
+from core.scrub import scrub_secrets
 from repairs.models import Incident
 from repairs.what_if import desk_fingerprint, what_if
 
@@ -38,10 +39,10 @@ def start_what_if(*, workspace: Workspace, source: str, actor) -> tuple[str, dic
     entry = {"state": "queued", "done": 0, "total": 0, "result": None, "error": ""}
     if not cache.add(key, entry, KEEP_SECONDS):  # someone asked already: theirs is (or will be) the answer
         return fingerprint, cache.get(key) or entry
-    try:
-        what_if_task.delay(workspace.pk, source, fingerprint, getattr(actor, "pk", None))
-    except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page instead of waiting forever
-        entry = {**entry, "state": "failed", "error": scrub_secrets(f"could not start the what-if: {exc}")}
+    refused = send(what_if_task, workspace.pk, source, fingerprint, getattr(actor, "pk", None),
+                   what=f"the what-if of {source}")
+    if refused is not None:  # the broker is down: say so on the page instead of waiting forever
+        entry = {**entry, "state": "failed", "error": scrub_secrets(f"could not start the what-if: {refused}")}
         cache.set(key, entry, 60)
     return fingerprint, entry
 
@@ -55,14 +56,8 @@ def what_if_task(workspace_id: int, source: str, fingerprint: str, actor_id: int
         cache.set(key, {"state": "failed", "done": 0, "total": 0, "result": None,
                         "error": "the desk changed before the what-if ran; reload the page"}, KEEP_SECONDS)
         return "stale"
-    last = [0.0]
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - last[0] < 0.3:
-            return
-        last[0] = now
-        cache.set(key, {"state": "running", "done": done, "total": total, "result": None, "error": ""}, KEEP_SECONDS)
+    progress = throttled(lambda done, total: cache.set(
+        key, {"state": "running", "done": done, "total": total, "result": None, "error": ""}, KEEP_SECONDS))
 
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     try:

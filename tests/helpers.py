@@ -24,8 +24,8 @@ from django.core.management import call_command
 from django.db import connection
 from rest_framework.test import APIClient
 
-from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, ensure_roles
-from kintsugi_site import embedded
+from core import embedded
+from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import workspace_graph
 from provenance.services import desk_run, get_workspace
@@ -59,7 +59,7 @@ def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
 # People ------------------------------------------------------------------------------------------------
 
 def create_user(username: str, *roles: str, workspaces=(), staff: bool = True, **extra):
-    """A user in these roles (compensation.roles) and a member of these workspaces."""
+    """A user in these roles (core.roles) and a member of these workspaces."""
     ensure_roles()  # a transactional test's flush drops the groups the data migration created
     user = get_user_model().objects.create_user(username, password=PASSWORD, is_staff=staff, **extra)
     for name in roles:
@@ -309,7 +309,7 @@ def run_command(capsys, *args) -> tuple[int, str]:
 
 def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) -> SimpleNamespace:
     """Two workspaces' chains and the system chain, committed and signed."""
-    from compensation import audit, checkpoints
+    from core import audit, checkpoints
     from provenance.models import Workspace
 
     a, b = Workspace.objects.create(name="audit-a"), Workspace.objects.create(name="audit-b")

@@ -5,7 +5,7 @@ import uuid
 import pytest
 from django.db import DatabaseError, connections
 
-from kintsugi_site.db_roles import OWNER_ALIAS, _create_role
+from core.db_roles import OWNER_ALIAS, _create_role
 
 pytestmark = pytest.mark.django_db(databases=["default", OWNER_ALIAS])
 

@@ -2,16 +2,16 @@
 import re
 from pathlib import Path
 
-from kintsugi_site import locks
+from core import locks
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("provenance", "repairs", "compensation", "kintsugi_site")
+PRODUCT = ("core", "provenance", "repairs", "compensation", "kintsugi_site")
 
 
 def _product_sources():
     for package in PRODUCT:
         for path in (ROOT / package).rglob("*.py"):
-            if "migrations" not in path.parts and path != ROOT / "kintsugi_site" / "locks.py":
+            if "migrations" not in path.parts and path != ROOT / "core" / "locks.py":
                 yield path, path.read_text()
 
 

@@ -1,7 +1,7 @@
-"""Groups Support lead, Reviewer and Auditor with their permissions (compensation.roles)."""
+"""Groups Support lead, Reviewer and Auditor with their permissions (core.roles)."""
 from django.db import migrations
 
-from compensation.migrations._roles import create_roles
+from core.role_groups import create_roles
 
 
 class Migration(migrations.Migration):

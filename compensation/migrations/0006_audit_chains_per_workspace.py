@@ -24,7 +24,7 @@ NEW_FIELDS = ("workspace_id",) + OLD_FIELDS
 
 
 def _hash(event, fields) -> str:
-    # Frozen copies of compensation.audit.row_hash before and after this migration.
+    # Frozen copies of core.audit.row_hash before and after this migration.
     values = {}
     for name in fields:
         value = getattr(event, name)

@@ -1,7 +1,7 @@
-"""The Workspace admin group (compensation.roles), who manages the members of their own workspaces."""
+"""The Workspace admin group (core.roles), who manages the members of their own workspaces."""
 from django.db import migrations
 
-from compensation.migrations._roles import create_roles
+from core.role_groups import create_roles
 
 
 class Migration(migrations.Migration):

@@ -1,7 +1,8 @@
 """One exception handler for the whole API: every error is `{"error": {"code", "message", "details"}}`
 with the right status, and nothing ever returns a stack trace.
 
-Domain exceptions from the services are mapped here, not caught in views, so a view stays a thin caller.
+Domain exceptions from the services are mapped here (core.errors.map_domain_error: each carries its code and
+status), not caught in views, so a view stays a thin caller.
 Refused attempts to change something (POST answered 401/403/404/409/429) leave an audit record too.
 """
 from __future__ import annotations
@@ -15,15 +16,9 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from compensation.services import DecisionRefused, ReviewRefused
-from kintsugi_site.api.audit import record_refusal
-from provenance.graph import GraphUnavailable
-from provenance.protocol import CallConflict
-from provenance.remote import RecordingInProgress
-from provenance.replay import ReplayUnavailable
-from provenance.recorder import UnknownSource
-from provenance.scrub import scrub_secrets
-from provenance.services import UnknownWorkspace
-from repairs.services import IncidentAlreadyOpen, RefusedTransition, RepairInProgress
+from core.errors import error_body, first_line, map_domain_error  # noqa: F401  (the API's names for them)
+from core.vocabulary import Via
+from provenance.refusals import record_refusal
 
 log = logging.getLogger("kintsugi.api")
 
@@ -36,45 +31,6 @@ class ApiError(exceptions.APIException):
     def __init__(self, message: str, *, code: str, status_code: int = 400, details=None):
         super().__init__(detail=message, code=code)
         self.status_code, self.code, self.details = status_code, code, details
-
-
-def error_body(code: str, message: str, details=None) -> dict:
-    return {"error": {"code": code, "message": message, "details": details}}
-
-
-def first_line(exc: BaseException) -> str:
-    """The message an API, MCP or CLI caller sees: its first line, scrubbed of secrets."""
-    text = str(exc).strip()
-    return scrub_secrets(text.splitlines()[0]) if text else type(exc).__name__
-
-
-def map_domain_error(exc: Exception) -> tuple[int, str, str, object] | None:
-    """(status, code, message, details) for the services' exceptions; None for anything unknown.
-    The MCP endpoint maps its tools' errors with this too."""
-    if isinstance(exc, DecisionRefused):  # already decided, or an invalid draft: the item's state conflicts
-        return 409, "decision_refused", first_line(exc), None
-    if isinstance(exc, IncidentAlreadyOpen):
-        return 409, "incident_already_open", first_line(exc), {
-            "incident": exc.incident.pk, "status": exc.incident.status}
-    if isinstance(exc, (UnknownSource, UnknownWorkspace)):
-        return 404, "not_found", first_line(exc), None
-    if isinstance(exc, (RefusedTransition, RepairInProgress)):
-        return 409, "refused_transition", first_line(exc), None
-    if isinstance(exc, PermissionError):
-        return 403, "permission_denied", first_line(exc), None
-    if isinstance(exc, RecordingInProgress):
-        return 409, "recording_in_progress", first_line(exc), {"retry_after": exc.retry_after}
-    if isinstance(exc, CallConflict):
-        return 409, "conflict", first_line(exc), None
-    if isinstance(exc, ReplayUnavailable):
-        return 503, "agent_unavailable", first_line(exc), None
-    if isinstance(exc, GraphUnavailable):
-        return 503, "graph_unavailable", "the provenance graph store is unavailable; try again shortly", None
-    if isinstance(exc, LookupError):
-        return 404, "not_found", first_line(exc), None
-    if isinstance(exc, ValueError):
-        return 400, "invalid", first_line(exc), None
-    return None
 
 
 _DRF_CODES = {
@@ -139,6 +95,6 @@ def _record_refusal(request, view, response: Response) -> None:
     token = getattr(actor, "token", None)
     if token is not None:  # a recording token: not a person, its workspace's chain records the refusal
         actor, workspace, attempted = None, token.workspace, f"{attempted} (recording token {token.prefix})"
-    record_refusal(actor=actor, via="api", attempted=attempted, subject_type=subject_type, subject_id=subject_id,
+    record_refusal(actor=actor, via=Via.API, attempted=attempted, subject_type=subject_type, subject_id=subject_id,
                    status=response.status_code, code=error["code"], message=error["message"],
                    incident_id=incident_id, workspace=workspace)

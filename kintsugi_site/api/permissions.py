@@ -1,4 +1,4 @@
-"""Roles (the groups of compensation.roles: Support lead, Reviewer, Auditor) as API permissions.
+"""Roles (the groups of core.roles: Support lead, Reviewer, Auditor) as API permissions.
 
 Reads need the role's view permission for what is read; membership of the workspace is checked by
 the querysets (another workspace answers 404). Changes are checked by the services themselves

@@ -1,5 +1,5 @@
 """Settings shared by every environment. Configuration comes from the environment; unset services fall
-back to the embedded servers under `.kintsugi/` (see kintsugi_site.embedded)."""
+back to the embedded servers under `.kintsugi/` (see core.embedded)."""
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import environ
 
-from kintsugi_site import db_roles, embedded
+from core import db_roles, embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "provenance",
     "repairs",
     "compensation",
+    "kintsugi_site",  # the project's own commands (mcp_serve), which drive the top layer
 ]
 
 MIDDLEWARE = [
@@ -86,16 +87,13 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "provenance.context_processors.model_backend",
             ],
-            # kintsugi_site is not an app (no templatetags discovery), so its libraries are named here.
-            "libraries": {"money": "kintsugi_site.templatetags.money",
-                          "stories": "kintsugi_site.templatetags.stories"},
         },
     },
 ]
 WSGI_APPLICATION = "kintsugi_site.wsgi.application"
 ASGI_APPLICATION = "kintsugi_site.asgi.application"
 
-# Two aliases on one database (kintsugi_site.db_roles): `owner` (DATABASE_URL, or the embedded server's
+# Two aliases on one database (core.db_roles): `owner` (DATABASE_URL, or the embedded server's
 # superuser) runs migrations; `default`, which everything else uses, logs in as the application role
 # KINTSUGI_DB_APP_ROLE, which may append to the audit record but never change or cut it.
 DATABASE_URL = env("DATABASE_URL", default="") or embedded.ensure_postgres()
@@ -195,7 +193,7 @@ GEMINI_BASE_URL = env("GEMINI_BASE_URL", default="")
 GEMINI_MODEL = env("GEMINI_MODEL", default="gemini-2.5-flash")
 KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMINI_API_KEY else "offline")
 
-# The audit record's signed checkpoints (compensation.checkpoints) live outside Postgres: the log of
+# The audit record's signed checkpoints (core.checkpoints) live outside Postgres: the log of
 # signed chain heads and the Ed25519 signing key (generated on first use unless required to exist;
 # its public half is written beside it as signing-key.pub.pem, for verify_report elsewhere).
 _AUDIT_HOME = Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "audit"

@@ -7,7 +7,7 @@ must exist at KINTSUGI_AUDIT_SIGNING_KEY (never generated here: the first audite
 with a clear error) and be readable by the app only."""
 from django.core.exceptions import ImproperlyConfigured
 
-from kintsugi_site import db_roles
+from core import db_roles
 
 from .base import *  # noqa: F403
 from .base import DATABASE_OWNER_URL, DATABASE_URL, env

@@ -1,7 +1,7 @@
-"""`{% load money %}{{ item.amount_cents|money:item.currency }}` → "$75.00" (kintsugi_site.money)."""
+"""`{% load money %}{{ item.amount_cents|money:item.currency }}` → "$75.00" (core.money)."""
 from django import template
 
-from kintsugi_site.money import format_money, input_amount
+from core.money import format_money, input_amount
 
 register = template.Library()
 

@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from compensation.migrations._roles import create_roles
+from core.role_groups import create_roles
 
 
 class Migration(migrations.Migration):
@@ -73,6 +73,6 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(condition=models.Q(('status', 'open')), fields=('workspace',), name='one_open_recording_per_workspace')],
             },
         ),
-        # The Workspace admin's new permissions (compensation.roles).
+        # The Workspace admin's new permissions (core.roles).
         migrations.RunPython(create_roles, migrations.RunPython.noop),
     ]

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
+from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run, get_workspace
 from repairs.job import run_repair

@@ -11,7 +11,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
-from compensation.roles import REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN
+from core.roles import REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN
 from provenance.models import AgentRegistration, AgentToken, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 

@@ -1,8 +1,8 @@
-"""kintsugi_site.money: the one way money is written for people, and read back from a review form."""
+"""core.money: the one way money is written for people, and read back from a review form."""
 import pytest
 from django.template import Context, Template
 
-from kintsugi_site.money import format_money, format_totals, input_amount, parse_money
+from core.money import format_money, format_totals, input_amount, parse_money
 
 
 @pytest.mark.parametrize("cents, currency, text", [

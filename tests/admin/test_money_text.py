@@ -9,7 +9,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.urls import reverse
 
 from compensation.models import CompensationItem
-from compensation.roles import AUDITOR
+from core.roles import AUDITOR
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from repairs.models import Incident
@@ -103,7 +103,7 @@ def test_pdf_report_shows_money_as_money(repaired, tmp_path):
 
 
 def test_the_money_check_catches_cents_bare_amounts_and_float_action_numbers():
-    # Red: what the pages used to say is caught; money as money and whole action numbers pass.
+    # Cents, bare amounts and float action numbers are caught; money as money and whole action numbers pass.
     assert offences("moves 17000 cents USD") and offences("AMOUNT (CENTS) 10000 USD") and offences("amount: 12000")
     assert offences("triage #3.0 re-ran") and offences("seq 12.0")
     assert offences("$75.00 refunded by triage #3; 10 compensation drafts, 87%") == []

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from compensation.models import CompensationItem
-from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
+from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.models import OutboxEmail
 from tests.helpers import repaired_incident
 

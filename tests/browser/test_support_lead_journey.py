@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from compensation.models import CompensationItem
-from compensation.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
+from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Workspace
 from provenance.services import desk_run

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
-from compensation import audit
+from core import audit
 from compensation.models import AuditEvent
 from compensation.services import approve_item, reject_item
 from repairs.services import close_incident
@@ -104,3 +104,17 @@ def test_rejections_and_refusals_are_in_the_chain(incident, people, capsys):
     assert [e.action for e in AuditEvent.objects.filter(subject_id=str(item.pk)).order_by("seq")] == [
         "item.drafted", "item.refused", "item.rejected"]
     assert _verify(capsys)[0] == 0
+
+
+def test_an_incident_transition_and_its_audit_event_commit_or_roll_back_together(incident, people):
+    from repairs.lifecycle import transition
+    from repairs.models import IncidentTransition
+
+    events, transitions = AuditEvent.objects.count(), IncidentTransition.objects.count()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        transition(incident, "closed", actor=people.lead, via="admin", reason="rolled back")
+        assert AuditEvent.objects.filter(incident=incident, action="incident.closed", reason="rolled back").exists()
+        raise RuntimeError("the caller's transaction fails after the transition")
+    assert (AuditEvent.objects.count(), IncidentTransition.objects.count()) == (events, transitions)
+    incident.refresh_from_db()
+    assert incident.status == "repaired"

@@ -5,8 +5,8 @@ import io
 import pytest
 from django.urls import reverse
 
-from compensation import audit
-from compensation.roles import AUDITOR
+from core import audit
+from core.roles import AUDITOR
 from provenance.models import Workspace
 
 pytestmark = pytest.mark.django_db

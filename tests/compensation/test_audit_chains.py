@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
-from compensation import audit, chains, checkpoints
+from core import audit, chains, checkpoints
 from compensation.models import AuditEvent
 from tests.helpers import behind_the_triggers_back, owner_connection, run_command, signed_chains, wait_for
 
@@ -195,7 +195,7 @@ def test_the_verify_page_prints_what_the_command_prints_and_breaks_with_it(ws, c
     cmd_code, cmd_out = run_command(capsys, "verify_audit")
     assert code == 200 and cmd_code == 0 and err == []
     assert out == cmd_out.splitlines()  # a superuser's page covers every chain, line for line
-    # Red: a row edited behind the triggers' back breaks the page exactly as it breaks the command.
+    # A row edited behind the triggers' back breaks the page exactly as it breaks the command.
     behind_the_triggers_back(f"UPDATE {TABLE} SET reason = 'rewritten' WHERE workspace_id = %s AND seq = 3", [ws.a.pk])
     code, out, err = _verify_page(client)
     cmd_code, cmd_out = run_command(capsys, "verify_audit")
@@ -207,7 +207,7 @@ def test_the_verify_page_prints_what_the_command_prints_and_breaks_with_it(ws, c
 def test_a_member_verifies_only_the_chains_of_their_workspaces(ws, client, django_user_model):
     from django.contrib.auth.models import Group
 
-    from compensation.roles import AUDITOR, ensure_roles
+    from core.roles import AUDITOR, ensure_roles
 
     ensure_roles()
     auditor = django_user_model.objects.create_user("chain-auditor", password="pass-1234-kintsugi", is_staff=True)

@@ -4,8 +4,8 @@ import time
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from compensation import audit
-from kintsugi_site import locks
+from core import audit
+from core import locks
 from provenance.models import Workspace
 from tests.helpers import owner_connection
 

@@ -193,7 +193,7 @@ def test_rejecting_a_case_needs_a_reason(canonical, client):
 
 
 def test_a_case_of_another_workspace_is_a_404(canonical, client, make_user):
-    from compensation.roles import REVIEWER
+    from core.roles import REVIEWER
 
     outsider = make_user("outsider1", REVIEWER)  # in no workspace
     client.force_login(outsider)

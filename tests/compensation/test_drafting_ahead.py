@@ -8,7 +8,7 @@ from django.db import connection
 from compensation.models import AuditEvent, CompensationItem
 from compensation.drafts import DRAFT_PARTS, _in_part, draft_compensations
 from compensation.drafts import draft_repair as draft_ahead
-from kintsugi_site.locks import DRAFT_PART as DRAFT_LOCK
+from core.locks import DRAFT_PART as DRAFT_LOCK
 from compensation.services import DecisionRefused, approve_item
 from repairs import job
 from repairs.models import Incident

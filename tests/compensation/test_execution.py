@@ -3,7 +3,7 @@ import threading
 import pytest
 from django.db import connection
 
-from compensation import chains
+from core import chains
 from compensation.execution import NotApproved, deliver, execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
 from compensation.services import approve_item, bulk_approve

@@ -4,7 +4,8 @@ import pytest
 from django.core.management import call_command
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import (DecisionRefused, ReviewRefused, approve_item, bulk_approve, reject_item)
+from compensation.services import (DecisionRefused, ReviewRefused, approve_item, bulk_approve, redraft_item, reject_item,
+                                   set_customer)
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind
@@ -141,3 +142,15 @@ def test_cli_contract(incident, people, capsys):
     assert code == 0 and f"#{item}" in out and "INVALID" in out
     via = set(AuditEvent.objects.filter(subject_id=str(item), subject_type="compensation_item").values_list("via", flat=True))
     assert via == {"worker", "cli"}
+
+
+def test_an_item_no_longer_pending_is_refused_by_each_change_with_its_own_reason(incident, people):
+    item = approve_item(item=_first(incident), actor=people.reviewer, reason="checked", via="admin")
+    with pytest.raises(DecisionRefused, match=rf"^item #{item.pk} is approved; only pending items are redrafted$"):
+        redraft_item(item=item, actor=people.reviewer, reason="draft it again", via="admin")
+    with pytest.raises(DecisionRefused, match=rf"^item #{item.pk} is approved; only a pending item's customer is set$"):
+        set_customer(item=item, name="Ann", email="ann@example.com", actor=people.reviewer, reason="named", via="admin")
+    with pytest.raises(DecisionRefused, match=rf"^item #{item.pk} is already approved$"):
+        reject_item(item=item, actor=people.reviewer, reason="changed my mind", via="admin")
+    item.refresh_from_db()
+    assert item.status == "approved"

@@ -11,7 +11,7 @@ import psutil
 import pytest
 import redis
 
-from kintsugi_site import embedded
+from core import embedded
 from tests.helpers import ROOT, free_port
 from tests.processes import leftover_children
 
@@ -78,7 +78,7 @@ def test_a_test_server_dies_with_a_killed_parent(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from kintsugi_site import embedded
+        from core import embedded
         proc = embedded.start_redis_server(data_dir=Path({str(tmp_path / 'data')!r}), port={free_port()},
                                            with_graph=False, password="p", die_with_parent=True)
         print(proc.pid, flush=True)

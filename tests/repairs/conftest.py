@@ -7,7 +7,7 @@ import pytest
 import redis
 from django.test import override_settings
 
-from kintsugi_site import embedded
+from core import embedded
 from tests.helpers import free_port
 
 

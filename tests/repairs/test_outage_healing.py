@@ -60,7 +60,7 @@ def test_falkordb_stopped_mid_repair_and_started_again_is_repaired_with_no_human
 
 
 def _own_url(port: int) -> str:
-    from kintsugi_site import embedded
+    from core import embedded
 
     return embedded.server_url(port)
 
@@ -83,6 +83,7 @@ def test_an_overlapping_repair_waits_for_one_an_outage_left_half_applied_and_bot
         waiting = wait_for(lambda: Incident.objects.filter(pk=second.pk, status=Incident.Status.BLOCKED).first(),
                            timeout=30)
         assert waiting.error.startswith(f"waiting for incident #{first.pk} (blocked)")
+        assert waiting.waiting_for_id == first.pk
         assert waiting.plan is None and not waiting.transitions.filter(to_status="repairing").exists()
         start()
         wait_for(lambda: Incident.objects.filter(pk__in=[first.pk, second.pk], status=Incident.Status.REPAIRED)

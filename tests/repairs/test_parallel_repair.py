@@ -9,7 +9,6 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.selectors import export_state
 from provenance.services import desk_run
 from repairs import parallel, parts
-from repairs.job import excluded_sources
 from repairs.models import Incident, RepairPart
 from repairs.parts import whole_plan
 from tests.helpers import Worker, open_incident, purge_broker, repair, wait_for, wait_until_finished, worker_env
@@ -180,7 +179,7 @@ def test_a_baseline_recorded_for_other_sources_is_recorded_again(one_piece):
     Incident.objects.filter(pk=one_piece.pk).update(
         status="repairing", phase="verifying", verification={"facts": 99, "decisions": 99, "effects": 99, "rows": []},
         baseline_for={"excluded": ["some/other-page"], "actions": 1})
-    assert verify_incident(one_piece, excluded=excluded_sources(one_piece), wait=False)
+    assert verify_incident(one_piece, excluded=one_piece.excluded_sources(), wait=False)
     one_piece.refresh_from_db()
     assert one_piece.baseline_for["excluded"] == [POISONED_PAGE] and one_piece.baseline_for["actions"] > 1
     assert [one_piece.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
@@ -201,6 +200,6 @@ def test_the_worker_recording_the_baseline_diffs_if_the_repair_was_applied_meanw
         return actions
 
     monkeypatch.setattr(verify, "record_baseline", record_while_the_repair_applies)
-    assert verify.verify_incident(one_piece, excluded=excluded_sources(one_piece), wait=False)
+    assert verify.verify_incident(one_piece, excluded=one_piece.excluded_sources(), wait=False)
     one_piece.refresh_from_db()
     assert [one_piece.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]

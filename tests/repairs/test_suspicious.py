@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from compensation.models import AuditEvent
-from compensation.roles import SUPPORT_LEAD, ensure_roles
+from core.roles import SUPPORT_LEAD, ensure_roles
 from provenance import services as provenance_services
 from provenance.desk.scenario import PAGES, POISONED_PAGE
 from provenance.graph import workspace_graph

@@ -1,5 +1,5 @@
 """The walk fetches per blast radius, not per action: model answers in a few CACHE_GET_MANY round trips,
-action details in one range scan per kind, with the same plan as before."""
+action details in one range scan per kind, and the plan is unchanged by it."""
 import pytest
 
 from provenance import queries

@@ -13,7 +13,7 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
+from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import workspace_graph
 from provenance.models import AgentRegistration, AgentToken, LedgerEntry, OutboxEmail, Source, Ticket, Workspace

@@ -1,6 +1,7 @@
 from compensation.execution import execute_approved
 from compensation.models import CompensationItem
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
+from core.vocabulary import Via
 
 
 class Command(KintsugiCommand):
@@ -11,7 +12,7 @@ class Command(KintsugiCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
-        executed = execute_approved(via="cli")
+        executed = execute_approved(via=Via.CLI)
         waiting = CompensationItem.objects.filter(status=CompensationItem.Status.APPROVED).count()
         if o["json"]:
             self.print_json({"executed": executed, "waiting": waiting})

@@ -1,7 +1,8 @@
 from compensation.models import CompensationItem
 from compensation.services import approve_item, reject_item
-from provenance.management.commands._common import KintsugiCommand
-from repairs.services import get_user
+from core.commands import KintsugiCommand
+from core.users import get_user
+from core.vocabulary import Via
 
 
 class Command(KintsugiCommand):
@@ -22,9 +23,9 @@ class Command(KintsugiCommand):
         except CompensationItem.DoesNotExist:
             raise LookupError(f"unknown compensation item {o['item']}") from None
         if o["decision"] == "approve":
-            item = approve_item(item=item, actor=actor, reason=o["reason"], via="cli")
+            item = approve_item(item=item, actor=actor, reason=o["reason"], via=Via.CLI)
         else:
-            item = reject_item(item=item, actor=actor, reason=o["reason"], via="cli")
+            item = reject_item(item=item, actor=actor, reason=o["reason"], via=Via.CLI)
         item.refresh_from_db()
         if o["json"]:
             self.print_json({"id": item.pk, "incident": item.incident_id, "kind": item.kind, "ticket": item.ticket_id,

@@ -1,5 +1,5 @@
 from compensation.selectors import queue_rows, review_queue
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
 
 

@@ -1,7 +1,7 @@
 import sys
 
-from compensation import chains
-from provenance.management.commands._common import KintsugiCommand
+from core import chains
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
 
 

@@ -1,17 +1,18 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from compensation import audit
+from core import audit
 from provenance import membership
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
+from core.vocabulary import AuditAction, Role, Via
 from provenance.models import Workspace
 from provenance.services import desk_run
 
 DEMO_USERS = [
     # username, group, superuser
-    ("lead", "Support lead", False),
-    ("reviewer", "Reviewer", False),
-    ("auditor", "Auditor", False),
+    ("lead", Role.SUPPORT_LEAD, False),
+    ("reviewer", Role.REVIEWER, False),
+    ("auditor", Role.AUDITOR, False),
     ("admin", None, True),
 ]
 DEMO_PASSWORD = "kintsugi-demo"
@@ -45,11 +46,11 @@ class Command(KintsugiCommand):
                 user.groups.add(Group.objects.get(name=group))
             people.append(user)
             if created:  # users are system events: the system chain, not a workspace's
-                audit.record(action="user.created", subject_type="user", subject_id=user.pk, via="cli", workspace=None,
+                audit.record(action=AuditAction.USER_CREATED, subject_type="user", subject_id=user.pk, via=Via.CLI, workspace=None,
                              reason="demo set-up", data={"username": username, "group": group, "superuser": superuser})
         # Through the membership service, so the demo's record says who added the team and why.
         admin = next(u for u in people if u.is_superuser)
         membership.set_members(workspace=ws, users=list(ws.members.all()) + people, actor=admin,
-                               reason="demo set-up", via="cli")
+                               reason="demo set-up", via=Via.CLI)
         self.stdout.write("demo users (password: %s): %s" % (
             DEMO_PASSWORD, ", ".join(f"{u} ({g or 'superuser'})" for u, g, _ in DEMO_USERS)))

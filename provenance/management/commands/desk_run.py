@@ -1,4 +1,4 @@
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.progress import reporter
 from provenance.services import desk_run
 

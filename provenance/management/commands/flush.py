@@ -8,7 +8,7 @@ from django.core.management.sql import emit_post_migrate_signal, sql_flush
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.utils import load_backend
 
-from kintsugi_site import db_roles
+from core import db_roles
 
 
 class Command(DjangoFlush):

@@ -1,10 +1,10 @@
 """`migrate` as the database owner: the application role that `default` logs in as may not create or
-alter tables, so migrations always run on the `owner` alias (kintsugi_site.db_roles)."""
+alter tables, so migrations always run on the `owner` alias (core.db_roles)."""
 from django.core.management.base import CommandError
 from django.core.management.commands.migrate import Command as DjangoMigrate
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from kintsugi_site import db_roles
+from core import db_roles
 
 
 class Command(DjangoMigrate):

@@ -1,8 +1,9 @@
 from provenance import placement
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.moves import move_workspace
 from provenance.services import get_workspace
-from repairs.services import get_user
+from core.users import get_user
+from core.vocabulary import Via
 
 
 class Command(KintsugiCommand):
@@ -36,7 +37,7 @@ class Command(KintsugiCommand):
             if not o["json"]:
                 self.stdout.write(f"  {done}/{total} {'copied' if done < total else 'old copies deleted'}")
 
-        result = move_workspace(workspace=workspace, to_server=o["to"], actor=actor, reason=o["reason"], via="cli",
+        result = move_workspace(workspace=workspace, to_server=o["to"], actor=actor, reason=o["reason"], via=Via.CLI,
                                 progress=progress)
         if o["json"]:
             return self.print_json(result.__dict__)

@@ -2,11 +2,12 @@ import json
 from pathlib import Path
 
 from provenance import onboarding
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
-from repairs.services import get_user
+from core.users import get_user
+from core.vocabulary import Via
 
-VIA = "cli"
+VIA = Via.CLI
 
 
 class Command(KintsugiCommand):

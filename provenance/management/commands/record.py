@@ -1,4 +1,4 @@
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.services import record_root
 
 

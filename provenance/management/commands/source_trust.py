@@ -1,12 +1,13 @@
 from provenance import validation
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.models import Source
 from provenance.recorder import UnknownSource
 from provenance.services import get_workspace
 from provenance.trust import set_source_trust
-from repairs.services import get_user
+from core.users import get_user
+from core.vocabulary import Via
 
-VIA = "cli"
+VIA = Via.CLI
 
 
 class Command(KintsugiCommand):

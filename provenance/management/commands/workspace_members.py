@@ -1,9 +1,10 @@
 from django.contrib.auth import get_user_model
 
 from provenance import membership
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.services import get_workspace
-from repairs.services import get_user
+from core.users import get_user
+from core.vocabulary import Via
 
 
 class Command(KintsugiCommand):
@@ -32,7 +33,7 @@ class Command(KintsugiCommand):
             for name in o["remove"]:
                 wanted.pop(get_user(name).pk, None)
             added, removed = membership.set_members(workspace=workspace, users=list(wanted.values()), actor=actor,
-                                                    reason=o["reason"], via="cli")
+                                                    reason=o["reason"], via=Via.CLI)
         members = sorted(get_user_model().objects.filter(workspaces=workspace).values_list("username", flat=True))
         if o["json"]:
             self.print_json({"workspace": workspace.name, "members": members,

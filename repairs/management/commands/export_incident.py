@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.progress import reporter
 from repairs.models import Incident
 from repairs.reports import FORMATS, render_report

@@ -1,11 +1,12 @@
 import sys
 import time
 
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.progress import reporter
 from provenance.services import get_workspace
 from repairs.models import Incident
-from repairs.services import IncidentAlreadyOpen, flag_source, get_user, incident_summary
+from core.users import get_user
+from repairs.services import IncidentAlreadyOpen, flag_source, incident_summary
 
 DONE = (Incident.Status.REPAIRED, Incident.Status.FAILED, Incident.Status.CLOSED)
 

@@ -1,6 +1,7 @@
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from repairs.models import Incident
-from repairs.services import get_user, incident_summary, retry_incident
+from core.users import get_user
+from repairs.services import incident_summary, retry_incident
 
 
 class Command(KintsugiCommand):

@@ -2,8 +2,8 @@ import json
 import sys
 from pathlib import Path
 
-from compensation import checkpoints
-from provenance.management.commands._common import KintsugiCommand
+from core import checkpoints
+from core.commands import KintsugiCommand
 from repairs.report_record import ReportRefused, verify_report
 
 

@@ -1,10 +1,10 @@
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 from provenance.progress import reporter
 from provenance.services import get_workspace
 from repairs.models import Incident
-from repairs.services import get_user
+from core.users import get_user
 from repairs.what_if import what_if
-from kintsugi_site.money import format_money, format_totals
+from core.money import format_money, format_totals
 
 
 class Command(KintsugiCommand):

@@ -2,7 +2,7 @@ import uvicorn
 from django.conf import settings
 
 from kintsugi_site.mcp_server import _is_loopback, build_app
-from provenance.management.commands._common import KintsugiCommand
+from core.commands import KintsugiCommand
 
 
 class Command(KintsugiCommand):

@@ -14,8 +14,9 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, J
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from kintsugi_site.admin_tenancy import refuse_unseen
-from kintsugi_site.money import format_money, format_totals
+from provenance.admin_tenancy import refuse_unseen
+from core.money import format_money, format_totals
+from core.vocabulary import Via
 from provenance import tenancy, validation
 from provenance.graph import GraphUnavailable
 from provenance.models import Source, Workspace
@@ -44,7 +45,7 @@ def _decision(d: dict | None) -> str:
 
 
 def what_if_words(wi) -> dict:
-    """The what-if as sentences a lead reads (money through kintsugi_site.money)."""
+    """The what-if as sentences a lead reads (money through core.money)."""
     c = wi.counts
     kinds = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in wi.effects_by_kind.items())
     return {
@@ -133,7 +134,7 @@ def trust_view(model_admin, request, source_pk: int):
     source = scoped_source(request, source_pk, attempted="set source trust")
     try:
         set_source_trust(source=source, level=request.POST.get("trust", ""), actor=request.user,
-                         reason=request.POST.get("reason", ""), via="admin")
+                         reason=request.POST.get("reason", ""), via=Via.ADMIN)
     except TrustRefused as exc:
         raise PermissionDenied(str(exc)) from None
     except validation.InvalidInput as exc:

