@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := chromium poppler-utils libharfbuzz-subset0 libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
 
-.PHONY: demo test bench stop system-deps venv
+.PHONY: demo test test-fast bench stop system-deps venv
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +25,18 @@ system-deps:
 demo: venv system-deps
 	$(PY) -m kintsugi_site.demo
 
+# The suite on every core (pytest-xdist: each worker its own FalkorDB, test database and key prefixes; a
+# module's tests stay on one worker, so its shared desk is built once). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
 test: venv system-deps
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_PARALLEL)
+
+# What a developer runs between changes: everything but the benchmarks run end to end and the slowest tests.
+test-fast: venv system-deps
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not bench and not slow"
 
 bench: venv
 	$(PY) -m bench

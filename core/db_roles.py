@@ -85,6 +85,25 @@ def split_roles() -> bool:
     return OWNER_ALIAS in dbs and dbs["default"].get("USER") != dbs[OWNER_ALIAS].get("USER")
 
 
+def _create_role(connection, cur, *, role: str, password: str) -> None:
+    """Create the login role unless it exists. Roles belong to the whole cluster: two processes migrating
+    two databases at once (parallel test workers) may both find it missing, and the second CREATE then
+    fails; a role that exists once that error is caught is what was asked for."""
+    from django.db import DatabaseError, transaction
+
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
+    if cur.fetchone() is not None:
+        return
+    try:
+        with transaction.atomic(using=connection.alias):
+            cur.execute(f"CREATE ROLE {connection.ops.quote_name(role)} LOGIN" + (" PASSWORD %s" if password else ""),
+                        [password] if password else None)
+    except DatabaseError:
+        cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
+        if cur.fetchone() is None:
+            raise
+
+
 def ensure_app_role(*, using: str = OWNER_ALIAS, verbosity: int = 1) -> None:
     """As the owner: create the application role if missing (password-less unless
     KINTSUGI_DB_APP_PASSWORD is set: the embedded and test servers trust local connections), grant it
@@ -99,10 +118,7 @@ def ensure_app_role(*, using: str = OWNER_ALIAS, verbosity: int = 1) -> None:
     q = connection.ops.quote_name
     role, password = settings.DATABASES["default"]["USER"], settings.DATABASES["default"].get("PASSWORD") or ""
     with connection.cursor() as cur:
-        cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role])
-        if cur.fetchone() is None:
-            cur.execute(f"CREATE ROLE {q(role)} LOGIN" + (" PASSWORD %s" if password else ""),
-                        [password] if password else None)
+        _create_role(connection, cur, role=role, password=password)
         cur.execute("SELECT current_schema()")
         schema = q(cur.fetchone()[0])
         cur.execute(f"GRANT CONNECT ON DATABASE {q(connection.settings_dict['NAME'])} TO {q(role)}")

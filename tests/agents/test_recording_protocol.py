@@ -13,7 +13,7 @@ from provenance.graph import workspace_graph
 from provenance.models import Recording, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 from provenance.services import record_root
-from tests.repairs.helpers import graph_dump
+from tests.helpers import graph_dump
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

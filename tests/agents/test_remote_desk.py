@@ -9,7 +9,7 @@ from provenance.replay import ReplayUnavailable
 from provenance.services import desk_run
 from repairs.models import Incident
 from repairs.job import run_repair
-from tests.repairs.helpers import open_incident
+from tests.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,7 @@ from provenance.models import Source, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 from provenance.replay import ReplayUnavailable
 from repairs.job import run_repair
-from tests.repairs.helpers import graph_dump, open_incident
+from tests.helpers import graph_dump, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

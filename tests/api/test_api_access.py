@@ -3,7 +3,7 @@ import pytest
 
 from compensation.models import AuditEvent
 from repairs.models import Incident
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -37,9 +37,9 @@ def test_a_bad_token_is_refused_with_401():
     assert_error(client.get("/api/v1/workspaces/"), 401, "authentication_failed")
 
 
-def test_a_user_sees_only_the_workspaces_they_are_a_member_of(make_user, canonical_desk):
-    ours, _ = canonical_desk("api-acc-ours")
-    theirs, their_source = canonical_desk("api-acc-theirs")
+def test_a_user_sees_only_the_workspaces_they_are_a_member_of(make_user, record_desk):
+    ours, _ = record_desk("api-acc-ours")
+    theirs, their_source = record_desk("api-acc-theirs")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ours])
     client = client_for(lead)
     assert [w["name"] for w in client.get("/api/v1/workspaces/").json()["results"]] == ["api-acc-ours"]
@@ -50,14 +50,14 @@ def test_a_user_sees_only_the_workspaces_they_are_a_member_of(make_user, canonic
     assert not Incident.objects.exists()
 
 
-def test_a_superuser_sees_every_workspace(make_user, canonical_desk):
-    canonical_desk("api-acc-a")
+def test_a_superuser_sees_every_workspace(make_user, record_desk):
+    record_desk("api-acc-a")
     admin = make_user("root", superuser=True)
     assert client_for(admin).get("/api/v1/workspaces/").json()["count"] == 1
 
 
-def test_workspace_detail_has_counts(make_user, canonical_desk):
-    ws, _ = canonical_desk("api-acc-counts")
+def test_workspace_detail_has_counts(make_user, record_desk):
+    ws, _ = record_desk("api-acc-counts")
     user = make_user("auditor", roles=["Auditor"], workspaces=[ws])
     body = client_for(user).get(f"/api/v1/workspaces/{ws.pk}/").json()
     assert body["counts"]["sources"] == 3
@@ -66,9 +66,9 @@ def test_workspace_detail_has_counts(make_user, canonical_desk):
     assert body["counts"]["incidents"]["total"] == 0
 
 
-def test_refused_flags_change_nothing_and_leave_an_audit_record(make_user, canonical_desk):
-    ws, source = canonical_desk("api-acc-role")
-    theirs, their_source = canonical_desk("api-acc-role-theirs")
+def test_refused_flags_change_nothing_and_leave_an_audit_record(make_user, record_desk):
+    ws, source = record_desk("api-acc-role")
+    theirs, their_source = record_desk("api-acc-role-theirs")
     auditor = make_user("auditor", roles=["Auditor"], workspaces=[ws])
     url = f"/api/v1/sources/{source.pk}/flag/"
     assert_error(client_for(auditor).post(url, {"reason": "bad page"}, format="json"), 403, "permission_denied")
@@ -83,8 +83,8 @@ def test_refused_flags_change_nothing_and_leave_an_audit_record(make_user, canon
     assert refusals[0].data["attempted"] == f"POST {url}" and "may not flag" in refusals[0].reason
 
 
-def test_reading_needs_a_role_that_may_read_it(make_user, canonical_desk):
-    ws, source = canonical_desk("api-acc-noread")
+def test_reading_needs_a_role_that_may_read_it(make_user, record_desk):
+    ws, source = record_desk("api-acc-noread")
     member = make_user("member", workspaces=[ws])  # a member without any role
     assert client_for(member).get("/api/v1/workspaces/").json()["count"] == 1
     assert_error(client_for(member).get("/api/v1/incidents/"), 403, "permission_denied")
@@ -93,16 +93,16 @@ def test_reading_needs_a_role_that_may_read_it(make_user, canonical_desk):
     assert not AuditEvent.objects.filter(action="refused").exists()  # reads change nothing: no record
 
 
-def test_the_token_may_also_be_sent_as_bearer(make_user, canonical_desk):
-    ws, _ = canonical_desk("api-acc-bearer")
+def test_the_token_may_also_be_sent_as_bearer(make_user, record_desk):
+    ws, _ = record_desk("api-acc-bearer")
     user = make_user("lead", roles=["Support lead"], workspaces=[ws])
     client = client_for()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {user.auth_token.key}")
     assert client.get("/api/v1/incidents/").status_code == 200
 
 
-def test_flagging_needs_a_reason(make_user, canonical_desk):
-    ws, source = canonical_desk("api-acc-reason")
+def test_flagging_needs_a_reason(make_user, record_desk):
+    ws, source = record_desk("api-acc-reason")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ws])
     error = assert_error(client_for(lead).post(f"/api/v1/sources/{source.pk}/flag/", {"reason": "  "}, format="json"),
                          400, "invalid")
@@ -111,8 +111,8 @@ def test_flagging_needs_a_reason(make_user, canonical_desk):
     assert not Incident.objects.exists()
 
 
-def test_flagging_twice_is_409_naming_the_open_incident(make_user, canonical_desk, django_capture_on_commit_callbacks):
-    ws, source = canonical_desk("api-acc-twice")
+def test_flagging_twice_is_409_naming_the_open_incident(make_user, record_desk, django_capture_on_commit_callbacks):
+    ws, source = record_desk("api-acc-twice")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ws])
     client = client_for(lead)
     first = client.post(f"/api/v1/sources/{source.pk}/flag/", {"reason": "poisoned VIP rule"}, format="json")
@@ -127,8 +127,8 @@ def test_flagging_twice_is_409_naming_the_open_incident(make_user, canonical_des
     assert str(incident["id"]) in error["message"]
 
 
-def test_retry_needs_the_lead_role(make_user, canonical_desk):
-    ws, source = canonical_desk("api-acc-retry")
+def test_retry_needs_the_lead_role(make_user, record_desk):
+    ws, source = record_desk("api-acc-retry")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ws])
     reviewer = make_user("reviewer", roles=["Reviewer"], workspaces=[ws])
     incident = Incident.objects.create(workspace=ws, run_number=ws.run_number, source_id=source.source_id,
@@ -139,8 +139,8 @@ def test_retry_needs_the_lead_role(make_user, canonical_desk):
     assert incident.status == "failed"
 
 
-def test_retry_of_a_repaired_incident_is_409(make_user, canonical_desk):
-    ws, source = canonical_desk("api-acc-retry409")
+def test_retry_of_a_repaired_incident_is_409(make_user, record_desk):
+    ws, source = record_desk("api-acc-retry409")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ws])
     incident = Incident.objects.create(workspace=ws, run_number=ws.run_number, source_id=source.source_id,
                                        reason="r", flagged_by=lead, flagged_via="api", status="repaired")
@@ -152,8 +152,8 @@ def test_an_unknown_api_path_is_a_json_404(make_user):
     assert_error(client_for().get("/api/v1/no-such-thing/"), 404, "not_found")
 
 
-def test_an_unexpected_failure_is_a_json_500_without_a_trace(make_user, canonical_desk, monkeypatch):
-    ws, source = canonical_desk("api-acc-500")
+def test_an_unexpected_failure_is_a_json_500_without_a_trace(make_user, record_desk, monkeypatch):
+    ws, source = record_desk("api-acc-500")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ws])
 
     def broken(**kwargs):
@@ -166,8 +166,8 @@ def test_an_unexpected_failure_is_a_json_500_without_a_trace(make_user, canonica
     assert "secret" not in error["message"]
 
 
-def test_docs_and_the_browsable_api_render(make_user, canonical_desk, client):
-    ws, _ = canonical_desk("api-acc-docs")
+def test_docs_and_the_browsable_api_render(make_user, record_desk, client):
+    ws, _ = record_desk("api-acc-docs")
     user = make_user("lead", roles=["Support lead"], workspaces=[ws])
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200 and b"swagger-ui" in docs.content

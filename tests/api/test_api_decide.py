@@ -8,16 +8,15 @@ from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import workspace_graph
 from repairs.models import Incident
-from tests.api.conftest import client_for
+from tests.helpers import client_for, repair
 from tests.api.test_api_access import assert_error
-from tests.repairs.helpers import repair
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def desk(make_user, canonical_desk):
-    ws, source = canonical_desk("api-decide")
+def desk(make_user, record_desk):
+    ws, source = record_desk("api-decide")
     lead = make_user("decide-lead", roles=["Support lead"], workspaces=[ws])
     return ws, source, lead
 
@@ -39,23 +38,23 @@ def test_what_if_endpoint_gives_the_exact_outcome_and_writes_nothing(desk):
     assert AuditEvent.objects.filter(action="what_if.viewed", via="api", actor=lead).count() == 1
 
 
-def test_what_if_endpoint_keeps_to_roles_and_tenancy(desk, make_user, canonical_desk):
+def test_what_if_endpoint_keeps_to_roles_and_tenancy(desk, make_user, record_desk):
     ws, source, lead = desk
     auditor = make_user("decide-auditor", roles=["Auditor"], workspaces=[ws])
     assert_error(client_for(auditor).get(f"/api/v1/sources/{source.pk}/what-if/"), 403, "permission_denied")
-    _, other = canonical_desk("api-decide-b")
+    _, other = record_desk("api-decide-b")
     assert_error(client_for(lead).get(f"/api/v1/sources/{other.pk}/what-if/"), 404, "not_found")
     assert_error(client_for(lead).get("/api/v1/sources/999999/what-if/"), 404, "not_found")
     assert not AuditEvent.objects.filter(action="what_if.viewed").exists()
 
 
-def test_suspicious_sources_endpoint_ranks_the_poisoned_page_first(desk, canonical_desk):
+def test_suspicious_sources_endpoint_ranks_the_poisoned_page_first(desk, record_desk):
     ws, source, lead = desk
     body = client_for(lead).get(f"/api/v1/workspaces/{ws.pk}/suspicious-sources/").json()
     assert body["workspace"] == ws.name
     first = body["sources"][0]
     assert first["source"] == POISONED_PAGE and first["reasons"] and first["score"] > body["sources"][1]["score"]
-    other, _ = canonical_desk("api-decide-c")
+    other, _ = record_desk("api-decide-c")
     assert_error(client_for(lead).get(f"/api/v1/workspaces/{other.pk}/suspicious-sources/"), 404, "not_found")
 
 

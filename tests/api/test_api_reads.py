@@ -4,15 +4,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from provenance.graph import workspace_graph
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 from tests.api.test_api_access import assert_error
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def desk_and_lead(make_user, canonical_desk):
-    ws, source = canonical_desk("api-reads")
+def desk_and_lead(make_user, record_desk):
+    ws, source = record_desk("api-reads")
     lead = make_user("lead", roles=["Support lead"], workspaces=[ws])
     return ws, source, client_for(lead)
 

@@ -10,7 +10,7 @@ from kintsugi_site.api import parsers
 from kintsugi_site.body_limit import BodyLimit
 from provenance.models import Recording, Ticket, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

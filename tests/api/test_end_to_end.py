@@ -6,17 +6,16 @@ import pytest
 
 from compensation.models import AuditEvent, CompensationItem
 from repairs.models import Incident
-from tests.api.conftest import client_for
+from tests.helpers import client_for, wait_for
 from tests.api.test_api_access import assert_error
-from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 CANONICAL_COUNTS = {"poisoned": 1, "rerun_changed": 7, "rerun_same": 3, "skipped": 6, "superseded": 8, "new": 4}
 
 
-def test_flag_repair_review_and_report_through_the_api(celery_worker_process, make_user, canonical_desk):
-    ws, source = canonical_desk("api-e2e")
+def test_flag_repair_review_and_report_through_the_api(celery_worker_process, make_user, record_desk):
+    ws, source = record_desk("api-e2e")
     # The lead may also review, so four-eyes (not only the role) is what stops them on their own incident.
     lead = make_user("e2e-lead", roles=["Support lead", "Reviewer"], workspaces=[ws])
     alice = make_user("e2e-alice", roles=["Reviewer"], workspaces=[ws])

@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
 from repairs.models import Incident
-from tests.conftest import ROOT, _free_port, worker_env
+from tests.helpers import ROOT, free_port, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,7 +34,7 @@ def server_command(kind: str, port: int) -> list[str]:
 
 def serving(kind: str, log) -> "Iterator[str]":
     """Run a `kind` server against the test database until the generator is closed; yields its /mcp URL."""
-    port = _free_port()
+    port = free_port()
     env = worker_env(connection.settings_dict["NAME"], KINTSUGI_WEB_PORT=str(port))
     proc = subprocess.Popen(server_command(kind, port), cwd=ROOT, env=env, stdout=open(log, "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -81,8 +81,8 @@ def call(url: str, token: str, tool: str | None = None, arguments: dict | None =
 
 
 @pytest.fixture
-def desk(make_user, canonical_desk):
-    ws, source = canonical_desk("api-mcp")
+def desk(make_user, record_desk):
+    ws, source = record_desk("api-mcp")
     lead = make_user("mcp-lead", roles=["Support lead"], workspaces=[ws])
     return ws, source, lead
 
@@ -125,7 +125,7 @@ def test_mcp_flag_source_opens_an_incident_and_incident_status_follows_it(mcp_ur
     assert Incident.objects.count() == 1
 
 
-def test_mcp_applies_the_same_roles_and_tenancy(mcp_url, desk, make_user, canonical_desk):
+def test_mcp_applies_the_same_roles_and_tenancy(mcp_url, desk, make_user, record_desk):
     ws, source, lead = desk
     auditor = make_user("mcp-auditor", roles=["Auditor"], workspaces=[ws])
     refused = call(mcp_url, auditor.auth_token.key, "flag_source",

@@ -10,7 +10,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -28,13 +28,13 @@ def fuzz_workspace(django_db_setup, django_db_blocker):
     from django.db import transaction
 
     from compensation.services import reject_item
-    from tests.compensation.conftest import _make_people, repaired_incident
+    from tests.helpers import make_people, repaired_incident
 
     with django_db_blocker.unblock():
         atomic = transaction.atomic()
         atomic.__enter__()
         try:
-            people = _make_people()
+            people = make_people()
             incident = repaired_incident(flagger=people.lead, workspace="api-fuzz")
             item = incident.compensation_items.filter(status="pending").order_by("pk").first()
             reject_item(item=item, actor=people.reviewer, reason="decided, so decided_by is a name", via="api")

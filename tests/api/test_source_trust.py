@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from compensation.models import AuditEvent
 from provenance.models import Source, Workspace
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 from tests.api.test_api_access import assert_error
 
 pytestmark = pytest.mark.django_db

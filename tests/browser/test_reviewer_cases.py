@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.models import OutboxEmail
-from tests.compensation.conftest import repaired_incident
+from tests.helpers import repaired_incident
 
 pytestmark = [pytest.mark.browser]
 PASSWORD = "pass-1234-kintsugi"

@@ -12,8 +12,7 @@ from django.urls import reverse
 
 from core import audit, chains, checkpoints
 from compensation.models import AuditEvent
-from tests.audit_helpers import behind_the_triggers_back, owner_connection, run_command, signed_chains
-from tests.conftest import wait_for
+from tests.helpers import behind_the_triggers_back, owner_connection, run_command, signed_chains, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TABLE = AuditEvent._meta.db_table

@@ -7,7 +7,7 @@ from django.db import OperationalError, connection, transaction
 from core import audit
 from core import locks
 from provenance.models import Workspace
-from tests.audit_helpers import owner_connection
+from tests.helpers import owner_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

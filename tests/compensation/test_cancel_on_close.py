@@ -5,7 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from repairs.services import close_incident
-from tests.compensation.conftest import repaired_incident
+from tests.helpers import repaired_incident
 
 pytestmark = pytest.mark.django_db
 

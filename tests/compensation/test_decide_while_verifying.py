@@ -12,7 +12,7 @@ from repairs import job
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.tasks import draft_ahead_task
-from tests.compensation.conftest import repaired_incident
+from tests.helpers import repaired_incident
 
 pytestmark = pytest.mark.django_db
 

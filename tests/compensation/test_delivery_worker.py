@@ -12,9 +12,8 @@ from compensation.delivery_models import Delivery, DeliveryState
 from compensation.models import CompensationItem
 from compensation.services import DecisionRefused, approve_item
 from compensation.tasks import execute_compensation
-from tests.compensation.conftest import repaired_incident
 from tests.compensation.delivery_support import STRIPE_KEY, WEBHOOK_SECRET, use_connectors
-from tests.conftest import wait_for
+from tests.helpers import repaired_incident, wait_for
 from tests.fake_stripe import FakeStripe, signed_event
 
 K, St = CompensationItem.Kind, CompensationItem.Status

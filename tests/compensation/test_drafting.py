@@ -6,7 +6,7 @@ from compensation.drafts import draft_compensations
 from compensation.services import approve_item
 from repairs.services import flag_source
 from repairs.job import run_repair
-from tests.compensation.conftest import repaired_incident
+from tests.helpers import repaired_incident
 
 K = CompensationItem.Kind
 

@@ -14,8 +14,7 @@ from repairs import job
 from repairs.models import Incident
 from repairs.job import run_repair
 from repairs.tasks import draft_ahead_task
-from tests.compensation.conftest import repaired_incident
-from tests.audit_helpers import app_role_may_delete
+from tests.helpers import app_role_may_delete, repaired_incident
 
 pytestmark = pytest.mark.django_db
 

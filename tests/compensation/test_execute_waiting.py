@@ -11,7 +11,7 @@ from provenance.models import LedgerEntry
 from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.job import run_repair
-from tests.audit_helpers import run_command
+from tests.helpers import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

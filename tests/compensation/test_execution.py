@@ -13,8 +13,7 @@ from provenance.models import LedgerEntry, OutboxEmail
 from provenance.services import desk_run, get_workspace
 from repairs.services import flag_source
 from repairs.job import run_repair
-from tests.compensation.conftest import repaired_incident
-from tests.conftest import purge_broker, wait_for
+from tests.helpers import purge_broker, repaired_incident, wait_for
 
 K = CompensationItem.Kind
 

@@ -7,8 +7,7 @@ from compensation.models import CompensationItem
 from compensation.selectors import queue_rows
 from compensation.services import DecisionRefused, approve_item, redraft_item
 from provenance import llm
-from tests.conftest import delete_model_caches
-from tests.compensation.conftest import offline_answer, repaired_incident
+from tests.helpers import delete_model_caches, offline_answer, repaired_incident
 from tests.fake_gemini import FakeReply
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from provenance.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.outages import heal_outages
 from repairs.services import flag_source
-from tests.conftest import Worker, purge_broker, wait_for, worker_env
+from tests.helpers import Worker, purge_broker, wait_for, worker_env
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

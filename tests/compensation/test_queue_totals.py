@@ -8,7 +8,7 @@ from compensation.models import CompensationItem, QueueTotal
 from compensation.selectors import pending_totals, queue_count
 from compensation.services import approve_item, reject_item
 from compensation.selectors import compensation_summary
-from tests.audit_helpers import app_role_may_delete
+from tests.helpers import app_role_may_delete
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind

@@ -10,8 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from core.roles import REVIEWER, SUPPORT_LEAD
 from repairs.reports import render_report
 from repairs.services import close_incident
-from tests.audit_helpers import run_command
-from tests.compensation.conftest import repaired_incident
+from tests.helpers import repaired_incident, run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

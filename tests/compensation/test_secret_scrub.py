@@ -9,7 +9,7 @@ from compensation.models import AuditEvent, CompensationItem
 from compensation.services import redraft_item
 from core.scrub import scrub_secrets
 from repairs.reports import render_report
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 from tests.fake_gemini import FakeReply
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from django.urls import reverse
 from compensation.models import CompensationItem
 from provenance.models import Source
 from repairs.models import Incident
-from tests.edge.conftest import row_counts
+from tests.helpers import row_counts
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind

@@ -3,8 +3,7 @@ shape (never a 500), and approve applies `edits` as the admin's edit-then-approv
 import pytest
 
 from compensation.models import AuditEvent, CompensationItem
-from tests.api.conftest import client_for
-from tests.edge.conftest import row_counts
+from tests.helpers import client_for, row_counts
 
 pytestmark = pytest.mark.django_db
 K = CompensationItem.Kind

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from core import embedded
-from tests.conftest import FALKORDB_URL, ROOT, _free_port
+from tests.helpers import ROOT, free_port
 from tests.processes import leftover_children
 
 
@@ -27,7 +27,7 @@ def home(tmp_path, monkeypatch):
 
 
 def test_a_server_refuses_clients_without_the_generated_password(home):
-    port = _free_port()
+    port = free_port()
     proc = embedded.start_redis_server(data_dir=home / "broker", port=port, with_graph=False)
     try:
         with pytest.raises(redis.exceptions.AuthenticationError):
@@ -51,7 +51,7 @@ def test_a_server_refuses_clients_without_the_generated_password(home):
 
 def test_a_port_held_by_another_homes_server_is_refused_with_its_reason(home, tmp_path):
     """Red case: the demo once attached to another home's broker and its worker failed to log in for ever."""
-    port = _free_port()
+    port = free_port()
     other = embedded.start_redis_server(data_dir=tmp_path / "other", port=port, with_graph=False, password="other")
     try:
         with pytest.raises(RuntimeError, match=f"127.0.0.1:{port} is held by a server that refuses") as caught:
@@ -64,14 +64,14 @@ def test_a_port_held_by_another_homes_server_is_refused_with_its_reason(home, tm
         other.wait(timeout=10)
 
 
-def test_the_suites_falkordb_demands_the_password_too():
+def test_the_suites_falkordb_demands_the_password_too(falkordb_url):
     from urllib.parse import urlsplit
 
-    parts = urlsplit(FALKORDB_URL)
+    parts = urlsplit(falkordb_url)
     assert parts.password
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis(host=parts.hostname, port=parts.port).ping()
-    assert redis.Redis.from_url(FALKORDB_URL).ping()
+    assert redis.Redis.from_url(falkordb_url).ping()
 
 
 def test_a_test_server_dies_with_a_killed_parent(tmp_path):
@@ -79,7 +79,7 @@ def test_a_test_server_dies_with_a_killed_parent(tmp_path):
         import sys, time
         from pathlib import Path
         from core import embedded
-        proc = embedded.start_redis_server(data_dir=Path({str(tmp_path / 'data')!r}), port={_free_port()},
+        proc = embedded.start_redis_server(data_dir=Path({str(tmp_path / 'data')!r}), port={free_port()},
                                            with_graph=False, password="p", die_with_parent=True)
         print(proc.pid, flush=True)
         time.sleep(120)
@@ -96,7 +96,7 @@ def test_a_test_server_dies_with_a_killed_parent(tmp_path):
 
 
 def test_the_session_end_check_finds_a_server_left_running(tmp_path):
-    proc = embedded.start_redis_server(data_dir=tmp_path / "left", port=_free_port(), with_graph=False, password="p")
+    proc = embedded.start_redis_server(data_dir=tmp_path / "left", port=free_port(), with_graph=False, password="p")
     try:
         assert proc.pid in leftover_children()
     finally:

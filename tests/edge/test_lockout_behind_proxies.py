@@ -20,7 +20,8 @@ from django.db import connection
 
 from kintsugi_site.client_ip import trusted_proxies
 from kintsugi_site.demo import web_server_command
-from tests.conftest import ROOT, _free_port, worker_env
+from tests.helpers import ROOT, worker_env
+from tests.helpers import free_port as _free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PASSWORD = "right-horse-battery"

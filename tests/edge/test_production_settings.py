@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from django.db import connection
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

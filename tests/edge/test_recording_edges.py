@@ -10,7 +10,7 @@ from provenance import recorder
 from provenance.agents import agent
 from provenance.services import desk_run, record_root
 from provenance.validation import InvalidInput
-from tests.edge.conftest import graph_counts, row_counts
+from tests.helpers import graph_counts, row_counts
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from provenance.recorder import RecordingSession
 from provenance.selectors import export_state, fact_history
 from provenance.services import record_root
 from tests.live.helpers import concurrent_desk, late_page_schedule, schedule
-from tests.repairs.helpers import repair
+from tests.helpers import repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ from provenance.selectors import export_state
 from provenance.services import desk_run, record_root
 from repairs.job import run_repair
 from repairs.models import Incident
-from tests.conftest import wait_for
-from tests.repairs.helpers import open_incident
+from tests.helpers import wait_for
+from tests.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -155,8 +155,8 @@ def _repaired_with_recordings_during_the_walk(workspace: str, payloads: list[dic
 
 @pytest.mark.worker
 def test_a_worker_killed_during_catch_up_resumes_to_the_same_result(tmp_path, monkeypatch):
-    from tests.conftest import Worker, purge_broker, worker_env
-    from tests.repairs.helpers import graph_dump, wait_until_finished
+    from tests.helpers import Worker, purge_broker, worker_env
+    from tests.helpers import graph_dump, wait_until_finished
 
     desk_run(workspace="ref")
     payloads = _vip_tickets("ref", 3)

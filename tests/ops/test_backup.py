@@ -14,7 +14,8 @@ from django.core.management import call_command
 
 from core import checkpoints
 from provenance.services import desk_run
-from tests.conftest import ROOT, second_falkordb_url, worker_env
+from tests.conftest import second_falkordb_url
+from tests.helpers import ROOT, worker_env
 from tests.helpers import flag_and_repair, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ import pytest
 
 from compensation.models import AuditEvent
 from provenance.models import LedgerEntry, Source, Ticket, Workspace
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db
 

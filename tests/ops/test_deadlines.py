@@ -8,7 +8,7 @@ import pytest
 
 from provenance.graph import server_key
 from provenance.models import Source, Workspace
-from tests.api.conftest import client_for
+from tests.helpers import client_for
 from tests.ops.test_frozen_falkordb import frozen  # noqa: F401  (the fixture, by name)
 
 pytestmark = pytest.mark.django_db

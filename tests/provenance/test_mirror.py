@@ -11,7 +11,7 @@ from provenance.graph import workspace_graph
 from provenance.selectors import _radius_actions_cold, blast_radius, radius_actions, radius_actions_in_graph
 from provenance.models import Ticket
 from provenance.services import desk_run, get_workspace, record_root
-from tests.repairs.helpers import repair
+from tests.helpers import repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

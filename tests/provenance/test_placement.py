@@ -10,7 +10,7 @@ from provenance.models import Workspace
 from provenance.moves import MoveRefused, move_workspace
 from provenance.services import desk_run
 from repairs.models import Incident
-from tests.repairs.helpers import graph_dump, repair
+from tests.helpers import graph_dump, repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

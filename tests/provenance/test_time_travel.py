@@ -11,7 +11,7 @@ from provenance.models import Workspace
 from provenance.selectors import fact_history, version_as_of
 from provenance.services import desk_run, record_root
 from provenance.time_travel import UnknownAction, action_page, fact_page, ran_at
-from tests.repairs.helpers import repair
+from tests.helpers import repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,13 +8,13 @@ import redis
 from django.test import override_settings
 
 from core import embedded
-from tests.conftest import _free_port
+from tests.helpers import free_port
 
 
 @pytest.fixture
 def own_falkordb():
     data = Path(tempfile.mkdtemp(prefix="kintsugi-own-"))
-    port = _free_port()
+    port = free_port()
     server = {"proc": embedded.start_redis_server(data_dir=data, port=port, with_graph=True)}
 
     def stop():

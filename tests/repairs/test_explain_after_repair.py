@@ -26,7 +26,7 @@ def canonical_workspace(settings):
 
 @pytest.fixture
 def repaired_canonical(canonical_workspace):
-    from tests.repairs.helpers import repair
+    from tests.helpers import repair
 
     return repair(canonical_workspace.name, POISONED_PAGE)
 

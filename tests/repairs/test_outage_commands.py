@@ -7,7 +7,7 @@ import pytest
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run
 from repairs.models import Incident
-from tests.audit_helpers import run_command
+from tests.helpers import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

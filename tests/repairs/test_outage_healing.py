@@ -9,8 +9,7 @@ from django.db import connection
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run
 from repairs.models import Incident
-from tests.conftest import Worker, purge_broker, wait_for, worker_env
-from tests.repairs.helpers import open_incident
+from tests.helpers import Worker, open_incident, purge_broker, wait_for, worker_env
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -4,7 +4,7 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.services import desk_run
 from repairs.models import Incident
 from repairs.job import run_repair
-from tests.repairs.helpers import open_incident
+from tests.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,8 +11,7 @@ from provenance.services import desk_run
 from repairs import parallel, parts
 from repairs.models import Incident, RepairPart
 from repairs.parts import whole_plan
-from tests.conftest import Worker, purge_broker, wait_for, worker_env
-from tests.repairs.helpers import open_incident, repair, wait_until_finished
+from tests.helpers import Worker, open_incident, purge_broker, repair, wait_for, wait_until_finished, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,7 @@ from provenance.services import desk_run
 from repairs.models import Incident
 from repairs.services import retry_incident
 from repairs.job import run_repair
-from tests.repairs.helpers import flagger, open_incident
+from tests.helpers import flagger, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,19 +74,19 @@ def test_the_sweep_leaves_blocked_repairs_alone_until_falkordb_answers(own_falko
     assert healed.graph_error is None and healed.unblocked == [incident.pk]
 
 
-def test_the_sweep_heals_the_workspaces_whose_server_answers_and_leaves_the_others_blocked(own_falkordb, settings):
+def test_the_sweep_heals_the_workspaces_whose_server_answers_and_leaves_the_others_blocked(own_falkordb, settings,
+                                                                                        falkordb_url):
     """Workspaces on two FalkorDB servers, one of them down: the sweep resumes the repairs of the one
     that answers, names the one that does not, and touches nothing of its workspaces until it is back."""
     from provenance.graph import server_key
     from provenance.models import Workspace
     from repairs.outages import heal_outages
-    from tests.conftest import FALKORDB_URL
 
     settings.KINTSUGI_RETRY_BACKOFF_SECONDS = 0  # at once here; the sweep's backoff has tests of its own (tests/ops)
     settings.CELERY_TASK_ALWAYS_EAGER = False  # enqueued, not run: the test reads what the sweep decided
     stop, start, port = own_falkordb
-    east_key, west_key = server_key(settings.FALKORDB_URL), server_key(FALKORDB_URL)
-    settings.KINTSUGI_FALKORDB_URLS = [settings.FALKORDB_URL, FALKORDB_URL]
+    east_key, west_key = server_key(settings.FALKORDB_URL), server_key(falkordb_url)
+    settings.KINTSUGI_FALKORDB_URLS = [settings.FALKORDB_URL, falkordb_url]
     Workspace.objects.create(name="east", falkordb_server=east_key)
     Workspace.objects.create(name="west", falkordb_server=west_key)
     desk_run(workspace="east")

@@ -13,8 +13,7 @@ from provenance.services import desk_run
 from repairs.models import Incident, RepairEffect
 from repairs.services import IncidentAlreadyOpen
 from repairs.job import run_repair
-from tests.conftest import Worker, purge_broker, wait_for, worker_env
-from tests.repairs.helpers import flagger, graph_dump, inputs_by_step, open_incident, repair, wait_until_finished
+from tests.helpers import Worker, flagger, graph_dump, inputs_by_step, open_incident, purge_broker, repair, wait_for, wait_until_finished, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

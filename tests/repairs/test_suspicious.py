@@ -13,7 +13,7 @@ from provenance.services import desk_run
 from provenance.trust import TrustRefused, fact_rows, fact_trust, set_source_trust
 from provenance.validation import InvalidInput
 from repairs.suspicious import loosening, suspicious_sources
-from tests.repairs.helpers import flagger, graph_dump
+from tests.helpers import flagger, graph_dump
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

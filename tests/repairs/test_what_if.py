@@ -13,7 +13,7 @@ from provenance.services import desk_run
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.services import incident_summary
 from repairs.what_if import WHAT_IF_KEYS, desk_fingerprint, what_if
-from tests.repairs.helpers import flagger, graph_dump, repair
+from tests.helpers import flagger, graph_dump, repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

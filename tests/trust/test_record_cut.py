@@ -15,7 +15,7 @@ from compensation import audit, checkpoints
 from compensation.models import AuditEvent, CompensationItem
 from provenance.models import LedgerEntry, OutboxEmail, Ticket, Workspace
 from repairs.models import Incident
-from tests.audit_helpers import behind_the_triggers_back, run_command, signed_chains
+from tests.helpers import behind_the_triggers_back, run_command, signed_chains
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,7 @@ from compensation.models import AuditEvent
 from kintsugi_site import mcp_server
 from provenance import tokens
 from provenance.models import AgentToken, ApiTokenLease, Workspace
-from tests.audit_helpers import run_command
+from tests.helpers import run_command
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.django_db
