@@ -76,6 +76,8 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
     if sent is None:
         return item  # failed, dead-lettered or uncertain: it stays approved, and a person decides
     outcome = {"delivery": sent.state, "connector": item.delivery.connector, "reference": sent.reference}
+    if item.delivery.connector == "manual":  # nothing left: the approval's reason records what a person did
+        outcome |= {"manual": True, "recorded": item.decision_reason}
     with transaction.atomic():
         audit.lock_chain(item.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)

@@ -7,7 +7,7 @@ from repairs.models import Incident
 S = Incident.Status
 EXPECTED = {  # status: (may retry, may close)
     S.OPEN: (False, True), S.REPAIRING: (False, False), S.REPAIRED: (False, True),
-    S.FAILED: (True, True), S.BLOCKED: (True, True), S.CLOSED: (False, False),
+    S.FAILED: (True, True), S.BLOCKED: (True, True), S.CLOSED: (False, False), S.NEEDS_ATTENTION: (True, True),
 }
 
 
