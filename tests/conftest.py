@@ -45,14 +45,10 @@ _SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process",
 KNOWN_BROKEN = {
     "tests/repairs/test_repair_properties.py::test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker":
         "a worker killed mid-repair with the catch-up repair",
-    "tests/provenance/test_placement.py::test_a_moved_workspace_keeps_its_data_and_repairs_on_the_new_server":
-        "a moved workspace's repair finds an empty radius on its new server",
     "tests/repairs/test_parallel_repair.py::test_two_workers_share_the_repair":
         "parts walked by two workers with the catch-up repair",
     "tests/repairs/test_parallel_repair.py::test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again":
         "parts walked by two workers with the catch-up repair",
-    "tests/agents/test_recording_batch.py::test_a_failing_call_in_a_whole_recording_is_named_and_nothing_lands":
-        "a failing whole recording beside recordings side by side",
     "tests/ops/test_backup.py::test_a_backup_restores_into_a_fresh_home": "restore under the parallel suite",
     "tests/ops/test_backup.py::test_a_damaged_backup_is_refused_before_anything_is_restored":
         "restore under the parallel suite",
