@@ -49,9 +49,6 @@ KNOWN_BROKEN = {
         "parts walked by two workers with the catch-up repair",
     "tests/repairs/test_parallel_repair.py::test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again":
         "parts walked by two workers with the catch-up repair",
-    "tests/ops/test_backup.py::test_a_backup_restores_into_a_fresh_home": "restore under the parallel suite",
-    "tests/ops/test_backup.py::test_a_damaged_backup_is_refused_before_anything_is_restored":
-        "restore under the parallel suite",
     "tests/agents/test_bench_agents_concurrent.py::test_concurrent_rows_carry_the_contract_keys_and_every_root_lands":
         "the concurrent agents bench beside recordings side by side",
     "tests/agents/test_remote_desk.py::test_remote_desk_repairs_through_its_replay_endpoint_like_the_same_desk_in_process":
