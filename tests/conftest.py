@@ -49,8 +49,6 @@ KNOWN_BROKEN = {
         "parts walked by two workers with the catch-up repair",
     "tests/repairs/test_parallel_repair.py::test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again":
         "parts walked by two workers with the catch-up repair",
-    "tests/agents/test_bench_agents_concurrent.py::test_concurrent_rows_carry_the_contract_keys_and_every_root_lands":
-        "the concurrent agents bench beside recordings side by side",
     "tests/agents/test_remote_desk.py::test_remote_desk_repairs_through_its_replay_endpoint_like_the_same_desk_in_process":
         "a remote desk's repair with the egress policy and recordings side by side",
     "tests/repairs/test_outage_healing.py::test_falkordb_stopped_mid_repair_and_started_again_is_repaired_with_no_human_action":
