@@ -43,8 +43,6 @@ _SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process",
 # suite were joined, not yet mended. Listed in one place so that each is seen, and removed as it is mended:
 # they still run (xfail, not strict), and a pass shows as XPASS.
 KNOWN_BROKEN = {
-    "tests/repairs/test_repair_properties.py::test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker":
-        "a worker killed mid-repair with the catch-up repair",
     "tests/repairs/test_parallel_repair.py::test_two_workers_share_the_repair":
         "parts walked by two workers with the catch-up repair",
     "tests/repairs/test_parallel_repair.py::test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again":
