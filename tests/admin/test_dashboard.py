@@ -7,7 +7,7 @@ from provenance.desk.scenario import POISONED_PAGE
 
 # Session, user, two incident lists, their item counts, workspaces, the queue totals, the failed
 # deliveries' count, permissions: a constant, whatever the number of incidents.
-DASHBOARD_QUERIES = 13
+DASHBOARD_QUERIES = 10
 
 
 def test_dashboard_shows_open_incidents_review_queue_and_workspaces(lead_client, repaired,
