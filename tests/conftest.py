@@ -42,12 +42,7 @@ _SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process",
 # Tests that fail since recordings side by side, the catch-up repair, the batch protocol and the faster
 # suite were joined, not yet mended. Listed in one place so that each is seen, and removed as it is mended:
 # they still run (xfail, not strict), and a pass shows as XPASS.
-KNOWN_BROKEN = {
-    "tests/browser/test_reviewer_cases.py::test_a_reviewer_works_every_case_with_the_keyboard":
-        "a Reviewer now lands on the cases, and the walk still starts from the dashboard's link",
-    "tests/browser/test_support_lead_journey.py::test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf":
-        "passed once and failed once at its PDF link since the review status and role doors were joined",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(config, items):
