@@ -1,5 +1,5 @@
 import type { Server } from "node:http";
-import type { ReplayRequest } from "./signing.js";
+import type { ReplayRequest, ReplaySecret } from "./signing.js";
 
 export * from "./signing.js";
 
@@ -118,8 +118,9 @@ export declare const MAX_REPLAY_BODY: number;
 export interface DeskOptions {
   /** Your real side effects, called after finish for each effect answered `perform: true`. */
   perform?: PerformFn;
-  /** The agent registration's replay secret: unsigned, forged, stale or replayed requests get 401. */
-  replaySecret?: string | Uint8Array;
+  /** The agent registrations' replay secret (one, or one per agent name): unsigned, forged, stale or
+   *  replayed requests get 401 before any agent code runs. */
+  replaySecret?: ReplaySecret;
   toleranceSeconds?: number;
 }
 

@@ -45,9 +45,12 @@ export interface ReplayRequest {
   [extra: string]: unknown;
 }
 
+/** One secret for every agent, or each agent's own secret by name. */
+export type ReplaySecret = string | Uint8Array | Record<string, string>;
+
 /** Admits each signed, fresh request once (by its replay_id). */
 export declare class ReplayGuard {
-  constructor(secret: string | Uint8Array, options?: { toleranceSeconds?: number; clock?: () => number });
+  constructor(secret: ReplaySecret, options?: { toleranceSeconds?: number; clock?: () => number });
   readonly seen: Map<string, number>;
   /** The parsed request; throws ReplayRefused when unsigned, forged, stale, replayed or without purpose/replay_id. */
   admit(headers: HeaderBag, rawBody: RawBody): ReplayRequest;

@@ -78,11 +78,17 @@ export function verify(secret, headers, rawBody, { now = nowSeconds(), tolerance
 /**
  * Admits each signed replay request once: verify, then parse the body and remember its replay_id for as
  * long as its timestamp could still pass (ids older than that are refused by the clock anyway).
+ *
+ * `secret` is one secret for every agent, or a map of agent name to that agent's own secret: then the
+ * request must be signed with the secret of the agent its body names.
  */
 export class ReplayGuard {
   constructor(secret, { toleranceSeconds = TOLERANCE_SECONDS, clock = nowSeconds } = {}) {
-    if (!secret) throw new TypeError("a replay secret is required");
-    this.secret = secret;
+    const perAgent = secret && typeof secret === "object" && !(secret instanceof Uint8Array);
+    this.secrets = perAgent ? new Map(Object.entries(secret).filter(([, s]) => s)) : new Map([[null, secret]]);
+    if (!secret || this.secrets.size === 0 || [...this.secrets.values()].some((s) => !s)) {
+      throw new TypeError("a replay secret is required");
+    }
     this.toleranceSeconds = toleranceSeconds;
     this.clock = clock;
     this.seen = new Map(); // replay_id -> the timestamp it came with
@@ -91,7 +97,7 @@ export class ReplayGuard {
   /** The parsed request if it is signed, fresh and new; otherwise throws ReplayRefused. */
   admit(headers, rawBody) {
     const now = this.clock();
-    verify(this.secret, headers, rawBody, { now, toleranceSeconds: this.toleranceSeconds });
+    const signer = this.#signer(headers, rawBody, now);
     let request;
     try {
       request = JSON.parse(bytes(rawBody).toString("utf8"));
@@ -101,6 +107,7 @@ export class ReplayGuard {
     if (request === null || typeof request !== "object" || Array.isArray(request)) {
       throw new ReplayRefused("the signed body is not a JSON object");
     }
+    if (signer !== null && request.agent !== signer) throw new ReplayRefused("signed for another agent");
     if (typeof request.replay_id !== "string" || request.replay_id.length === 0 || request.replay_id.length > 200) {
       throw new ReplayRefused("missing replay_id");
     }
@@ -109,6 +116,23 @@ export class ReplayGuard {
     if (this.seen.has(request.replay_id)) throw new ReplayRefused("replay_id already seen");
     this.seen.set(request.replay_id, Number(header(headers, TIMESTAMP_HEADER)));
     return request;
+  }
+
+  // The agent whose secret signed the request (null for a single secret); every secret is tried, so the
+  // time taken does not tell which agent's secret came closest.
+  #signer(headers, rawBody, now) {
+    let signer, refusal;
+    for (const [agent, secret] of this.secrets) {
+      try {
+        verify(secret, headers, rawBody, { now, toleranceSeconds: this.toleranceSeconds });
+        if (signer === undefined) signer = agent;
+      } catch (exc) {
+        if (!(exc instanceof ReplayRefused)) throw exc;
+        refusal ??= exc;
+      }
+    }
+    if (signer === undefined) throw refusal;
+    return signer;
   }
 
   #forgetOld(now) {

@@ -86,3 +86,19 @@ test("signing without a secret is a programming error, not an empty key", () => 
   assert.throws(() => sign("", NOW, BODY), TypeError);
   assert.throws(() => new ReplayGuard(undefined), TypeError);
 });
+
+test("with a secret per agent, a request must be signed with the secret of the agent its body names", () => {
+  const guard = new ReplayGuard({ triage: "triage-secret", refund: "refund-secret" }, { clock: () => NOW });
+  const body = (agent, id) => JSON.stringify({ agent, purpose: "repair", replay_id: id });
+  const triage = body("triage", "p-1");
+  assert.equal(guard.admit(signedHeaders("triage-secret", triage, { now: NOW }), triage).agent, "triage");
+  const refund = body("refund", "p-2");
+  assert.equal(guard.admit(signedHeaders("refund-secret", refund, { now: NOW }), refund).agent, "refund");
+  // The triage agent's secret cannot sign a replay of the refund agent.
+  const crossed = body("refund", "p-3");
+  assert.throws(() => guard.admit(signedHeaders("triage-secret", crossed, { now: NOW }), crossed),
+    refused("signed for another agent"));
+  assert.throws(() => guard.admit(signedHeaders("nobody's", crossed, { now: NOW }), crossed), refused("bad signature"));
+  assert.throws(() => guard.admit({}, crossed), refused("missing signature headers"));
+  assert.throws(() => new ReplayGuard({}), TypeError);
+});

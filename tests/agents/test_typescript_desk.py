@@ -1,0 +1,113 @@
+"""The TypeScript client (clients/typescript): its own tests under node, and its example desk in a Node
+process recorded against a live server, flagged through the API, repaired by a real worker through the
+desk's replay endpoint, and equal to the same desk recorded without the poisoned page."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from provenance.models import Source
+from provenance.selectors import export_state
+from repairs.models import Incident
+from tests.agents.conftest import RemoteDesk
+from tests.helpers import wait_until_finished
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = ROOT / "clients" / "typescript"
+NODE = shutil.which("node") or "node"
+POISONED = "partner-blog/vip-update"
+
+
+class NodeDesk(RemoteDesk):
+    """clients/typescript/examples/desk.mjs in its own process group; `start` waits for its JSON line."""
+
+    def start(self, *, exclude_source: str | None = None, timeout: float = 180) -> dict:
+        args = [NODE, str(CLIENT / "examples" / "desk.mjs"), "--base-url", self.base_url, "--token", self.token,
+                "--workspace", self.workspace, "--replay-port", str(self.port), "--effects-log", str(self.effects_log)]
+        if exclude_source:
+            args += ["--exclude-source", exclude_source]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready and (line := self.proc.stdout.readline()):
+                return json.loads(line)
+            if self.proc.poll() is not None:
+                raise AssertionError(f"node desk exited: {self.proc.stderr.read().decode()[-2000:]}")
+        raise AssertionError("node desk printed nothing in time")
+
+
+@pytest.fixture
+def node_desk(live_server, admin_token, tmp_path):
+    desks: list[NodeDesk] = []
+
+    def make(workspace: str) -> NodeDesk:
+        desk = NodeDesk(live_server.url, admin_token, workspace, tmp_path / f"{workspace}-effects.jsonl")
+        desks.append(desk)
+        return desk
+
+    yield make
+    for desk in desks:
+        desk.stop()
+
+
+def _post(url: str, token: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+        "Authorization": f"Token {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_typescript_client_tests_pass_under_node():
+    result = subprocess.run([NODE, "--test", "clients/typescript/test/"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=180, env={k: v for k, v in os.environ.items() if not k.startswith("NODE_")})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert "# fail 0" in result.stdout and "# pass 0" not in result.stdout
+
+
+def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_recording(
+        node_desk, admin_token, live_server, celery_worker_process):
+    poisoned = node_desk("ts-desk")
+    line = poisoned.start()
+    assert line["actions"] == 3 + 4 + 3 and line["source"] == POISONED  # research, triage, three refunds
+    performed = poisoned.performed()
+    assert sorted((e["ticket"], e["amount"]) for e in performed) == [("t01", 12000), ("t02", 7500), ("t03", 6000)]
+
+    clean = node_desk("ts-clean")
+    assert clean.start(exclude_source=POISONED)["actions"] == 2 + 4 + 2
+    clean.stop()
+    assert export_state(workspace="ts-desk") != export_state(workspace="ts-clean")  # the poisoned refund of t02
+
+    source = Source.objects.get(workspace__name="ts-desk", source_id=POISONED)
+    status, body = _post(f"{live_server.url}/api/v1/sources/{source.pk}/flag/", admin_token,
+                         {"reason": "the partner blog invented a VIP rule"})
+    assert status == 201, body
+    incident = Incident.objects.get(pk=body["id"])
+    wait_until_finished(incident, timeout=240)
+    incident.refresh_from_db()
+    assert incident.status == "repaired", incident.error
+    # The page, the two VIP triages (t02's decision changes, t01's does not), t02's refund and t01's.
+    assert incident.blast_radius == 5
+    assert incident.counts == {"poisoned": 1, "rerun_changed": 1, "rerun_same": 1, "superseded": 1, "skipped": 1,
+                               "new": 0}
+    v = incident.verification
+    assert (v["facts"], v["decisions"], v["effects"]) == (0, 0, 0)
+    assert sorted((e.kind, e.ticket) for e in incident.effects.filter(role="invalidated")) == [("refund", "t02")]
+    assert export_state(workspace="ts-desk") == export_state(workspace="ts-clean")
+    # The re-runs replayed in the Node process, and the effects they made were held, never performed.
+    assert poisoned.performed() == performed
