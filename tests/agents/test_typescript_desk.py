@@ -111,3 +111,29 @@ def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_record
     assert export_state(workspace="ts-desk") == export_state(workspace="ts-clean")
     # The re-runs replayed in the Node process, and the effects they made were held, never performed.
     assert poisoned.performed() == performed
+
+
+def test_typescript_bench_records_n_actions_and_prints_one_json_line(live_server, admin_token):
+    from provenance import queries
+    from provenance.graph import workspace_graph
+
+    status, ws = _post(f"{live_server.url}/api/v1/workspaces/", admin_token, {"name": "ts-bench", "reason": "bench"})
+    assert status == 201, ws
+    base = f"{live_server.url}/api/v1/workspaces/{ws['id']}"
+    status, _ = _post(f"{base}/agents/", admin_token,
+                      {"name": "bench_ts", "replay_url": "http://127.0.0.1:9/replay", "reason": "bench"})
+    assert status == 200
+    status, issued = _post(f"{base}/agent-tokens/", admin_token, {"label": "bench", "reason": "bench"})
+    assert status == 201
+    env = {"PATH": os.environ["PATH"], "KINTSUGI_URL": live_server.url, "KINTSUGI_TOKEN": issued["key"],
+           "KINTSUGI_AGENT": "bench_ts"}
+    result = subprocess.run([NODE, str(CLIENT / "bench" / "record.mjs"), "5"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    line = json.loads(result.stdout)
+    assert line["ops"] == 5 and line["seconds"] > 0
+    assert workspace_graph("ts-bench").ro_query(queries.ACTION_COUNT)[0][0] == 5
+
+    refused = subprocess.run([NODE, str(CLIENT / "bench" / "record.mjs"), "5"], capture_output=True, text=True,
+                             env=env | {"KINTSUGI_TOKEN": "kag_not-a-token"}, timeout=60)
+    assert refused.returncode == 1 and "401" in refused.stderr and refused.stdout == ""
