@@ -16,6 +16,7 @@
 // Effects are performed (appended to --effects-log, this desk's stand-in for a payment API) only when
 // kintsugi answers `perform: true`: never during a replay.
 import { appendFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
 import { Client, Desk, KintsugiError } from "../src/index.js";
@@ -128,7 +129,13 @@ async function main() {
   const { values: args } = parseArgs({ options: {
     "base-url": { type: "string" }, "token": { type: "string" }, "workspace": { type: "string" },
     "replay-port": { type: "string" }, "effects-log": { type: "string" }, "exclude-source": { type: "string" },
+    "help": { type: "boolean" },
   } });
+  if (args.help) {
+    process.stdout.write("usage: node examples/desk.mjs --base-url URL --token PERSON_TOKEN --workspace W " +
+      "--replay-port PORT [--effects-log FILE] [--exclude-source SOURCE_ID]\n");
+    return;
+  }
   for (const name of ["base-url", "token", "workspace", "replay-port"]) {
     if (!args[name]) throw new Error(`--${name} is required`);
   }
@@ -147,7 +154,7 @@ async function main() {
   process.on("SIGTERM", () => desk.close().then(() => process.exit(0)));
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main().catch((exc) => {
     process.stderr.write(`error: ${exc instanceof KintsugiError ? exc.message : exc?.stack ?? exc}\n`);
     process.exit(2);
