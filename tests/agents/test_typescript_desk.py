@@ -21,8 +21,6 @@ from repairs.models import Incident
 from tests.agents.conftest import RemoteDesk
 from tests.helpers import wait_until_finished
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
-
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "typescript"
 NODE = shutil.which("node") or "node"
@@ -80,6 +78,8 @@ def test_typescript_client_tests_pass_under_node():
     assert "# fail 0" in result.stdout and "# pass 0" not in result.stdout
 
 
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
 def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_recording(
         node_desk, admin_token, live_server, celery_worker_process):
     poisoned = node_desk("ts-desk")
@@ -113,6 +113,7 @@ def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_record
     assert poisoned.performed() == performed
 
 
+@pytest.mark.django_db(transaction=True)
 def test_typescript_bench_records_n_actions_and_prints_one_json_line(live_server, admin_token):
     from provenance import queries
     from provenance.graph import workspace_graph
