@@ -117,8 +117,15 @@ export async function setUp(admin, workspace, replayUrl, { excludeSource } = {})
   const secrets = {};
   for (const name of Object.values(AGENT)) {
     const registration = await admin.registerAgent(ws.id, name, replayUrl, { reason });
-    // The registration's answer carries the agent's replay secret once kintsugi signs its replays.
-    const secret = registration.replay_secret ?? registration.secret;
+    // A new registration's answer carries its replay secret, once; an agent registered before gets a new one.
+    let secret = registration.replay_secret;
+    if (!secret) {
+      try {
+        secret = await admin.rotateReplaySecret(ws.id, name, { reason: "typescript desk restarted: its secret was not kept" });
+      } catch (exc) {
+        if (!(exc instanceof KintsugiError) || exc.status !== 404) throw exc; // a kintsugi that does not sign
+      }
+    }
     if (secret) secrets[name] = secret;
   }
   const key = await admin.issueAgentToken(ws.id, { label: `typescript desk ${workspace}`, reason });

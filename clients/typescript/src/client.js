@@ -110,6 +110,12 @@ export class Client {
       { name, replay_url: replayUrl, timeout_seconds: timeoutSeconds, reason });
   }
 
+  /** A new replay secret for a registered agent (the old one is refused from now on); returns it. */
+  async rotateReplaySecret(workspace, name, { reason }) {
+    const path = `/api/v1/workspaces/${workspace}/agents/${encodeURIComponent(name)}/rotate-secret/`;
+    return (await this.request("POST", path, { reason })).replay_secret;
+  }
+
   /** Issue a recording token for the workspace; returns its key (shown once). */
   async issueAgentToken(workspace, { label, reason, agents } = {}) {
     const body = { label, reason, ...(agents?.length ? { agents } : {}) };

@@ -80,7 +80,9 @@ export declare class Client {
   updateTicket(workspace: number, ticketId: string, fields: TicketFields): Promise<any>;
   putTicket(workspace: number, ticketId: string, fields: TicketFields): Promise<any>;
   registerAgent(workspace: number, name: string, replayUrl: string,
-    options: { reason: string; timeoutSeconds?: number }): Promise<{ name: string; replay_url: string; [field: string]: unknown }>;
+    options: { reason: string; timeoutSeconds?: number }): Promise<{ name: string; replay_url: string; replay_secret?: string; [field: string]: unknown }>;
+  /** A new registration's answer carries `replay_secret` once; this issues a new one (the old is refused). */
+  rotateReplaySecret(workspace: number, name: string, options: { reason: string }): Promise<string>;
   issueAgentToken(workspace: number, options: { label: string; reason: string; agents?: string[] }): Promise<string>;
 
   openAction(agent: string, payload?: JsonObject | null, options?: { parent?: number }): Promise<ActionOpened>;
