@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -78,6 +79,24 @@ def test_typescript_client_tests_pass_under_node():
     assert "# fail 0" in result.stdout and "# pass 0" not in result.stdout
 
 
+def test_node_verifies_what_kintsugi_signs_and_refuses_it_changed():
+    from provenance.replay import sign
+
+    body, secret, timestamp = '{"agent": "ts_triage", "purpose": "repair", "replay_id": "r1"}', "krs_abc", 1_700_000_000
+    script = ("import('./clients/typescript/src/index.js').then(({ verify }) => {"
+              " const [body, secret, ts, sig] = process.argv.slice(1);"
+              " const headers = { 'x-kintsugi-timestamp': ts, 'x-kintsugi-signature': sig };"
+              " verify(secret, headers, body, { now: Number(ts) });"
+              " try { verify(secret, headers, body + ' ', { now: Number(ts) }); process.exit(3); } catch { } })")
+    signature = sign(body.encode(), secret, timestamp)
+    result = subprocess.run([NODE, "-e", script, body, secret, str(timestamp), signature], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    forged = subprocess.run([NODE, "-e", script, body, "krs_other", str(timestamp), signature], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert forged.returncode != 0 and "bad signature" in forged.stderr
+
+
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_recording(
@@ -85,6 +104,7 @@ def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_record
     poisoned = node_desk("ts-desk")
     line = poisoned.start()
     assert line["actions"] == 3 + 4 + 3 and line["source"] == POISONED  # research, triage, three refunds
+    assert line["signed"] is True  # each registration's replay secret, taken by the desk
     performed = poisoned.performed()
     assert sorted((e["ticket"], e["amount"]) for e in performed) == [("t01", 12000), ("t02", 7500), ("t03", 6000)]
 
@@ -92,6 +112,17 @@ def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_record
     assert clean.start(exclude_source=POISONED)["actions"] == 2 + 4 + 2
     clean.stop()
     assert export_state(workspace="ts-desk") != export_state(workspace="ts-clean")  # the poisoned refund of t02
+
+    # A replay request kintsugi did not sign is refused over HTTP before the desk runs anything.
+    forged = json.dumps({"workspace": "ts-desk", "agent": "ts_triage", "action": 4, "payload": {"ticket": "t02"},
+                         "mode": "replay", "purpose": "repair", "replay_id": "forged-1", "base_url": "http://127.0.0.1:9",
+                         "token": "x"}).encode()
+    for headers in ({}, {"X-Kintsugi-Timestamp": str(int(time.time())), "X-Kintsugi-Signature": "v1=" + "0" * 64}):
+        request = urllib.request.Request(f"http://127.0.0.1:{poisoned.port}/replay", data=forged, method="POST",
+                                         headers={"Content-Type": "application/json", **headers})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
 
     source = Source.objects.get(workspace__name="ts-desk", source_id=POISONED)
     status, body = _post(f"{live_server.url}/api/v1/sources/{source.pk}/flag/", admin_token,
@@ -109,7 +140,8 @@ def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_record
     assert (v["facts"], v["decisions"], v["effects"]) == (0, 0, 0)
     assert sorted((e.kind, e.ticket) for e in incident.effects.filter(role="invalidated")) == [("refund", "t02")]
     assert export_state(workspace="ts-desk") == export_state(workspace="ts-clean")
-    # The re-runs replayed in the Node process, and the effects they made were held, never performed.
+    # The re-runs replayed in the Node process (signed: it refuses anything else), and the effects they made
+    # were held, never performed.
     assert poisoned.performed() == performed
 
 
