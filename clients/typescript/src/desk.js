@@ -57,9 +57,20 @@ export class Desk {
     return this.#run(client, request.agent, request.action, request.payload);
   }
 
-  /** Serve kintsugi's replay POSTs on host:port; resolves to the listening http.Server. */
+  /** Serve kintsugi's replay POSTs on host:port; resolves to the listening http.Server. Needs replaySecret. */
   serveReplays(host, port) {
-    const server = http.createServer((req, res) => this.#answer(req, res));
+    if (!this.guard) {
+      // kintsugi signs every replay: a desk without the secret could only run requests anyone could forge.
+      return Promise.reject(new TypeError(
+        "serveReplays needs replaySecret: the krs_ secret shown when the agent was registered"));
+    }
+    const server = http.createServer((req, res) => {
+      // A failure while answering must not become an unhandled rejection that ends the desk's process.
+      this.#answer(req, res).catch(() => {
+        if (!res.headersSent) res.writeHead(500);
+        res.end();
+      });
+    });
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once("error", reject);
@@ -94,14 +105,10 @@ export class Desk {
     }
     let request;
     try {
-      if (this.guard) {
-        request = this.guard.admit(req.headers, raw);
-      } else {
-        request = JSON.parse(raw.toString("utf8"));
-      }
+      request = this.guard.admit(req.headers, raw);
     } catch (exc) {
       if (exc instanceof ReplayRefused) return send(401, { error: exc.message });
-      return send(400, { error: "the body is not JSON" });
+      return send(400, { error: "unreadable replay request" });
     }
     if (!request || !this.agents.has(request.agent)) {
       return send(404, { error: `no agent ${JSON.stringify(request?.agent ?? null)} here` });

@@ -9,7 +9,7 @@ import { after, before, beforeEach, test } from "node:test";
 import { Client, Desk, signedHeaders } from "../src/index.js";
 
 const SECRET = "whsec_replays";
-let callback, callbackUrl, calls, ran, desk, replayUrl, unsignedDesk, unsignedUrl;
+let callback, callbackUrl, calls, ran, desk, replayUrl;
 
 function listen(server) {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${server.address().port}`)));
@@ -44,14 +44,10 @@ before(async () => {
   desk = build({ replaySecret: SECRET });
   const server = await desk.serveReplays("127.0.0.1", 0);
   replayUrl = `http://127.0.0.1:${server.address().port}/replay`;
-  unsignedDesk = build({});
-  const unsignedServer = await unsignedDesk.serveReplays("127.0.0.1", 0);
-  unsignedUrl = `http://127.0.0.1:${unsignedServer.address().port}/replay`;
 });
 
 after(async () => {
   await desk.close();
-  await unsignedDesk.close();
   callback.closeAllConnections();
   await new Promise((resolve) => callback.close(resolve));
 });
@@ -132,10 +128,10 @@ test("a signed replay for an agent this desk lacks is 404, and an agent that thr
   assert.deepEqual(ran, ["broken"]);
 });
 
-test("a desk without a replay secret serves unsigned replays, as before signing", async () => {
-  const answer = await post(unsignedUrl, replayBody());
-  assert.equal(answer.status, 200);
-  assert.deepEqual(ran, ["t01"]);
+test("a desk without a replay secret refuses to serve replays at all", async () => {
+  const unsigned = new Desk(new Client("http://127.0.0.1:9", "unused"));
+  await assert.rejects(unsigned.serveReplays("127.0.0.1", 0), /needs replaySecret/);
+  assert.equal(unsigned.server, null);
 });
 
 test("a body past the limit is refused with 413, and the agent does not run", async () => {
