@@ -91,3 +91,5 @@ def test_an_email_effect_without_its_details_is_refused_when_recorded_with_nothi
     answer = api.post(f"/api/v1/recording/actions/{a}/effect/", effect, format="json")
     assert answer.status_code == 200, answer.content
     assert answer.json()["effect"] == 0  # the refused call recorded nothing before it
+    dropped = api.delete(f"/api/v1/recording/actions/{a}/?reason=an+outside+test")
+    assert dropped.status_code == 200 and dropped.json()["status"] == "abandoned"
