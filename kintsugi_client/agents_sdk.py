@@ -94,13 +94,15 @@ def _tool(name: str, description: str, properties: dict, invoke) -> FunctionTool
     return FunctionTool(name=name, description=description, params_json_schema=schema, on_invoke_tool=on_invoke)
 
 
-def effect_tool(kind: str, *, description: str | None = None, currency: str = "USD") -> FunctionTool:
+def effect_tool(kind: str, *, description: str | None = None, currency: str = "USD",
+                external: bool | None = None) -> FunctionTool:
     """A tool `kind(ticket, amount_cents)` that records an effect of that kind before it leaves; the
-    idempotency key is kind-ticket-amount, so a re-run with the same amount is the same effect."""
+    idempotency key is kind-ticket-amount, so a re-run with the same amount is the same effect.
+    `external`: its tickets are not the workspace's desk tickets."""
     def invoke(run: KintsugiContext, args: dict) -> dict:
         amount, ticket = args["amount_cents"], args["ticket"]
         answer = run.rec.effect(kind, amount=amount, ticket=ticket, currency=run.payload.get("currency", currency),
-                            idempotency_key=f"{kind}-{ticket}-{amount}")
+                            idempotency_key=f"{kind}-{ticket}-{amount}", external=external)
         return {"recorded": True, "perform": answer.get("perform", False)}
     return _tool(kind, description or f"Record a {kind} for a ticket (it is performed after review if held).",
                  {"ticket": {"type": "string"}, "amount_cents": {"type": "integer"}}, invoke)

@@ -36,7 +36,8 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
 
 
 # What makes a test slow: a real Celery worker, a live server or a browser, each started for the test.
-_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk"}
+_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk",
+                                                         "example_desk"}
 
 
 # Tests that fail since recordings side by side, the catch-up repair, the batch protocol and the faster
@@ -56,8 +57,6 @@ KNOWN_BROKEN = {
     "tests/ops/test_backup.py::test_a_backup_restores_into_a_fresh_home": "restore under the parallel suite",
     "tests/ops/test_backup.py::test_a_damaged_backup_is_refused_before_anything_is_restored":
         "restore under the parallel suite",
-    "tests/agents/test_bench_agents_concurrent.py::test_concurrent_rows_carry_the_contract_keys_and_every_root_lands":
-        "the concurrent agents bench beside recordings side by side",
     "tests/agents/test_remote_desk.py::test_remote_desk_repairs_through_its_replay_endpoint_like_the_same_desk_in_process":
         "a remote desk's repair with the egress policy and recordings side by side",
     "tests/repairs/test_outage_healing.py::test_falkordb_stopped_mid_repair_and_started_again_is_repaired_with_no_human_action":
