@@ -124,6 +124,7 @@ class AuditAction(models.TextChoices):
     TICKET_CHANGED = "ticket.changed"
     AGENT_REGISTERED = "agent.registered"
     AGENT_CHANGED = "agent.changed"
+    AGENT_SECRET_ROTATED = "agent.secret_rotated"
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
     # a person's API token (provenance.tokens)

@@ -43,19 +43,6 @@ from provenance.services import workspace_lock
 
 
 
-class RecordingInProgress(CallConflict):
-    """Another recording of the workspace is open; retry after `retry_after` seconds."""
-
-    code = "recording_in_progress"
-
-    def __init__(self, message: str, retry_after: int):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-    def details(self):
-        return {"retry_after": self.retry_after}
-
-
 class RecordingClosed(CallConflict):
     pass
 
