@@ -118,9 +118,9 @@ def build_agents() -> list[Agent]:
     ]
 
 
-def build_desk(client, *, perform=None, replay_secret: str | None = None) -> AgentDesk:
-    options = {"replay_secret": replay_secret} if replay_secret else {}
-    return AgentDesk(client, build_agents(), prefix="sdk_", perform=perform, **options)
+def build_desk(client, *, perform=None, replay_secret=None):
+    """The desk; `replay_secret`: the agents' replay secrets by name (or one for all), to check replays."""
+    return AgentDesk(client, build_agents(), prefix="sdk_", perform=perform, replay_secret=replay_secret)
 
 
 if __name__ == "__main__":

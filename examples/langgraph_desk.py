@@ -81,9 +81,9 @@ def build_graph():
     return builder.compile(store=KintsugiStore(known_keys=known))
 
 
-def build_desk(client, *, perform=None, replay_secret: str | None = None) -> GraphDesk:
-    options = {"replay_secret": replay_secret} if replay_secret else {}
-    return GraphDesk(client, build_graph(), prefix="lg_", perform=perform, **options)
+def build_desk(client, *, perform=None, replay_secret=None):
+    """The desk; `replay_secret`: the agents' replay secrets by name (or one for all), to check replays."""
+    return GraphDesk(client, build_graph(), prefix="lg_", perform=perform, replay_secret=replay_secret)
 
 
 if __name__ == "__main__":

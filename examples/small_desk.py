@@ -68,8 +68,8 @@ def decide(body: str, rule: str | None, vip_rule: str | None) -> dict:
 
 
 def set_up(admin, workspace: str, agents: list[str], replay_url: str, *, poisoned: bool = True) -> tuple[str, dict]:
-    """Create the workspace, its sources and tickets, register `agents`; returns (recording token, the
-    agents' registration answers by name)."""
+    """Create the workspace, its sources and tickets, register `agents`; returns (recording token, each
+    agent's replay secret by name, which kintsugi signs its replays with)."""
     reason = "small desk setup"
     ws = admin.ensure_workspace(workspace, reason=reason)
     for source_id, title, content in SOURCES:
@@ -79,8 +79,12 @@ def set_up(admin, workspace: str, agents: list[str], replay_url: str, *, poisone
         admin.put_ticket(ws["id"], p["ticket"], reason=reason, customer_name=p["customer"], customer_email=p["email"],
                          subject="Support request", body=p["body"], amount_cents=p["amount_cents"],
                          currency=p["currency"], tier=p["tier"], payment_reference=f"ch_{p['ticket']}")
-    registered = {name: admin.register_agent(ws["id"], name, replay_url, reason=reason) for name in agents}
-    return admin.issue_agent_token(ws["id"], label=f"small desk {workspace}", reason=reason), registered
+    secrets = {}
+    for name in agents:
+        # A new registration answers with its secret once; one registered before gets a new secret.
+        secrets[name] = (admin.register_agent(ws["id"], name, replay_url, reason=reason).get("replay_secret")
+                         or admin.rotate_replay_secret(ws["id"], name, reason="small desk restarted"))
+    return admin.issue_agent_token(ws["id"], label=f"small desk {workspace}", reason=reason), secrets
 
 
 def record(desk, research: str, triage: str, *, poisoned: bool = True) -> int:
@@ -120,10 +124,9 @@ def main(doc: str, build_desk: Callable, agents: dict[str, str], argv: list[str]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     admin = Client(args.base_url, args.token)
     try:
-        key, registered = set_up(admin, args.workspace, list(agents.values()),
-                                 f"http://127.0.0.1:{args.replay_port}/replay", poisoned=not args.clean)
-        secret = next(iter(registered.values())).get("replay_secret")
-        desk = build_desk(Client(args.base_url, key), perform=effects_logger(args.effects_log), replay_secret=secret)
+        key, secrets = set_up(admin, args.workspace, list(agents.values()),
+                              f"http://127.0.0.1:{args.replay_port}/replay", poisoned=not args.clean)
+        desk = build_desk(Client(args.base_url, key), perform=effects_logger(args.effects_log), replay_secret=secrets)
         desk.serve_replays("127.0.0.1", args.replay_port, block=False)
         actions = record(desk, agents["research"], agents["triage"], poisoned=not args.clean)
     except KintsugiError as exc:

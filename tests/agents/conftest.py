@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -100,15 +102,24 @@ class InProcessDesk:
         self.scenario, self.workspace, self.performed = sys.modules["small_desk"], workspace, []
         self.port = free_port()
         self.replay_url = f"http://127.0.0.1:{self.port}/replay"
-        key, self.registered = self.scenario.set_up(Client(base_url, admin_token), workspace,
-                                                    list(example.AGENTS.values()), self.replay_url, poisoned=poisoned)
-        self.secret = next(iter(self.registered.values())).get("replay_secret")
-        self.desk = example.build_desk(Client(base_url, key), replay_secret=self.secret,
+        key, self.secrets = self.scenario.set_up(Client(base_url, admin_token), workspace,
+                                                 list(example.AGENTS.values()), self.replay_url, poisoned=poisoned)
+        self.desk = example.build_desk(Client(base_url, key), replay_secret=self.secrets,
                                        perform=lambda agent, payload, effect: self.performed.append(
                                            (effect["ticket"], effect["kind"], effect["amount"])))
         self.server = self.desk.serve_replays("127.0.0.1", self.port, block=False)
         self.actions = self.scenario.record(self.desk, example.AGENTS["research"], example.AGENTS["triage"],
                                             poisoned=poisoned)
+
+    def post_replay(self, body: bytes, headers: dict) -> int:
+        """POST a replay request to this desk's endpoint; the status it answers."""
+        request = urllib.request.Request(self.replay_url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json", **headers})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
 
     def stop(self) -> None:
         self.server.shutdown()

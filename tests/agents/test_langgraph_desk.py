@@ -1,7 +1,10 @@
 """The LangGraph example desk recorded over HTTP, its poisoned note flagged, its nodes re-run through
 its replay endpoint: the repaired workspace is what the same desk records without the note."""
+import json
+
 import pytest
 
+from kintsugi_client.signing import sign
 from provenance.selectors import export_state
 from repairs.job import run_repair
 from tests.helpers import open_incident
@@ -9,7 +12,8 @@ from tests.helpers import open_incident
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_langgraph_desk_repaired_through_its_replay_endpoint_equals_its_clean_recording(example_desk):
+def test_langgraph_desk_repaired_through_its_replay_endpoint_equals_its_clean_recording_and_refuses_forged_replays(
+        example_desk):
     poisoned = example_desk("langgraph_desk", "lg-poisoned")
     clean = example_desk("langgraph_desk", "lg-clean", poisoned=False)
     assert (poisoned.actions, clean.actions) == (9, 7)
@@ -18,6 +22,13 @@ def test_langgraph_desk_repaired_through_its_replay_endpoint_equals_its_clean_re
     assert {"ticket": "t02", "choice": "refund", "level": "full"} in before["decisions"]  # the note's doing
     performed = list(poisoned.performed)
     assert ("t02", "refund", 9000) in performed
+
+    # A replay its registration's secret did not sign is refused before the agent runs.
+    forged = json.dumps({"agent": "lg_triage", "action": 1, "payload": {}, "base_url": "http://127.0.0.1:9",
+                         "token": "t", "purpose": "repair", "replay_id": "forged-1"}).encode()
+    ts, signature = sign(forged, poisoned.secrets["lg_triage"] + "x")
+    assert poisoned.post_replay(forged, {"X-Kintsugi-Timestamp": str(ts), "X-Kintsugi-Signature": signature}) == 401
+    assert poisoned.post_replay(forged, {}) == 401
 
     incident = run_repair(incident_id=open_incident("lg-poisoned", poisoned.scenario.POISONED).pk)
     v = incident.verification
