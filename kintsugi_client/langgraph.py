@@ -24,12 +24,13 @@ one node at a time through LangGraph itself (a one-node graph with the same stat
 store) and hands the new state to the nodes that follow it: the `goto` of a returned `Command`, else
 the node's conditional edges evaluated on the new state, else its plain edges. Limits: the state must be
 JSON (no floats in what a node returns: its update, with "_next" the nodes it handed to, is its
-recorded decision); `Send` is not supported;
+recorded decision); nodes are sync functions; `Send` is not supported;
 nodes that follow one node run one after another (depth first), not in one parallel superstep.
 """
 from __future__ import annotations
 
 import contextvars
+import weakref
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -75,11 +76,12 @@ class KintsugiStore(BaseStore):
 
     def __init__(self, *, known_keys: Iterable[tuple[tuple[str, ...], str]] = ()):
         self.known = {memory_key(ns, key) for ns, key in known_keys}
-        self._seen: dict[int, set[str]] = {}  # per action: the keys it has read or written
+        # Per action (its recorder, gone when the action is): the keys it has read or written.
+        self._seen: weakref.WeakKeyDictionary[RemoteRecorder, set[str]] = weakref.WeakKeyDictionary()
 
     def _rec(self) -> RemoteRecorder:
         rec = recorder()
-        self._seen.setdefault(rec.action_id, set())
+        self._seen.setdefault(rec, set())
         return rec
 
     def _item(self, mem_key: str, value: Any) -> Item | None:
@@ -92,7 +94,7 @@ class KintsugiStore(BaseStore):
         return Item(value=value, key=key, namespace=namespace, created_at=now, updated_at=now)
 
     def _get(self, rec: RemoteRecorder, mem_key: str) -> Item | None:
-        self._seen[rec.action_id].add(mem_key)
+        self._seen[rec].add(mem_key)
         return self._item(mem_key, rec.get(mem_key))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -103,12 +105,12 @@ class KintsugiStore(BaseStore):
             elif isinstance(op, PutOp):
                 mem_key = memory_key(op.namespace, op.key)
                 rec.set(mem_key, op.value)
-                self._seen[rec.action_id].add(mem_key)
+                self._seen[rec].add(mem_key)
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(self._search(rec, op))
             elif isinstance(op, ListNamespacesOp):
-                spaces = sorted({_split(k)[0] for k in self._seen[rec.action_id] | self.known})
+                spaces = sorted({_split(k)[0] for k in self._seen[rec] | self.known})
                 results.append(spaces[op.offset:op.offset + op.limit])
             else:
                 raise NotImplementedError(f"{type(op).__name__} is not supported by KintsugiStore")
@@ -119,7 +121,7 @@ class KintsugiStore(BaseStore):
             raise NotImplementedError("KintsugiStore has no semantic search: list keys by namespace instead")
         prefix = op.namespace_prefix
         found = []
-        for mem_key in sorted(self._seen[rec.action_id] | self.known):
+        for mem_key in sorted(self._seen[rec] | self.known):
             if _split(mem_key)[0][:len(prefix)] != tuple(prefix):
                 continue
             item = self._get(rec, mem_key)
