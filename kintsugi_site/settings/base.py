@@ -321,6 +321,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "kintsugi_site.api.schema.add_error_responses",
+        "kintsugi_site.api.schema.add_replay_headers",
     ],
 }
 # Agents in other processes (provenance.remote, provenance.replay): an HTTP recording idle this long

@@ -126,3 +126,17 @@ def test_flag_source_wait_gives_up_on_a_repair_whose_agent_answers_500_and_the_r
         assert json.loads(body)["purpose"] == "repair" and json.loads(body)["replay_id"]
     finally:
         agent.stop()
+
+
+def test_export_state_gives_money_as_integer_cents_with_the_unit_in_the_key(capsys):
+    from provenance.services import desk_run
+
+    desk_run(workspace="cents")
+    code, out = run_command(capsys, "export_state", "--workspace", "cents", "--json")
+    effects = json.loads(out)["effects"]
+    assert code == 0 and effects
+    assert all(set(e) == {"kind", "ticket", "amount_cents"} and type(e["amount_cents"]) is int for e in effects)
+    assert any(e["kind"] == "refund" and e["amount_cents"] > 0 for e in effects)
+    code, text = run_command(capsys, "export_state", "--workspace", "cents")
+    refund = next(e for e in effects if e["kind"] == "refund")
+    assert f"effect refund {refund['ticket']} {refund['amount_cents'] / 100:.2f}" in text
