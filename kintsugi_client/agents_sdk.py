@@ -3,7 +3,8 @@ SDK's own Runner inside a recorded action, and again, with the same payload, whe
 
     refund = Agent(name="refund", model=..., tools=[read_memory, effect_tool("refund")])
     triage = Agent(name="triage", model=..., tools=[read_memory, handoff_tool("refund")])
-    desk = AgentDesk(Client(url, recording_token), [triage, refund], prefix="sdk_")
+    desk = AgentDesk(Client(url, recording_token), [triage, refund], prefix="sdk_",
+                     replay_secret={"sdk_triage": "krs_…", ...})  # each registration's secret
     desk.run_root("triage", {"ticket": "t01", ...})   # the payload is the run's input, as JSON
     desk.serve_replays("127.0.0.1", 9100)             # kintsugi re-runs one agent with its payload
 

@@ -3,7 +3,8 @@ kintsugi's memory, and a repair re-runs exactly the node it has to, here, throug
 
     store = KintsugiStore()
     graph = builder.compile(store=store)        # nodes: def triage(state, runtime): runtime.store.get(...)
-    desk = GraphDesk(Client(url, recording_token), graph, prefix="lg_")
+    desk = GraphDesk(Client(url, recording_token), graph, prefix="lg_",
+                     replay_secret={"lg_triage": "krs_…", ...})  # each registration's secret
     desk.invoke({"ticket": "t01", ...})         # recorded node by node, from START along the edges
     desk.serve_replays("127.0.0.1", 9100)       # kintsugi re-runs one node with its recorded state
 
