@@ -35,7 +35,7 @@ def _writer_calls(n: int, reader: str) -> list[dict]:
 def _reader_calls(n: int, key: str) -> list[dict]:
     return [{"op": "get", "key": f"faq/{n}"}, {"op": "get", "key": "shared"},
             {"op": "effect", "kind": "note", "amount": 0, "ticket": f"t{n}", "external": True,
-             "idempotency_key": key},
+             "idempotency_key": key},  # the bench's workspace holds no desk tickets
             {"op": "finish", "decision": {"read": True}}]
 
 

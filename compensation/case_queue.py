@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from django.db.models import Case as When_, Count, Exists, IntegerField, Max, OuterRef, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
-from compensation import cases as case_build
+from compensation import cases as case_build, delivery_selectors
+from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.money import format_money, parse_money
 from provenance import tenancy
@@ -26,6 +27,8 @@ STATE_WORDS = {"needs_decision": "needs a decision", "waiting": "approved, waiti
                "decided": "decided"}
 OUTCOMES = ("approved", "executed", "rejected", "cancelled")
 GONE = (St.REJECTED, St.CANCELLED)
+DELIVERY_FILTERS = {delivery_selectors.FAILED: sorted(DeliveryState.needs_person())}
+DELIVERY_WORDS = {delivery_selectors.FAILED: "delivery failed: a person decides"}
 
 
 class BadFilter(ValueError):
@@ -41,6 +44,7 @@ class Filters:
     min_cents: int | None = None
     max_cents: int | None = None
     assignee: str = ""  # "me", "none" (unassigned), or a username; see compensation.assignments
+    delivery: str = ""  # "failed": cases with a delivery no retry will change (compensation.delivery_selectors)
 
     @classmethod
     def from_query(cls, params) -> "Filters":
@@ -48,7 +52,9 @@ class Filters:
         state = params.get("state") or ""
         f = cls(q=(params.get("q") or "").strip()[:100], kind=params.get("kind") or "",
                 outcome=params.get("outcome") or "", state="" if state == "all" else state,
-                assignee=(params.get("assignee") or "").strip()[:150])
+                assignee=(params.get("assignee") or "").strip()[:150], delivery=params.get("delivery") or "")
+        if f.delivery and f.delivery not in DELIVERY_FILTERS:
+            raise BadFilter(f"unknown delivery filter {f.delivery!r}")
         if f.kind and f.kind not in K.values:
             raise BadFilter(f"unknown kind {f.kind!r}")
         if f.outcome and f.outcome not in OUTCOMES:
@@ -68,14 +74,19 @@ class Filters:
         """The filters as URL parameters (empty ones left out), for links that keep them."""
         out = {"q": self.q, "kind": self.kind, "outcome": self.outcome, "state": self.state or "all",
                "min": f"{self.min_cents / 100:.2f}" if self.min_cents is not None else "",
-               "max": f"{self.max_cents / 100:.2f}" if self.max_cents is not None else "", "assignee": self.assignee}
+               "max": f"{self.max_cents / 100:.2f}" if self.max_cents is not None else "", "assignee": self.assignee,
+               "delivery": self.delivery}
         return {k: v for k, v in out.items() if v}
 
 
-def _items(*, user, incident):
+def _items(*, user, incident, filters: Filters | None = None):
     qs = tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
     if incident is not None:
         return qs.filter(incident=incident)
+    if filters is not None and filters.delivery:
+        # A failed delivery's incident may have nothing left to decide: its incidents come from the
+        # (indexed, small) failed deliveries, not from the newest incidents with pending items.
+        return qs.filter(incident_id__in=delivery_selectors.failed_incident_ids(user=user))
     newest = (qs.filter(status=St.PENDING).order_by("-incident_id").values_list("incident_id", flat=True)
               .distinct()[:case_build.INCIDENT_LIMIT])
     return qs.filter(incident_id__in=list(newest))
@@ -99,7 +110,9 @@ def grouped(*, user, incident, filters: Filters, actor=None):
     from compensation.assignments import assignee_filter
 
     base = CompensationItem.objects.all()
-    qs = _items(user=user, incident=incident)
+    qs = _items(user=user, incident=incident, filters=filters)
+    if filters.delivery:
+        qs = qs.filter(Exists(_same_case(base).filter(delivery__state__in=DELIVERY_FILTERS[filters.delivery])))
     if filters.q:
         qs = qs.filter(Exists(_same_case(base).filter(_text_match(filters.q))))
     if filters.kind:
@@ -191,7 +204,7 @@ def build(rows) -> list:
     # incident IN … AND ticket IN … (one index range per incident), then the exact pairs kept here.
     items = [i for i in CompensationItem.objects.filter(incident_id__in={p[0] for p in pairs},
                                                         ticket_id__in={p[1] for p in pairs})
-             .select_related("incident", "decided_by").defer("incident__plan", "incident__verification")
+             .select_related("incident", "decided_by", "delivery").defer("incident__plan", "incident__verification")
              if (i.incident_id, i.ticket_id) in pairs]
     by_key = {c.key: c for c in case_build._build(items)}
     return [by_key[(r["incident_id"], r["ticket_id"])] for r in rows if (r["incident_id"], r["ticket_id"]) in by_key]
@@ -214,7 +227,7 @@ def matching_totals(*, user, incident, filters: Filters, actor=None) -> dict:
     """What the matching cases add up to: cases, those needing a decision, items, pending items and the
     money at stake per currency (every page, not only the one shown), in one aggregate over the cases."""
     rows = grouped(user=user, incident=incident, filters=filters, actor=actor).annotate(currency=Max("currency"))
-    currencies = sorted(set(_items(user=user, incident=incident).order_by().values_list("currency", flat=True).distinct()))
+    currencies = sorted(set(_items(user=user, incident=incident, filters=filters).order_by().values_list("currency", flat=True).distinct()))
     sums = {f"m_{n}": Coalesce(Sum("stake", filter=Q(currency=c)), Value(0)) for n, c in enumerate(currencies)}
     found = rows.aggregate(t_cases=Count("ticket_id"), t_left=Count("ticket_id", filter=Q(rank=0)),
                            t_items=Coalesce(Sum("items"), Value(0)), t_pending=Coalesce(Sum("pending"), Value(0)),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 
 from compensation import sequencing
-from compensation.delivery_models import delivery_needs_person
+from compensation.delivery_models import Delivery, delivery_needs_person
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
 from core.money import format_money
@@ -61,6 +61,14 @@ class CaseItem:
         from compensation.approval import in_undo_window
 
         return self.item.status in (St.APPROVED, St.REJECTED) and in_undo_window(self.item)
+
+    @property
+    def delivery(self):
+        """Its Delivery (read with the item), None before its first try."""
+        try:
+            return self.item.delivery
+        except Delivery.DoesNotExist:
+            return None
 
     @property
     def held(self) -> bool:

@@ -163,7 +163,9 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
         raise DeliveryRefused(f"user {actor.username!r} may not deliver items (Reviewer needed)")
     with transaction.atomic():
         audit.lock_chain(item.incident.workspace_id)
-        delivery = Delivery.objects.select_for_update().get(item=item)
+        delivery = Delivery.objects.select_for_update().filter(item=item).first()
+        if delivery is None:
+            raise DeliveryRefused(f"item #{item.pk} has not been tried yet: there is nothing to deliver again")
         if delivery.state not in S.needs_person():
             raise DeliveryRefused(f"item #{item.pk}'s delivery is {delivery.state}: only a failed, dead or "
                                   f"uncertain one is delivered again")

@@ -44,25 +44,6 @@ _SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process",
 # suite were joined, not yet mended. Listed in one place so that each is seen, and removed as it is mended:
 # they still run (xfail, not strict), and a pass shows as XPASS.
 KNOWN_BROKEN = {
-    "tests/repairs/test_repair_properties.py::test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker":
-        "a worker killed mid-repair with the catch-up repair",
-    "tests/provenance/test_placement.py::test_a_moved_workspace_keeps_its_data_and_repairs_on_the_new_server":
-        "a moved workspace's repair finds an empty radius on its new server",
-    "tests/repairs/test_parallel_repair.py::test_two_workers_share_the_repair":
-        "parts walked by two workers with the catch-up repair",
-    "tests/repairs/test_parallel_repair.py::test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again":
-        "parts walked by two workers with the catch-up repair",
-    "tests/agents/test_recording_batch.py::test_a_failing_call_in_a_whole_recording_is_named_and_nothing_lands":
-        "a failing whole recording beside recordings side by side",
-    "tests/ops/test_backup.py::test_a_backup_restores_into_a_fresh_home": "restore under the parallel suite",
-    "tests/ops/test_backup.py::test_a_damaged_backup_is_refused_before_anything_is_restored":
-        "restore under the parallel suite",
-    "tests/agents/test_remote_desk.py::test_remote_desk_repairs_through_its_replay_endpoint_like_the_same_desk_in_process":
-        "a remote desk's repair with the egress policy and recordings side by side",
-    "tests/repairs/test_outage_healing.py::test_falkordb_stopped_mid_repair_and_started_again_is_repaired_with_no_human_action":
-        "FalkorDB stopped mid-repair with the retry policy and the catch-up repair",
-    "tests/repairs/test_outage_healing.py::test_an_overlapping_repair_waits_for_one_an_outage_left_half_applied_and_both_verify_clean":
-        "an overlapping repair after an outage with the catch-up repair",
     "tests/browser/test_reviewer_cases.py::test_a_reviewer_works_every_case_with_the_keyboard":
         "a Reviewer now lands on the cases, and the walk still starts from the dashboard's link",
     "tests/browser/test_support_lead_journey.py::test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf":

@@ -82,6 +82,7 @@ class Webhook(Connector):
     name, label = "webhook", "signed webhook"
     kinds = frozenset(CompensationItem.Kind.values)
     resumes_safely = True  # the receiver acts once per Idempotency-Key
+    secret_options = {"secret_env": SECRET_ENV}
 
     def configured(self, options: dict) -> bool:
         return url_problem(options.get("url", "")) is None and bool(secret(options.get("secret_env", SECRET_ENV)))

@@ -19,8 +19,10 @@ KINTSUGI_GRAPH_PREFIX = _RUN + _PER_WORKER
 CACHES["default"]["KEY_PREFIX"] = os.environ.get("KINTSUGI_CACHE_PREFIX", _RUN) + _PER_WORKER  # noqa: F405
 if _XDIST_WORKER:
     # Every key of the broker (queues, unacknowledged messages, bindings) under the worker's prefix: two
-    # workers' Celery processes on one Redis database never take each other's tasks.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{KINTSUGI_GRAPH_PREFIX}:"}
+    # workers' Celery processes on one Redis database never take each other's tasks. The broker's socket
+    # deadlines stay: without them a frozen broker holds a sender forever.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {**CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
+                                       "global_keyprefix": f"{KINTSUGI_GRAPH_PREFIX}:"}
 # No collectstatic before the tests: templates resolve static paths without whitenoise's manifest.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps, as the development server would

@@ -86,7 +86,8 @@ def test_a_whole_recording_in_one_request_records_what_the_in_process_recorder_r
 
 def test_a_failing_call_in_a_whole_recording_is_named_and_nothing_lands(setup):
     ws, client = setup("whole-bad")
-    refund = {"op": "effect", "kind": "refund", "amount": 500, "ticket": "t1", "idempotency_key": "r1"}
+    refund = {"op": "effect", "kind": "refund", "amount": 500, "ticket": "t1", "external": True,
+              "idempotency_key": "r1"}
     bad = [{"op": "get", "key": "faq/returns"}, {"op": "effect", "kind": "refund", "amount": -5,
                                                  "idempotency_key": "r2"},
            {"op": "finish", "decision": {"ok": True}}]

@@ -14,7 +14,6 @@ from django.core.management import call_command
 
 from core import checkpoints
 from provenance.services import desk_run
-from tests.conftest import second_falkordb_url
 from tests.helpers import ROOT, worker_env
 from tests.helpers import flag_and_repair, open_incident
 
@@ -33,14 +32,14 @@ def _state(workspace: str) -> dict:
 
 
 @pytest.fixture
-def fresh_home(tmp_path):
+def fresh_home(tmp_path, second_falkordb_url):
     """Another home: its own database (on the same Postgres server), FalkorDB server and checkpoint log;
     the same signing key, as a restored deployment brings its key from the secret store."""
     import psycopg
 
     db = settings.DATABASES["owner"]
     name = f"{db['NAME']}_restored"
-    prefix, graph_url = settings.KINTSUGI_GRAPH_PREFIX, second_falkordb_url()
+    prefix, graph_url = settings.KINTSUGI_GRAPH_PREFIX, second_falkordb_url
     env = worker_env(name, FALKORDB_URL=graph_url, KINTSUGI_CACHE_PREFIX=f"{prefix}r",
                      KINTSUGI_AUDIT_CHECKPOINT_LOG=str(tmp_path / "new-home" / "checkpoints.jsonl"),
                      KINTSUGI_REPAIR_HELPERS="0", CELERY_TASK_ALWAYS_EAGER="1")

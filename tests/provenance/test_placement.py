@@ -7,6 +7,7 @@ from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import Graph, GraphUnavailable, copy_graph, server_url, workspace_graph_names
 from provenance.models import Workspace
+from provenance import quarantine
 from provenance.moves import MoveRefused, move_workspace
 from provenance.services import desk_run
 from repairs.models import Incident
@@ -77,7 +78,9 @@ def test_a_moved_workspace_keeps_its_data_and_repairs_on_the_new_server(two_falk
     assert (event.actor, event.reason, event.workspace.name, event.data["from"], event.data["to"]) == (
         ops, "spread tenants", "mover", first, second)
     # The repair's outcome stands on the new server, and the next repair runs there.
+    # The flagged page stays quarantined after its repair; lifting it lets the same page poison a new run.
     Incident.objects.filter(pk=repaired.pk).update(status=Incident.Status.CLOSED)
+    assert quarantine.lift(incident_id=repaired.pk, actor=ops, reason="the page is back", via="cli")
     desk_run(workspace="mover")
     assert Workspace.objects.get(name="mover").falkordb_server == second  # a new run stays where it is
     _assert_repaired(repair("mover", POISONED_PAGE))
