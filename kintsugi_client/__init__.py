@@ -167,14 +167,17 @@ class RemoteRecorder:
         self._client.call(self.action_id, "handoff", {"agent": agent, "payload": payload})
 
     def effect(self, kind: str, *, amount: int = 0, ticket: str | None = None, currency: str = "USD",
-               idempotency_key: str | None = None, **details: Any) -> dict:
+               idempotency_key: str | None = None, external: bool | None = None, **details: Any) -> dict:
         """Record the effect before it leaves. Perform it only if the answer's `perform` is true (false
-        while kintsugi replays this action in a repair: the effect is held for a person)."""
+        while kintsugi replays this action in a repair: the effect is held for a person). `external`:
+        the ticket is not one of the workspace's desk tickets (otherwise a live effect must name one)."""
         self._effects += 1
         body = {"kind": kind, "amount": amount, "currency": currency, "details": details,
                 "idempotency_key": idempotency_key or f"action-{self.action_id}-effect-{self._effects}"}
         if ticket is not None:
             body["ticket"] = ticket
+        if external is not None:
+            body["external"] = external
         answer = self._client.call(self.action_id, "effect", body)
         self.effects.append(answer)
         return answer

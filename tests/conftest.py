@@ -36,7 +36,8 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
 
 
 # What makes a test slow: a real Celery worker, a live server or a browser, each started for the test.
-_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk"}
+_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk",
+                                                         "example_desk"}
 
 
 # Tests that fail since recordings side by side, the catch-up repair, the batch protocol and the faster
