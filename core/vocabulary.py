@@ -97,6 +97,7 @@ class AuditAction(models.TextChoices):
     CONNECTOR_SET = "connector.set"
     ITEM_DELIVERY_RETRIED = "item.delivery_retried"
     ITEM_DELIVERY_CHANGED = "item.delivery_changed"
+    ITEM_DELIVERY_ACKNOWLEDGED = "item.delivery_acknowledged"  # by the team's own agent (agent_pull)
     # the review desk: cases and the policies that decide many items at once
     CASE_ASSIGNED = "case.assigned"
     POLICY_PROPOSED = "policy.proposed"

@@ -140,6 +140,24 @@ class Client:
     def call(self, action: int, op: str, body: dict) -> dict:
         return self.request("POST", f"/api/v1/recording/actions/{action}/{op}/", body)
 
+    # --- compensations your agent performs itself (the workspace chose agent_pull; a recording token) ---
+    def pending_compensations(self, *, limit: int = 50) -> list[dict]:
+        """Every approved compensation awaiting your agent, oldest first: each with `compensates` (the
+        effects it answers for, with the idempotency keys you recorded them under) and `idempotency_key`
+        (carry it to your provider: an item offered again is then performed once)."""
+        out, path = [], f"/api/v1/recording/compensations/?state=pending&limit={limit}"
+        while path:
+            page = self.request("GET", path)
+            out += page["results"]
+            path = page["next"][page["next"].index("/api/"):] if page.get("next") else None
+        return out
+
+    def ack_compensation(self, item_id: int, outcome: str, *, reference: str = "", message: str = "") -> dict:
+        """Answer for one compensation: outcome "performed" or "failed". The same answer again returns the
+        first one (safe to retry); a different answer is KintsugiError 409."""
+        return self.request("POST", f"/api/v1/recording/compensations/{item_id}/ack/",
+                            {"outcome": outcome, "reference": reference, "message": message})
+
 
 class RemoteRecorder:
     """The in-process Recorder's methods, each one call of the recording protocol."""

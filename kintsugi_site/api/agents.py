@@ -31,6 +31,7 @@ class AgentPrincipal:
     is_active = True
     is_superuser = False
     is_staff = False
+    pk = None  # no person: the audit trail records it by name (agent-token:<prefix>)
 
     def __init__(self, token: AgentToken):
         self.token = token
