@@ -22,7 +22,8 @@ from provenance import queries
 from provenance.graph import Graph
 from provenance.selectors import ingesters
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD
-from repairs.engine import RepairWalk, repair_session
+from repairs.engine import RepairWalk
+from repairs.walks import repair_session
 from repairs.faults import fault_point
 from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
 

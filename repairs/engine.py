@@ -14,11 +14,10 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from core.vocabulary import EffectRole
 from provenance import queries
-from provenance.graph import Graph, workspace_graph
+from provenance.graph import Graph
 from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
@@ -27,9 +26,6 @@ from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
 from repairs.steps import STEP_ORDER, grouped_rows, plan_steps
-
-if TYPE_CHECKING:
-    from repairs.models import Incident
 
 
 @dataclass
@@ -380,29 +376,3 @@ def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incide
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
                           only=only, mask=mask, below=below, radius=radius).run()
-
-
-def walk_incident(incident: Incident, *, graph: Graph | None = None, excluded: set[str] | None = None,
-                  id_base: tuple | None = None, progress: ProgressFn = noop, below: float | None = None,
-                  **options) -> Plan:
-    """The repair walk of `incident` (an unsaved one for the what-if): its workspace's graph, a session
-    without the sources the repair leaves out (numbering new nodes from `id_base`, for a part) that reads
-    the memory below the walk's snapshot `below`, and compute_plan with `options` (only, mask, radius).
-    The job, its parts and the what-if all walk here."""
-    graph = graph if graph is not None else workspace_graph(incident.workspace.name)
-    session = repair_session(incident, graph, incident.excluded_sources() if excluded is None else excluded,
-                             below=below)
-    if id_base is not None:
-        session.number_from(*id_base)
-    return compute_plan(graph=graph, session=session, source=incident.source_id, incident=incident.pk,
-                        progress=progress, below=below, **options)
-
-
-def repair_session(incident: Incident, graph: Graph, excluded: set[str], *,
-                   below: float | None = None) -> RecordingSession:
-    """The session a repair walk re-runs actions in: the workspace's memory (below the walk's snapshot)
-    without the excluded sources, effects held for approval."""
-    ws = incident.workspace
-    return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
-                            sources=dict(ws.sources.values_list("source_id", "content")),
-                            excluded_sources=excluded, incident=incident.pk, below=below)

@@ -24,7 +24,7 @@ from provenance.progress import ProgressFn, throttled
 from provenance.selectors import ingesters, radius_actions, ticket_ingesters
 from repairs import parallel
 from repairs.catch_up import snapshot_bound, take_snapshot
-from repairs.engine import walk_incident
+from repairs.walks import walk_incident
 from repairs.faults import fault_point
 from repairs.models import Incident, RepairPart, RepairPartChunk
 from repairs.steps import CHUNK

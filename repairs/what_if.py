@@ -29,7 +29,7 @@ from provenance.progress import ProgressFn, noop
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
 from repairs import downstream
-from repairs.engine import walk_incident
+from repairs.walks import walk_incident
 from repairs.models import Incident, RepairEffect
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
@@ -75,7 +75,7 @@ def desk_fingerprint(workspace: Workspace) -> str:
 
 def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) -> dict:
     """The repair walk of an incident not yet opened (an unsaved Incident), as a plan never applied.
-    The what-if's only call into the walk: the repair job's own (repairs.engine.walk_incident, with the
+    The what-if's only call into the walk: the repair job's own (repairs.walks.walk_incident, with the
     sources the job would leave out), so the two cannot drift."""
     return walk_incident(incident, progress=progress).to_json()
 

@@ -12,7 +12,7 @@ from compensation import acknowledgements
 from kintsugi_site.api import views
 from kintsugi_site.api.agents import RecordingView
 from kintsugi_site.api.errors import ApiError
-from kintsugi_site.api.serializers import AckAnswerSerializer, AckSerializer, OfferedPageSerializer
+from kintsugi_site.api.compensation_serializers import AckAnswerSerializer, AckSerializer, OfferedPageSerializer
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200
 STATES = ("pending",)  # what the agent may ask for: the items awaiting its answer

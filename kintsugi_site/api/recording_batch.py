@@ -8,6 +8,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from kintsugi_site.api import agents
+from kintsugi_site.api.recording_serializers import REQUESTS
 from provenance import batch
 
 
@@ -17,7 +18,7 @@ def _call_serializer(op: str, base: type[serializers.Serializer]) -> type[serial
     return type(name, (base,), fields)
 
 
-CALL_SERIALIZERS = {op: _call_serializer(op, agents.REQUESTS[op]) for op in batch.CALL_OPS}
+CALL_SERIALIZERS = {op: _call_serializer(op, REQUESTS[op]) for op in batch.CALL_OPS}
 
 
 def _call_union(many: bool = False) -> PolymorphicProxySerializer:

@@ -23,6 +23,7 @@ from compensation import links as compensation_links, selectors as compensation_
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
+from kintsugi_site.api.compensation_serializers import ReviewItemSerializer
 from kintsugi_site.api.serializers import (
     ApproveSerializer,
     MAX_BLAST_RADIUS_PAGE,
@@ -35,7 +36,6 @@ from kintsugi_site.api.serializers import (
     IncidentReportQuerySerializer,
     IncidentSerializer,
     ReasonSerializer,
-    ReviewItemSerializer,
     SourceDetailSerializer,
     SourceSerializer,
     WorkspaceDetailSerializer,
