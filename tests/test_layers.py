@@ -52,3 +52,19 @@ def test_another_importer_of_the_job_is_caught():
     graph.add_import(importer="repairs.tasks", imported="repairs.job")
     graph.add_import(importer="repairs.services", imported="repairs.job")
     assert importers_of_the_job(graph) == {"repairs.tasks", "repairs.services"} != {"repairs.tasks"}
+
+
+MAX_MODULE_LINES = 400
+
+
+def _long_modules(root: Path) -> list[str]:
+    return sorted(f"{p.relative_to(root)} ({n})" for package in PACKAGES for p in (root / package).rglob("*.py")
+                  if "migrations" not in p.parts and (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES)
+
+
+def test_no_product_module_is_over_four_hundred_lines(tmp_path):
+    assert _long_modules(ROOT) == []
+    # The red case: a module grown past the bound is named.
+    (tmp_path / "provenance").mkdir()
+    (tmp_path / "provenance" / "grown.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert _long_modules(tmp_path) == [f"provenance/grown.py ({MAX_MODULE_LINES + 1})"]
