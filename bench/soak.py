@@ -296,7 +296,7 @@ class Recorder:
             await post(http, self.samples, "call (effect)", f"{self.url}/actions/{b}/effect/",
                        {"kind": "note", "amount": 0, "ticket": rid, "external": True, "idempotency_key": rid},
                        self.key)
-        except (Answered, Unanswered):
+        except (Answered, Unanswered) as exc:
             # Nothing of it is committed before its last finish: abandon it (best effort; an idle one
             # expires) and record the root again.
             try:
@@ -304,7 +304,8 @@ class Recorder:
                            {"reason": "soak: a call was refused"}, self.key)
             except (Answered, Unanswered):
                 pass
-            raise Answered(0, "refused before the commit", 1.0)
+            status = exc.status if isinstance(exc, Answered) else 0  # 0: unanswered before the commit
+            raise Answered(status, "refused before the commit", getattr(exc, "retry_after", 1.0)) from exc
         done = await post(http, self.samples, "finish (commit)", f"{self.url}/actions/{b}/finish/",
                           {"decision": {"read": True}}, self.key)
         if not done.get("committed"):

@@ -78,3 +78,37 @@ def test_soak_quick_loses_nothing_doubles_nothing_and_repairs_every_incident(tmp
     assert r["no_retry_after"] == 0
     assert all(r["processes_alive_at_end"].values())
     assert "faults → repaired" in stdout and "lost" in stdout
+
+
+@pytest.mark.django_db
+def test_the_ledger_check_reports_a_lost_root_a_doubled_one_and_one_that_landed_though_refused():
+    """The soak's verdict is only as good as this comparison: a root the client holds as committed but
+    the graph lacks is lost, one the graph holds twice is doubled, one the server refused but the graph
+    holds is counted, and a Postgres action count that differs from the graph's is named."""
+    from types import SimpleNamespace
+
+    from bench import soak
+    from provenance.graph import workspace_graph
+    from provenance.models import Workspace
+
+    ws = Workspace.objects.create(name="soak-ledger")
+    graph = workspace_graph(ws.name)
+    rows = [(soak.WRITER, "c0-1"), (soak.READER, "c0-1"),  # committed, once: fine
+            (soak.WRITER, "c0-2"), (soak.READER, "c0-2"), (soak.WRITER, "c0-2"),  # doubled
+            (soak.WRITER, "c0-4"), (soak.READER, "c0-4")]  # refused to the client, yet in the graph
+    for i, (agent, rid) in enumerate(rows, start=1):
+        graph.query("CREATE (:Action {id: $id, agent: $agent, payload: $payload})",
+                    {"id": i, "agent": agent, "payload": json.dumps({"soak": rid})})
+    Workspace.objects.filter(pk=ws.pk).update(action_count=len(rows))
+    client = SimpleNamespace(committed=["c0-1", "c0-2", "c0-3"], unknown=[])  # c0-3 never reached the graph
+    out = soak._ledger_check({"recording": [{"workspace": ws.name}]}, [client])
+    assert (out["committed"], out["lost"], out["duplicated"], out["refused_but_landed"]) == (3, 1, 1, 1)
+    assert out["lost_ids"] == ["c0-3"] and out["duplicated_ids"] == ["c0-2"]
+    assert out["action_count_mismatch"] == []
+    assert not soak.clean({"lost": out["lost"], "duplicated": 0, "ledger": out, "all_repaired": True,
+                           "approvals": {"approved": 0, "executed": 0}})
+
+    Workspace.objects.filter(pk=ws.pk).update(action_count=len(rows) - 1)  # Postgres one short of the graph
+    client.committed = ["c0-1"]
+    out = soak._ledger_check({"recording": [{"workspace": ws.name}]}, [client])
+    assert out["action_count_mismatch"] == [{"workspace": ws.name, "graph": len(rows), "postgres": len(rows) - 1}]
