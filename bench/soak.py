@@ -51,19 +51,25 @@ PAUSE_S = {"per_call": 0.05, "batch": 0.5}  # between roots / batches: a steady 
 REQUEST_TIMEOUT_S = 30.0
 DRAIN_S = {"quick": 120.0, "full": 240.0}
 DESKS = 5
+# Tickets per flagged desk (None: the canonical desk): big enough in a full run that a repair lasts a few
+# seconds; each fault strikes FAULT_AFTER_FLAG_S after its desk's flag was answered, the repair under way.
+DESK_TICKETS = {"quick": None, "full": 600}
+FAULT_AFTER_FLAG_S = 0.5
+APPROVALS_PER_DESK = 15
 WARMUP_S = 3.0
 # The server's deadlines and the healer's pace, shortened so that faults of a minute heal within it.
 SERVER_ENV = {"KINTSUGI_SWEEP_SECONDS": "5", "KINTSUGI_RETRY_BACKOFF_SECONDS": "1",
               "KINTSUGI_RETRY_BACKOFF_MAX_SECONDS": "10", "KINTSUGI_FALKORDB_TIMEOUT_SECONDS": "5",
               "KINTSUGI_BROKER_TIMEOUT_SECONDS": "2", "KINTSUGI_DB_POOL_MAX_SIZE": "8"}
 
-# (at, kind, argument) with `at` a fraction of the run and a fault's argument its length (same unit);
-# a flag's and an approval's argument is the desk. Faults never overlap.
+# (at, kind, argument) with `at` a fraction of the run after the baseline. A flag's and an approval's
+# argument is the desk; a fault's is (the desk flagged just before it, its length as a fraction of the
+# run). Faults never overlap.
 SCHEDULE = [
-    (0.20, "flag", 0), (0.22, "freeze_falkordb", 0.12),
-    (0.38, "flag", 1), (0.40, "stop_falkordb", 0.08),
-    (0.50, "approve", 0), (0.52, "flag", 4), (0.53, "freeze_broker", 0.08), (0.55, "approve", 1),
-    (0.64, "flag", 2), (0.66, "stop_broker", 0.06),
+    (0.20, "freeze_falkordb", (0, 0.12)),
+    (0.38, "stop_falkordb", (1, 0.08)),
+    (0.50, "approve", 0), (0.52, "freeze_broker", (4, 0.08)), (0.56, "approve", 1),  # approvals meet the freeze
+    (0.66, "stop_broker", (2, 0.06)),
     (0.76, "flag", 3),  # a repair with no fault: the control for the fault rows
     (0.84, "approve", 2), (0.86, "approve", 4), (0.88, "approve", 3),
 ]
@@ -177,7 +183,7 @@ class Store:
 
 
 # --- the data ----------------------------------------------------------------------------------------------
-def _prepare(run_id: str, clients: int) -> dict:
+def _prepare(run_id: str, clients: int, tickets: int | None) -> dict:
     """Desks to flag, recording workspaces with their tokens, a lead and a reviewer with API tokens."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
@@ -201,7 +207,7 @@ def _prepare(run_id: str, clients: int) -> dict:
     desks = []
     for i in range(DESKS):
         name = f"soak-{run_id}-desk-{i}"
-        desk_run(workspace=name, reason="soak")
+        desk_run(workspace=name, tickets=tickets, reason="soak")
         ws = Workspace.objects.get(name=name)
         ws.members.add(people["lead"][0], people["reviewer"][0])
         desks.append({"workspace": name, "source": Source.objects.get(workspace=ws, source_id=POISONED_PAGE).pk})
@@ -384,7 +390,7 @@ class Operator:
         self.notes.append(f"flag desk {desk}: gave up")
 
     async def approve(self, http, desk: int, wait_s: float) -> None:
-        """Once the desk's incident is repaired, approve every pending item of it."""
+        """Once the desk's incident is repaired, approve its first APPROVALS_PER_DESK pending items."""
         import httpx
 
         deadline = time.monotonic() + wait_s
@@ -408,7 +414,8 @@ class Operator:
             return
         started = time.monotonic()
         r = await http.get(f"{self.base}/api/v1/review-items/", headers=headers,
-                           params={"incident": flag["incident"], "status": "pending"})
+                           params={"incident": flag["incident"], "status": ItemStatus.PENDING,
+                                   "limit": APPROVALS_PER_DESK})
         self.samples.add("review items (GET)", started, r.status_code)
         for item in r.json()["results"]:
             for _ in range(10):
@@ -420,6 +427,11 @@ class Operator:
                 except (Answered, Unanswered) as exc:
                     self.notes.append(f"approve item {item['id']}: {exc}")
                     await asyncio.sleep(2)
+
+    async def flag_then_fault(self, http, desk: int, kind: str, seconds: float) -> None:
+        await self.flag(http, desk)
+        await asyncio.sleep(FAULT_AFTER_FLAG_S)
+        await self.fault(kind, seconds)
 
     async def fault(self, kind: str, seconds: float) -> None:
         store = self.stores["falkordb" if kind.endswith("falkordb") else "broker"]
@@ -467,12 +479,15 @@ async def _soak(stack: Stack, data: dict, minutes: float, quick: bool, falkordb:
             elif kind == "approve":
                 op.tasks.append(asyncio.create_task(op.approve(http, arg, DRAIN_S["quick" if quick else "full"])))
             else:
-                op.tasks.append(asyncio.create_task(op.fault(kind, arg * rest)))
+                op.tasks.append(asyncio.create_task(op.flag_then_fault(http, arg[0], kind, arg[1] * rest)))
         await asyncio.sleep(max(0.0, total - (time.monotonic() - t0)))
         stop.set()
         common.log(f"soak {time.monotonic() - t0:5.0f}s: deadline; the clients stop, the operator's tasks drain")
-        await asyncio.wait_for(asyncio.gather(*runs), REQUEST_TIMEOUT_S * 3)
         drain = DRAIN_S["quick" if quick else "full"]
+        _, late = await asyncio.wait(runs, timeout=REQUEST_TIMEOUT_S * 3)
+        for task in late:  # a root cut off here was never answered: it is in no ledger
+            task.cancel()
+            op.notes.append("a client outlived the deadline by 90 s and was stopped")
         done, pending = await asyncio.wait(op.tasks, timeout=drain)
         for task in pending:
             task.cancel()
@@ -629,7 +644,7 @@ def run(quick: bool, minutes: float | None = None) -> dict:
     run_id = time.strftime("%Y%m%d%H%M%S")
     clients = sum(CLIENTS.values())
     common.log(f"soak: {DESKS} desks, {clients} recording workspaces")
-    data = _prepare(run_id, clients)
+    data = _prepare(run_id, clients, DESK_TICKETS[mode])
     tmp = Path(tempfile.mkdtemp(prefix="kintsugi-soak-"))
     common._dirs.append(tmp)  # removed at exit with the bench's stores
     stack = Stack(tmp)

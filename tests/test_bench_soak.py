@@ -38,7 +38,7 @@ def _processes_with(env_entry: str) -> list[str]:
 
 def test_soak_quick_loses_nothing_doubles_nothing_and_repairs_every_incident(tmp_path):
     base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
-    db = f"{name.split('?')[0]}_bench_soak"
+    db = f"{name.split('?')[0]}_test_soak"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
     env["DATABASE_URL"] = f"{base}/{db}"
     out = tmp_path / "soak.json"
