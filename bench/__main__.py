@@ -8,8 +8,10 @@ agents [--quick] [--same-workspace]` times recording over HTTP against recording
 concurrent clients call by call and in batches; `python -m bench scale [--actions N]
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
 repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory; `python -m bench delivery
-[--quick]` delivers approved items through each connector against local servers beside the sandbox. None of these is part
-of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
+[--quick]` delivers approved items through each connector against local servers beside the sandbox; `python -m bench
+soak [--minutes M] [--quick]` records over HTTP for M minutes (default 10, quick 1) while sources are flagged, items
+approved and FalkorDB and the broker frozen and stopped on a schedule, then checks 0 lost, 0 duplicated and every
+incident repaired (results in bench/results/soak.json). None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
 (recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
 roots against sequential ones. Results
 also go to
@@ -38,7 +40,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "delivery", "live")  # run only when named
+EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak")  # run only when named
 
 
 def _git_commit() -> str:
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actions", type=lambda s: int(s.replace("_", "").replace(",", "")),
                         help="scale: desk size in actions (default 1,000,000; --quick: 400)")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
+    parser.add_argument("--minutes", type=float, help="soak: how long to record (default 10; --quick: 1)")
     parser.add_argument("--same-workspace", action="store_true",
                         help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
@@ -104,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
                 out = module.run(args.quick, same_workspace=args.same_workspace)
             elif name == "live":
                 out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
+            elif name == "soak":
+                out = module.run(args.quick, minutes=args.minutes)
+                out["seconds"] = time.perf_counter() - t0
+                results["benchmarks"][name] = out
+                common.write_results(results, _path(args.output) or common.RESULTS_DIR / "soak.json")
+                return 0 if module.clean(out) else 1
             else:
                 out = module.run(args.quick)
             out["seconds"] = time.perf_counter() - t0

@@ -1,0 +1,114 @@
+"""`python -m bench soak --quick`: a minute of recording over HTTP while desks are flagged, items approved
+and FalkorDB and the broker frozen and stopped, in its own process with its own stores and a database of
+its own (dropped afterwards). Nothing the server said it committed is lost or doubled, every incident
+ends repaired, every approval executes, and the run leaves no process behind."""
+import json
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.bench
+
+FAULTS = {"freeze_falkordb", "stop_falkordb", "freeze_broker", "stop_broker"}
+
+
+def _processes_with(env_entry: str) -> list[str]:
+    """Command lines of live processes whose environment holds `env_entry` (what a run left behind: the
+    servers it started inherit its DATABASE_URL, which names this test's own database)."""
+    found, needle = [], env_entry.encode() + b"\0"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read() + b"\0":
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                found.append(f.read().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return found
+
+
+def test_soak_quick_loses_nothing_doubles_nothing_and_repairs_every_incident(tmp_path):
+    base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
+    db = f"{name.split('?')[0]}_test_soak"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
+    env["DATABASE_URL"] = f"{base}/{db}"
+    out = tmp_path / "soak.json"
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "bench", "soak", "--quick", "--output", str(out)], cwd=ROOT,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=420)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        leftovers = _processes_with(f"DATABASE_URL={env['DATABASE_URL']}")
+    finally:
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert not leftovers
+    r = json.loads(out.read_text())["benchmarks"]["soak"]
+    assert {"lost", "duplicated", "ledger", "incidents", "all_repaired", "faults", "approvals", "latency",
+            "baseline_s", "minutes"} <= set(r)
+    assert r["ledger"]["committed"] > 50
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["ledger"]["refused_but_landed"] == 0
+    assert r["ledger"]["action_count_mismatch"] == []
+    assert r["all_repaired"], r["incidents"]
+    assert len(r["incidents"]) == 5 and all(i["status"] == "repaired" for i in r["incidents"].values())
+    assert {f["kind"] for f in r["faults"]} == FAULTS
+    for fault in r["faults"]:
+        # A desk is flagged just before each fault: a repair is under way when it strikes, and heals after.
+        assert fault["incidents"] and fault["all_repaired"] and fault["end_to_repaired_s"] >= 0, fault
+    assert r["approvals"]["approved"] > 0 and r["approvals"]["executed"] == r["approvals"]["approved"]
+    endpoints = {row["endpoint"]: row for row in r["latency"]}
+    for endpoint in ("open", "finish (commit)", "batch", "flag", "approve"):
+        row = endpoints[endpoint]
+        assert row["soak"]["count"] > 0 and row["soak"]["p95_ms"] > 0, endpoint
+    assert endpoints["open"]["baseline"]["count"] > 0 and endpoints["batch"]["baseline"]["count"] > 0
+    assert r["no_retry_after"] == 0
+    assert all(r["processes_alive_at_end"].values())
+    assert "faults → repaired" in stdout and "lost" in stdout
+
+
+@pytest.mark.django_db
+def test_the_ledger_check_reports_a_lost_root_a_doubled_one_and_one_that_landed_though_refused():
+    """The soak's verdict is only as good as this comparison: a root the client holds as committed but
+    the graph lacks is lost, one the graph holds twice is doubled, one the server refused but the graph
+    holds is counted, and a Postgres action count that differs from the graph's is named."""
+    from types import SimpleNamespace
+
+    from bench import soak
+    from provenance.graph import workspace_graph
+    from provenance.models import Workspace
+
+    ws = Workspace.objects.create(name="soak-ledger")
+    graph = workspace_graph(ws.name)
+    rows = [(soak.WRITER, "c0-1"), (soak.READER, "c0-1"),  # committed, once: fine
+            (soak.WRITER, "c0-2"), (soak.READER, "c0-2"), (soak.WRITER, "c0-2"),  # doubled
+            (soak.WRITER, "c0-4"), (soak.READER, "c0-4")]  # refused to the client, yet in the graph
+    for i, (agent, rid) in enumerate(rows, start=1):
+        graph.query("CREATE (:Action {id: $id, agent: $agent, payload: $payload})",
+                    {"id": i, "agent": agent, "payload": json.dumps({"soak": rid})})
+    Workspace.objects.filter(pk=ws.pk).update(action_count=len(rows))
+    client = SimpleNamespace(committed=["c0-1", "c0-2", "c0-3"], unknown=[])  # c0-3 never reached the graph
+    out = soak._ledger_check({"recording": [{"workspace": ws.name}]}, [client])
+    assert (out["committed"], out["lost"], out["duplicated"], out["refused_but_landed"]) == (3, 1, 1, 1)
+    assert out["lost_ids"] == ["c0-3"] and out["duplicated_ids"] == ["c0-2"]
+    assert out["action_count_mismatch"] == []
+    assert not soak.clean({"lost": out["lost"], "duplicated": 0, "ledger": out, "all_repaired": True,
+                           "approvals": {"approved": 0, "executed": 0}})
+
+    Workspace.objects.filter(pk=ws.pk).update(action_count=len(rows) - 1)  # Postgres one short of the graph
+    client.committed = ["c0-1"]
+    out = soak._ledger_check({"recording": [{"workspace": ws.name}]}, [client])
+    assert out["action_count_mismatch"] == [{"workspace": ws.name, "graph": len(rows), "postgres": len(rows) - 1}]
