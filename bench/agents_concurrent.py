@@ -8,7 +8,7 @@ effect; 8 recorder ops) until the window closes:
 - `batch`: whole finished recordings, BATCH_ROOTS roots per `POST /recording/batch/`.
 Latency percentiles are per request. By default each client records into a workspace of its own (one
 recording per workspace may be open at a time); `--same-workspace` puts every client in one workspace,
-so the rows measure concurrent recording there (a 409 recording_in_progress is retried and counted).
+so the rows measure concurrent recording there (a 409 workspace_busy is retried and counted).
 
 Clients are asyncio tasks on one httpx connection pool in this process, which shares the machine's cores
 with the server: on a small box the client's own CPU is part of what limits the figures.
@@ -61,7 +61,7 @@ class _Client:
                 if attempt == 2:
                     raise
         self.latencies.append(time.perf_counter() - t0)
-        if response.status_code == 409 and response.json()["error"]["code"] == "recording_in_progress":
+        if response.status_code == 409 and response.json()["error"]["code"] == "workspace_busy":
             self.conflicts += 1
             return None
         if response.status_code >= 400:

@@ -17,6 +17,7 @@ from django.utils.text import Truncator
 from compensation import edits, effect_kinds, selectors, sequencing, services
 from compensation.case_admin import CaseViews
 from compensation.case_bulk_admin import CaseBulkViews
+from compensation.delivery_admin import DeliveryViews
 from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
 from core.admin_rows import WrittenByServices
@@ -65,7 +66,7 @@ class IncidentFilter(admin.SimpleListFilter):
 
 
 @admin.register(CompensationItem)
-class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, WorkspaceScoped, admin.ModelAdmin):
+class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, DeliveryViews, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "incident__workspace"
     list_display = ("item_link", "incident", "kind", "ticket_id", "customer_email", "amount", "status", "valid",
                     "draft_summary", "drafted_by")
@@ -133,7 +134,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Workspa
     # --- the review page -------------------------------------------------------------------------------
     def get_urls(self):
         wrap = self.admin_site.admin_view
-        return self.case_bulk_urls() + self.case_urls() + [
+        return self.case_bulk_urls() + self.case_urls() + self.delivery_urls() + [
             path("<int:item_id>/decide/", wrap(self.decide_view), name="compensation_compensationitem_decide"),
         ] + super().get_urls()
 
@@ -176,6 +177,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Workspa
             "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),
             "item_history_url": reverse("admin:compensation_auditevent_changelist") + f"?item={item.pk}",
             "incident_history_url": reverse("admin:compensation_auditevent_changelist") + f"?incident__id__exact={item.incident_id}",
+            **self.delivery_context(request, item),
             "can_export": request.user.has_perm("compensation.export_auditevent"),
             "export_url": reverse("admin:compensation_auditevent_export"),
             **(extra_context or {}),
@@ -274,3 +276,4 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Workspa
 # The audit trail's changelist and export live in their own module.
 from compensation.audit_admin import AuditEventAdmin  # noqa: E402,F401
 from compensation.ticket_admin import TicketAdmin  # noqa: E402,F401
+from compensation.delivery_admin import WorkspaceConnectorAdmin  # noqa: E402,F401

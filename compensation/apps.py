@@ -7,7 +7,7 @@ class CompensationConfig(AppConfig):
 
     def ready(self) -> None:
         from compensation import checks, drafting, receivers  # noqa: F401  (registers checks, model tasks, receivers)
-        from compensation import drafts, execution, review_numbers, selectors
+        from compensation import delivery_selectors, drafts, execution, review_numbers, selectors
         from compensation.models import CompensationItem
         from compensation.effect_kinds import effect_kind
         from provenance import upstream
@@ -23,6 +23,7 @@ class CompensationConfig(AppConfig):
             review_queue_url=selectors.review_queue_url,
             review=review_numbers.review, review_by_incident=review_numbers.review_by_incident,
             review_from_counts=review_numbers.from_counts, review_status_text=review_numbers.status_text,
+            failed_deliveries=delivery_selectors.failed_deliveries,
             undecided_count=lambda *, incident: CompensationItem.objects.filter(
                 incident=incident, status=CompensationItem.Status.PENDING).count(),
         )

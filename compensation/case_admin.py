@@ -13,7 +13,8 @@ from django.urls import path, reverse
 from urllib.parse import urlencode
 
 from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
-from compensation import sequencing, services
+from compensation import delivery_selectors, sequencing, services
+from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.vocabulary import Via
 from provenance import tenancy
@@ -50,7 +51,7 @@ class CaseViews:
         except case_queue.BadFilter as exc:
             messages.error(request, f"Filter ignored: {exc}")
             filters = case_queue.Filters()
-        if not filters.state and "state" not in request.GET:
+        if not filters.state and "state" not in request.GET and not filters.delivery:
             # The older `status` switch (needs a decision / decided / all) reads as a state filter.
             status = request.GET.get("status", "pending")
             filters.state = {"pending": "needs_decision", "decided": "decided"}.get(status, "" if status == "all" else "needs_decision")
@@ -101,6 +102,8 @@ class CaseViews:
             "kinds": CompensationItem.Kind.choices,
             "outcomes": case_queue.OUTCOMES,
             "states": case_queue.STATE_WORDS.items(),
+            "delivery_filters": case_queue.DELIVERY_WORDS.items(),
+            "failed_deliveries_url": delivery_selectors.failed_url(),
             "hidden": {k: v for k, v in base.items() if k in ("incident",)},
             "state_links": [(value, label, link(state=value)) for value, label in case_queue.STATE_WORDS.items()],
             "next_url": link(after=found.next_cursor) if found.has_next else "",
@@ -143,6 +146,7 @@ class CaseViews:
             "prev_url": prev_url,
             "next_url": next_case.url + suffix if next_case else "",
             "cases_url": reverse("admin:compensation_compensationitem_cases") + suffix,
+            "needs_person": sorted(DeliveryState.needs_person()),
         }
         return TemplateResponse(request, "admin/compensation/compensationitem/case.html", context)
 

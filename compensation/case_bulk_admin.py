@@ -14,7 +14,8 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import assignments, case_decisions, case_queue
+from compensation import assignments, case_decisions, case_queue, deliveries
+from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
 from core.vocabulary import Via
 from provenance import tenancy
@@ -32,6 +33,14 @@ def _keys(raw: list[str]) -> list[tuple[int, str]]:
         if incident.isdigit() and ticket:
             out.append((int(incident), ticket))
     return list(dict.fromkeys(out))
+
+
+def _money(items) -> dict[str, int]:
+    money: dict[str, int] = {}
+    for item in items:
+        if item.moves_money:
+            money[item.currency] = money.get(item.currency, 0) + item.amount_cents
+    return money
 
 
 class CaseBulkViews:
@@ -56,7 +65,7 @@ class CaseBulkViews:
             if incident is None:
                 raise Http404("no such incident")
         filters = case_queue.Filters.from_query(params)
-        if "state" not in params:
+        if "state" not in params and not filters.delivery:
             filters.state = "needs_decision"  # the list's default: the cases that need a decision
         return case_queue.keys(user=request.user, incident=incident, filters=filters, actor=request.user,
                                limit=CONFIRM_LIMIT)
@@ -95,6 +104,8 @@ class CaseBulkViews:
             done = {"claim": "claimed", "unassign": "unassigned"}.get(decision, f"assigned to {assignee.get_username()}")
             messages.success(request, f"{n} case(s) {done}.")
             return HttpResponseRedirect(back)
+        if decision == "deliver_again":
+            return self._bulk_deliver_again(request, found=found, reason=reason, back=back)
         if decision not in ("approve", "reject"):
             messages.error(request, f"Refused: unknown decision {decision!r}")
             return HttpResponseRedirect(back)
@@ -117,6 +128,38 @@ class CaseBulkViews:
                 messages.error(request, f"Case {case.ticket}, item #{item.pk} refused: {why}")
         messages.success(request, f"{len(found)} case(s): {decided} item(s) {decision}d"
                                   + (f", {refused} refused" if refused else "") + ".")
+        return HttpResponseRedirect(back)
+
+    def _bulk_deliver_again(self, request, *, found: list, reason: str, back: str):
+        """Send the selected cases' failed, dead or uncertain deliveries once more: a confirmation page
+        listing each one and its last reason, then compensation.deliveries.deliver_again per item (the
+        Reviewer role, tenancy and the audit record are the service's)."""
+        failed = [(case, c.item) for case in found for c in case.items if delivery_needs_person(c.item)]
+        if request.POST.get("confirm") != "yes" or not reason:
+            if request.POST.get("confirm") == "yes":
+                messages.error(request, "A reason is required to deliver again.")
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": f"Deliver again {len(failed)} item(s)?",
+                "cases": found,
+                "failed": failed,
+                "money": ", ".join(format_money(n, c) for c, n in sorted(_money(i for _, i in failed).items()) if n)
+                or "no money (emails only)",
+                "reason": reason,
+                "filters": request.POST.get("filters", ""),
+                "back": back,
+                "placeholder": "why sending these again is right now (the receiver is fixed, the card updated…)",
+            }
+            return TemplateResponse(request, "admin/compensation/compensationitem/cases_deliver_again.html", context)
+        done = 0
+        for _, item in failed:
+            try:
+                deliveries.deliver_again(item=item, actor=request.user, reason=reason, via=VIA)
+                done += 1
+            except (PermissionError, ValueError) as exc:
+                messages.error(request, f"Item #{item.pk} refused: {exc}")
+        messages.success(request, f"{done} deliver{'y' if done == 1 else 'ies'} queued again.")
         return HttpResponseRedirect(back)
 
     def _bulk_confirm(self, request, *, decision: str, found: list, reason: str):

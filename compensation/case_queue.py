@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from django.db.models import Case as When_, Count, Exists, IntegerField, Max, OuterRef, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
-from compensation import cases as case_build
+from compensation import cases as case_build, delivery_selectors
+from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.money import format_money, parse_money
 from provenance import tenancy
@@ -32,6 +33,8 @@ STATE_WORDS = {"needs_decision": "needs a decision", "waiting": "approved, waiti
                "decided": "decided"}
 OUTCOMES = ("approved", "executed", "rejected", "cancelled")
 GONE = (St.REJECTED, St.CANCELLED)
+DELIVERY_FILTERS = {delivery_selectors.FAILED: sorted(DeliveryState.needs_person())}
+DELIVERY_WORDS = {delivery_selectors.FAILED: "delivery failed: a person decides"}
 
 
 class BadFilter(ValueError):
@@ -47,6 +50,7 @@ class Filters:
     min_cents: int | None = None
     max_cents: int | None = None
     assignee: str = ""  # "me", "none" (unassigned), or a username; see compensation.assignments
+    delivery: str = ""  # "failed": cases with a delivery no retry will change (compensation.delivery_selectors)
 
     @classmethod
     def from_query(cls, params) -> "Filters":
@@ -54,7 +58,9 @@ class Filters:
         state = params.get("state") or ""
         f = cls(q=(params.get("q") or "").strip()[:100], kind=params.get("kind") or "",
                 outcome=params.get("outcome") or "", state="" if state == "all" else state,
-                assignee=(params.get("assignee") or "").strip()[:150])
+                assignee=(params.get("assignee") or "").strip()[:150], delivery=params.get("delivery") or "")
+        if f.delivery and f.delivery not in DELIVERY_FILTERS:
+            raise BadFilter(f"unknown delivery filter {f.delivery!r}")
         if f.kind and f.kind not in K.values:
             raise BadFilter(f"unknown kind {f.kind!r}")
         if f.outcome and f.outcome not in OUTCOMES:
@@ -74,14 +80,19 @@ class Filters:
         """The filters as URL parameters (empty ones left out), for links that keep them."""
         out = {"q": self.q, "kind": self.kind, "outcome": self.outcome, "state": self.state or "all",
                "min": f"{self.min_cents / 100:.2f}" if self.min_cents is not None else "",
-               "max": f"{self.max_cents / 100:.2f}" if self.max_cents is not None else "", "assignee": self.assignee}
+               "max": f"{self.max_cents / 100:.2f}" if self.max_cents is not None else "", "assignee": self.assignee,
+               "delivery": self.delivery}
         return {k: v for k, v in out.items() if v}
 
 
-def _items(*, user, incident):
+def _items(*, user, incident, filters: Filters | None = None):
     qs = tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
     if incident is not None:
         return qs.filter(incident=incident)
+    if filters is not None and filters.delivery:
+        # A failed delivery's incident may have nothing left to decide: its incidents come from the
+        # (indexed, small) failed deliveries, not from the newest incidents with pending items.
+        return qs.filter(incident_id__in=delivery_selectors.failed_incident_ids(user=user))
     newest = (qs.filter(status=St.PENDING).order_by("-incident_id").values_list("incident_id", flat=True)
               .distinct()[:case_build.INCIDENT_LIMIT])
     return qs.filter(incident_id__in=list(newest))
@@ -102,11 +113,13 @@ def _has_item(incident, **lookups) -> Q:
 
 
 def _case_match(*, incident, filters: Filters, actor) -> Q:
-    """The item-level filters (text, kind, outcome, assignee) as one condition on an item row that holds
+    """The item-level filters (delivery, text, kind, outcome, assignee) as one condition on an item row that holds
     for every item of a matching case."""
     from compensation.assignments import assignee_filter
 
     match = Q()
+    if filters.delivery:
+        match &= _has_item(incident, delivery__state__in=DELIVERY_FILTERS[filters.delivery])
     if filters.q:
         match &= _has_item(incident, match=_text_match(filters.q))
     if filters.kind:
@@ -156,7 +169,8 @@ def _case_level(filters: Filters) -> Q:
 
 def grouped(*, user, incident, filters: Filters, actor=None):
     """One row per case matching `filters` (see _per_case), ordered as the desk works."""
-    qs = _items(user=user, incident=incident).filter(_case_match(incident=incident, filters=filters, actor=actor))
+    qs = _items(user=user, incident=incident, filters=filters).filter(_case_match(incident=incident, filters=filters,
+                                                                                 actor=actor))
     return _per_case(qs).filter(_case_level(filters)).order_by("rank", "-incident_id", "ticket_id")
 
 
@@ -292,7 +306,7 @@ def matching_totals(*, user, incident, filters: Filters, actor=None) -> dict:
                                 .distinct()))
         return figures(user=user, incident=incident, filters=filters, actor=actor, currencies=currencies)[0]
     rows = grouped(user=user, incident=incident, filters=filters, actor=actor).annotate(currency=Max("currency"))
-    currencies = sorted(set(_items(user=user, incident=incident).order_by().values_list("currency", flat=True).distinct()))
+    currencies = sorted(set(_items(user=user, incident=incident, filters=filters).order_by().values_list("currency", flat=True).distinct()))
     sums = {f"m_{n}": Coalesce(Sum("stake", filter=Q(currency=c)), Value(0)) for n, c in enumerate(currencies)}
     found = rows.aggregate(t_cases=Count("ticket_id"), t_left=Count("ticket_id", filter=Q(rank=0)),
                            t_items=Coalesce(Sum("items"), Value(0)), t_pending=Coalesce(Sum("pending"), Value(0)),

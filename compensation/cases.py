@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 
 from compensation import sequencing
-from compensation.delivery_models import delivery_needs_person
+from compensation.delivery_models import Delivery, delivery_needs_person
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
 from core.money import format_money
@@ -62,6 +62,14 @@ class CaseItem:
         from compensation.approval import in_undo_window
 
         return self.item.status in (St.APPROVED, St.REJECTED) and in_undo_window(self.item)
+
+    @property
+    def delivery(self):
+        """Its Delivery (read with the item), None before its first try."""
+        try:
+            return self.item.delivery
+        except Delivery.DoesNotExist:
+            return None
 
     @property
     def held(self) -> bool:

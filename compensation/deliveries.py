@@ -11,7 +11,8 @@ executed. It
 3. sends; a temporary failure is retried with backoff (the task's retry and the sweep both respect
    `next_attempt_at`), up to KINTSUGI_DELIVERY_MAX_ATTEMPTS, then the delivery is dead-lettered; a
    permanent one fails with its reason;
-4. stores the provider's answer.
+4. stores the provider's answer. An item offered to a team's own agent (agent_pull) has not left: it
+   stays approved, `awaiting_ack`, until the agent acknowledges it (compensation.acknowledgements).
 Connectors that resume safely (Stripe's Idempotency-Key, the webhook's Idempotency-Key, the sandbox's
 unique keys) repeat step 3 after a crash with the same key and the provider answers the first result.
 """
@@ -56,7 +57,7 @@ def _start(item: CompensationItem) -> tuple[Delivery, bool]:
         name, _ = config.choice(workspace_id=item.incident.workspace_id, kind=item.kind)
         Delivery.objects.get_or_create(item=item, defaults={"connector": name})
         delivery = Delivery.objects.select_for_update().get(item=item)
-        if delivery.state in S.settled() or delivery.state in S.needs_person():
+        if delivery.state in S.settled() or delivery.state in S.needs_person() or delivery.state == S.AWAITING_ACK:
             return delivery, False
         if delivery.state == S.SENDING and not connector(delivery.connector).resumes_safely:
             delivery.state = S.UNCERTAIN
@@ -75,8 +76,8 @@ def _start(item: CompensationItem) -> tuple[Delivery, bool]:
 
 def send(item: CompensationItem) -> Outcome | None:
     """Deliver one approved item through its connector (see the module docstring). Returns the outcome
-    once the item has left, None when a person must decide (failed, dead, uncertain); raises
-    TemporaryFailure when it should be tried again later."""
+    once the item has left, None when a person must decide (failed, dead, uncertain) or the team's agent
+    has yet to acknowledge it (awaiting_ack); raises TemporaryFailure when it should be tried again later."""
     delivery, now = _start(item)
     if not now:
         return Outcome(delivery.state, delivery.reference) if delivery.state in S.settled() else None
@@ -111,7 +112,7 @@ def send(item: CompensationItem) -> Outcome | None:
         delivery.save(update_fields=["state", "reference", "failure_reason", "next_attempt_at", "accepted_at",
                                      "updated_at"])
         _log(delivery, outcome.state, status_code=outcome.status_code, started=started, detail=outcome.detail)
-    return outcome
+    return outcome if outcome.state in S.settled() else None
 
 
 def due(queryset):
@@ -163,7 +164,9 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
         raise DeliveryRefused(f"user {actor.username!r} may not deliver items (Reviewer needed)")
     with transaction.atomic():
         audit.lock_chain(item.incident.workspace_id)
-        delivery = Delivery.objects.select_for_update().get(item=item)
+        delivery = Delivery.objects.select_for_update().filter(item=item).first()
+        if delivery is None:
+            raise DeliveryRefused(f"item #{item.pk} has not been tried yet: there is nothing to deliver again")
         if delivery.state not in S.needs_person():
             raise DeliveryRefused(f"item #{item.pk}'s delivery is {delivery.state}: only a failed, dead or "
                                   f"uncertain one is delivered again")

@@ -21,6 +21,9 @@ class DeliveryState(models.TextChoices):
     CANCELED = "canceled", "canceled"
     DEAD = "dead", "gave up after its last try"
     UNCERTAIN = "uncertain", "uncertain: the worker stopped while the provider answered"
+    # A team that performs its own effects (compensation.connectors.agent_pull): offered to its agent,
+    # which pulls it and answers performed (delivered) or failed; until then nothing has left.
+    AWAITING_ACK = "awaiting_ack", "awaiting acknowledgement"
 
     @classmethod
     def settled(cls) -> frozenset[str]:

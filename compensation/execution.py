@@ -74,7 +74,7 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
         item.save(update_fields=["execution_attempts", "updated_at"])
     sent = deliveries.send(item)  # TemporaryFailure propagates: the task retries with backoff
     if sent is None:
-        return item  # failed, dead-lettered or uncertain: it stays approved, and a person decides
+        return item  # failed, dead or uncertain (a person decides), or awaiting the team's agent: still approved
     outcome = {"delivery": sent.state, "connector": item.delivery.connector, "reference": sent.reference}
     if item.delivery.connector == "manual":  # nothing left: the approval's reason records what a person did
         outcome |= {"manual": True, "recorded": item.decision_reason}

@@ -176,12 +176,18 @@ def item_counts(*, incident: Incident) -> ItemCounts:
 
 
 def compensation_items(*, incident: Incident) -> list[dict]:
-    """Every compensation item of `incident` with its decision and audit history (for the report), in
-    two queries whatever the number of items."""
+    """Every compensation item of `incident` with its decision, delivery and audit history (for the
+    report), in two queries whatever the number of items (and one per kind not yet tried)."""
     from core.audit import export_row
     from compensation.edits import edit_diffs
 
-    items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by").order_by("pk"))
+    from compensation.delivery_selectors import report_line
+
+    items = list(CompensationItem.objects.filter(incident=incident).select_related("decided_by", "delivery")
+                 .order_by("pk"))
+    for i in items:
+        i.incident = incident  # the report's connector lookups need the workspace, not a query per item
+    chosen: dict[str, str] = {}
     diffs = edit_diffs(items)
     history: dict[str, list[dict]] = defaultdict(list)
     for event in AuditEvent.objects.filter(subject_type="compensation_item",
@@ -197,6 +203,8 @@ def compensation_items(*, incident: Incident) -> list[dict]:
         "executed_at": i.executed_at.isoformat() if i.executed_at else None, "history": history[str(i.pk)],
         # An edited item: each field as drafted and as approved (compensation.edits).
         "edit": [{**e.as_dict(), "label": e.label, "pieces": e.pieces} for e in diffs.get(i.pk, [])],
+        # Where it went: state, connector, the provider's reference and how many tries (None before approval).
+        "delivery": report_line(i, chosen),
     } for i in items]
 
 

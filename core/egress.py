@@ -208,9 +208,11 @@ def check_url(url: str) -> str:
     return url
 
 
-def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 1024) -> int:
-    """POST `body` to `url` at the address checked now, never following a redirect. Returns the 2xx
-    status; EgressFailed(outcome) otherwise (the remote text is logged, never returned)."""
+def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 1024,
+              headers: dict[str, str] | None = None) -> int:
+    """POST `body` to `url` at the address checked now, never following a redirect, with `headers` beside
+    the Host and Content-Type it sets. Returns the 2xx status; EgressFailed(outcome) otherwise (the remote
+    text is logged, never returned)."""
     try:
         dest = destination(url)
     except Unresolved as exc:  # a name server away is an outage like any other: retried, not refused
@@ -228,7 +230,8 @@ def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 
     try:
         response = pool.urlopen("POST", dest.path, body=body, redirect=False, retries=False, preload_content=False,
                                 assert_same_host=False,
-                                headers={"Host": dest.host_header, "Content-Type": "application/json"})
+                                headers={**(headers or {}), "Host": dest.host_header,
+                                         "Content-Type": "application/json"})
         try:
             response.read(max_answer)
         finally:

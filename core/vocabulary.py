@@ -97,6 +97,7 @@ class AuditAction(models.TextChoices):
     CONNECTOR_SET = "connector.set"
     ITEM_DELIVERY_RETRIED = "item.delivery_retried"
     ITEM_DELIVERY_CHANGED = "item.delivery_changed"
+    ITEM_DELIVERY_ACKNOWLEDGED = "item.delivery_acknowledged"  # by the team's own agent (agent_pull)
     # the review desk: cases and the policies that decide many items at once
     CASE_ASSIGNED = "case.assigned"
     POLICY_PROPOSED = "policy.proposed"
@@ -124,6 +125,7 @@ class AuditAction(models.TextChoices):
     TICKET_CHANGED = "ticket.changed"
     AGENT_REGISTERED = "agent.registered"
     AGENT_CHANGED = "agent.changed"
+    AGENT_SECRET_ROTATED = "agent.secret_rotated"
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
     # a person's API token (provenance.tokens)

@@ -3,7 +3,8 @@
     python examples/remote_agent.py --base-url URL --token TOKEN --workspace W --replay-port PORT
 
 With a person's API token (a superuser or a Workspace admin) it creates workspace W, its three policy
-pages and 24 tickets, registers its four agents with a replay endpoint on 127.0.0.1:PORT and issues
+pages and 24 tickets, registers its four agents with a replay endpoint on 127.0.0.1:PORT (keeping the
+replay secret each registration answers with, to check kintsugi's signature on every replay) and issues
 itself a recording token; then it records the desk (research on each page, triage on each ticket,
 each handing off to refund and notifier as the built-in desk does), prints one JSON line
 {"workspace", "actions", "source"} and serves kintsugi's replays until it is terminated.
@@ -142,14 +143,14 @@ def compose_email(p: dict) -> tuple[str, str]:
             f"your options; this order does not qualify for a refund.")
 
 
-def build_desk(client: Client, effects_log: str | None) -> Desk:
+def build_desk(client: Client, effects_log: str | None, replay_secrets: dict[str, str]) -> Desk:
     def perform(agent: str, payload: dict, effect: dict) -> None:
         if effects_log:
             with open(effects_log, "a") as log:
                 log.write(json.dumps({"agent": agent, "ticket": effect["ticket"], "kind": effect["kind"],
                                       "amount": effect["amount"], "key": effect["idempotency_key"]}) + "\n")
 
-    desk = Desk(client, perform=perform)
+    desk = Desk(client, replay_secret=replay_secrets, perform=perform)
 
     @desk.agent(AGENT["research"])
     def research(rec, payload):
@@ -197,8 +198,21 @@ def build_desk(client: Client, effects_log: str | None) -> Desk:
     return desk
 
 
+def replay_secrets(admin: Client, workspace: str, replay_url: str, *, register: bool) -> dict[str, str]:
+    """Each agent's replay secret: a new registration answers with it once; an agent registered before
+    (this desk restarted) gets a new one, since no one can read the old one back."""
+    ws = admin.ensure_workspace(workspace, reason="remote desk setup")
+    found: dict[str, str] = {}
+    for name in AGENT.values():
+        answer = admin.register_agent(ws["id"], name, replay_url, reason="remote desk setup") if register else {}
+        found[name] = answer.get("replay_secret") or admin.rotate_replay_secret(
+            ws["id"], name, reason="remote desk restarted: its replay secret was not kept")
+    return found
+
+
 def set_up(admin: Client, workspace: str, replay_url: str) -> str:
-    """Create the workspace and what the desk needs; returns a recording token for it."""
+    """Create the workspace and what the desk needs (not its agents: replay_secrets registers them);
+    returns a recording token for it."""
     reason = "remote desk setup"
     ws = admin.ensure_workspace(workspace, reason=reason)
     for source_id, title, content in PAGES:
@@ -208,8 +222,6 @@ def set_up(admin: Client, workspace: str, replay_url: str) -> str:
                          customer_email=p["email"], subject=p["subject"], body=p["body"],
                          amount_cents=p["amount_cents"], currency=p["currency"], tier=p["tier"],
                          payment_reference=p["payment_reference"])
-    for name in AGENT.values():
-        admin.register_agent(ws["id"], name, replay_url, reason=reason)
     return admin.issue_agent_token(ws["id"], label=f"remote desk {workspace}", reason=reason)
 
 
@@ -227,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     replay_url = f"http://127.0.0.1:{args.replay_port}/replay"
     try:
         key = "" if args.serve_only else set_up(admin, args.workspace, replay_url)
-        desk = build_desk(Client(args.base_url, key), args.effects_log)
+        secrets = replay_secrets(admin, args.workspace, replay_url, register=not args.serve_only)
+        desk = build_desk(Client(args.base_url, key), args.effects_log, secrets)
         desk.serve_replays("127.0.0.1", args.replay_port, block=False)
         actions = 0
         if not args.serve_only:

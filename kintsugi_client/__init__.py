@@ -5,11 +5,14 @@ serve kintsugi's replays of them. The Python standard library only; copy it anyw
     ws = client.ensure_workspace("desk", reason="our support desk")
     key = client.issue_agent_token(ws["id"], label="desk agents", reason="recording")
 
-    desk = Desk(Client("http://127.0.0.1:8000", key))               # recording, with the recording token
+    desk = Desk(Client("http://127.0.0.1:8000", key), replay_secret=secret)  # the agent's krs_ secret
     @desk.agent("triage")
     def triage(rec, payload): ...                                  # rec.get / set / ingest / handoff / effect
     desk.run_root("triage", {"ticket": "t01", ...})                # the root and, depth first, its handoffs
     desk.serve_replays("127.0.0.1", 9100)                          # kintsugi re-runs actions here in repairs
+
+serve_replays runs an agent only for a replay request signed with the registration's replay secret
+(kintsugi_client.signing); anything else is answered 401 before any agent code runs.
 
 An agent function is written exactly as an in-process `@agent` function of kintsugi: it gets a
 recorder and the payload and returns a structured decision (a dict without floats).
@@ -21,9 +24,11 @@ import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-__all__ = ["Client", "Desk", "KintsugiError", "RemoteRecorder"]
+from kintsugi_client.signing import ForgedReplay, SeenReplays, verify_request
+
+__all__ = ["Client", "Desk", "ForgedReplay", "KintsugiError", "RemoteRecorder"]
 
 
 class KintsugiError(Exception):
@@ -110,8 +115,14 @@ class Client:
 
     def register_agent(self, workspace: int, name: str, replay_url: str, *, reason: str,
                        timeout_seconds: int = 30) -> dict:
+        """Register (or re-point) an agent; a new registration's answer carries `replay_secret`, once."""
         return self.request("POST", f"/api/v1/workspaces/{workspace}/agents/", {
             "name": name, "replay_url": replay_url, "timeout_seconds": timeout_seconds, "reason": reason})
+
+    def rotate_replay_secret(self, workspace: int, name: str, *, reason: str) -> str:
+        """A new replay signing secret for a registered agent (the old one is refused from now on)."""
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/agents/{name}/rotate-secret/",
+                            {"reason": reason})["replay_secret"]
 
     def issue_agent_token(self, workspace: int, *, label: str, reason: str, agents: list[str] | None = None) -> str:
         body = {"label": label, "reason": reason, **({"agents": agents} if agents else {})}
@@ -128,6 +139,24 @@ class Client:
 
     def call(self, action: int, op: str, body: dict) -> dict:
         return self.request("POST", f"/api/v1/recording/actions/{action}/{op}/", body)
+
+    # --- compensations your agent performs itself (the workspace chose agent_pull; a recording token) ---
+    def pending_compensations(self, *, limit: int = 50) -> list[dict]:
+        """Every approved compensation awaiting your agent, oldest first: each with `compensates` (the
+        effects it answers for, with the idempotency keys you recorded them under) and `idempotency_key`
+        (carry it to your provider: an item offered again is then performed once)."""
+        out, path = [], f"/api/v1/recording/compensations/?state=pending&limit={limit}"
+        while path:
+            page = self.request("GET", path)
+            out += page["results"]
+            path = page["next"][page["next"].index("/api/"):] if page.get("next") else None
+        return out
+
+    def ack_compensation(self, item_id: int, outcome: str, *, reference: str = "", message: str = "") -> dict:
+        """Answer for one compensation: outcome "performed" or "failed". The same answer again returns the
+        first one (safe to retry); a different answer is KintsugiError 409."""
+        return self.request("POST", f"/api/v1/recording/compensations/{item_id}/ack/",
+                            {"outcome": outcome, "reference": reference, "message": message})
 
 
 class RemoteRecorder:
@@ -156,14 +185,17 @@ class RemoteRecorder:
         self._client.call(self.action_id, "handoff", {"agent": agent, "payload": payload})
 
     def effect(self, kind: str, *, amount: int = 0, ticket: str | None = None, currency: str = "USD",
-               idempotency_key: str | None = None, **details: Any) -> dict:
+               idempotency_key: str | None = None, external: bool | None = None, **details: Any) -> dict:
         """Record the effect before it leaves. Perform it only if the answer's `perform` is true (false
-        while kintsugi replays this action in a repair: the effect is held for a person)."""
+        while kintsugi replays this action in a repair: the effect is held for a person). `external`:
+        the ticket is not one of the workspace's desk tickets (otherwise a live effect must name one)."""
         self._effects += 1
         body = {"kind": kind, "amount": amount, "currency": currency, "details": details,
                 "idempotency_key": idempotency_key or f"action-{self.action_id}-effect-{self._effects}"}
         if ticket is not None:
             body["ticket"] = ticket
+        if external is not None:
+            body["external"] = external
         answer = self._client.call(self.action_id, "effect", body)
         self.effects.append(answer)
         return answer
@@ -176,12 +208,35 @@ AgentFn = Callable[[RemoteRecorder, dict], dict]
 
 
 class Desk:
-    """Agent functions by name; records root actions depth first and serves kintsugi's replays."""
+    """Agent functions by name; records root actions depth first and serves kintsugi's replays.
 
-    def __init__(self, client: Client, *, perform: Callable[[str, dict, dict], None] | None = None):
+    `replay_secret`: the `krs_` secret kintsugi signs replays with, one for every agent here, or a
+    mapping of agent name to its registration's secret. serve_replays needs it."""
+
+    def __init__(self, client: Client, *, replay_secret: str | Mapping[str, str] | None = None,
+                 perform: Callable[[str, dict, dict], None] | None = None):
         self.client, self.agents = client, {}
+        self.replay_secret = replay_secret
         self.perform = perform or (lambda agent, payload, effect: None)  # your real side effects
+        self.seen = SeenReplays()
         self._server: ThreadingHTTPServer | None = None
+
+    def _secret_for(self, body: bytes) -> str:
+        """The secret to check `body` with; the agent it names is trusted only once the signature holds."""
+        if isinstance(self.replay_secret, str):
+            return self.replay_secret
+        try:
+            agent = json.loads(body).get("agent")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            agent = None
+        secret = self.replay_secret.get(agent) if isinstance(agent, str) else None
+        if not secret:
+            raise ForgedReplay("no replay secret here for the agent this request names")
+        return secret
+
+    def verified(self, body: bytes, headers: Mapping[str, str]) -> dict:
+        """The replay request in `body` if kintsugi signed it (signing.verify_request); ForgedReplay if not."""
+        return verify_request(body, headers, self._secret_for(body), seen=self.seen)
 
     def agent(self, name: str) -> Callable[[AgentFn], AgentFn]:
         def register(fn: AgentFn) -> AgentFn:
@@ -216,6 +271,8 @@ class Desk:
         return self._run(client, request["agent"], request["action"], request["payload"])
 
     def serve_replays(self, host: str, port: int, *, block: bool = True) -> ThreadingHTTPServer:
+        if not self.replay_secret:
+            raise ValueError("serve_replays needs replay_secret: the krs_ secret shown when the agent was registered")
         desk = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -224,7 +281,13 @@ class Desk:
 
             def do_POST(self):
                 try:
-                    request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                    length = int(self.headers.get("Content-Length") or 0)
+                    if length > 1024 * 1024:
+                        return self._send(413, {"error": "request body too large"})
+                    request = desk.verified(self.rfile.read(length), self.headers)
+                except (ForgedReplay, ValueError) as exc:
+                    return self._send(401, {"error": f"not a replay signed by kintsugi: {exc}"})
+                try:
                     if request.get("agent") not in desk.agents:
                         return self._send(404, {"error": f"no agent {request.get('agent')!r} here"})
                     self._send(200, desk.replay(request))

@@ -137,12 +137,15 @@ class AgentRegistrationAdmin(WorkspaceScoped, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         """Through register_agent, not obj.save(): its role check, validation and audit row apply."""
         try:  # the workspace choices are the visible ones (WorkspaceScoped); adding needs the role there
-            registration, _ = onboarding.register_agent(
+            registration, created = onboarding.register_agent(
                 workspace=obj.workspace, name=obj.name, replay=form.cleaned_data["replay"],
                 timeout_seconds=form.cleaned_data["timeout_seconds"], actor=request.user,
                 reason=form.cleaned_data["reason"], via=VIA)
         except onboarding.OnboardingRefused as exc:
             raise PermissionDenied(str(exc)) from None
+        if created:  # the one time it is shown: the agent checks every replay's signature with it
+            messages.warning(request, f"Replay secret of {registration.name} (shown once; replays are signed with it): "
+                                      f"{registration.replay_secret}")
         # The admin's own bookkeeping (the log entry, the redirect) speaks of the row the service wrote.
         for field in obj._meta.concrete_fields:
             setattr(obj, field.attname, getattr(registration, field.attname))

@@ -126,10 +126,11 @@ def retired_reads(graph, records: list[ActionRecord], first_fact: int) -> bool:
 
 
 def write_records(*, graph, workspace: str, run_number: int, sources, records: list[ActionRecord],
-                  first: tuple[int, int, int], snapshot: float) -> list[int]:
+                  first: tuple[int, int, int], snapshot: float, effect_ids: list | None = None) -> list[int]:
     """Number a recording's records after everything committed (under the graph's lock, which the caller
     holds) and write them in one flush; `first`: the provisional ids its actions, facts and effects were
-    numbered from (facts: every own fact id is at or above first[1]); `snapshot`: the seq its reads' snapshot ended at. Returns the final action ids."""
+    numbered from (facts: every own fact id is at or above first[1]); `snapshot`: the seq its reads' snapshot ended at. Returns the final action ids.
+    `effect_ids`, if given, receives each record's final effect ids, in the record's order."""
     base = RecordingSession(graph=graph, workspace=workspace, sources=sources, effects="live",
                             run_number=run_number, load="by_key")
     _, fact0, _ = first
@@ -160,8 +161,10 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
                 reads=[read(r) for r in record.reads],
                 writes=record.writes, handoffs=record.handoffs, effects=record.effects,
                 ingested=record.ingested, decision=record.decision, dhash=record.dhash, hidden=hidden)
-            base.commit(final, status=ActionStatus.OK, root=final.parent is None)
+            made = base.commit(final, status=ActionStatus.OK, root=final.parent is None)
             ids.append(final.id)
+            if effect_ids is not None:
+                effect_ids.append([row["id"] for row in made])
         base.flush()
     except BaseException:
         base.discard()

@@ -1,3 +1,5 @@
+import secrets
+
 from django.conf import settings
 from django.db import models
 
@@ -131,6 +133,13 @@ class OutboxEmail(models.Model):
         ordering = ["-created_at"]
 
 
+REPLAY_SECRET_PREFIX = "krs_"  # tells a replay signing secret from a recording token (kag_) at a glance
+
+
+def new_replay_secret() -> str:
+    return REPLAY_SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
 class AgentRegistration(models.Model):
     """An agent that runs in its own process: how kintsugi re-runs one of its actions during a repair
     (an HTTP replay endpoint, POSTed the action's payload with a repair-scoped token)."""
@@ -139,6 +148,9 @@ class AgentRegistration(models.Model):
     name = models.CharField(max_length=64)
     replay_url = models.URLField(max_length=500)
     timeout_seconds = models.PositiveIntegerField(default=30)
+    # Kept in the clear because kintsugi signs each replay POST with it (an HMAC needs the key itself);
+    # shown once, when created or rotated, and never in a form, a serializer, an export or the audit record.
+    replay_secret = models.CharField(max_length=64, default=new_replay_secret, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -22,7 +22,8 @@ from core.vocabulary import AuditAction
 from provenance import tenancy, tokens, validation
 from provenance.agents import NAME_PATTERN, registered_names
 from provenance.membership import attributed
-from provenance.models import AgentRegistration, AgentToken, LedgerEntry, Source, Ticket, Workspace
+from provenance.models import (AgentRegistration, AgentToken, LedgerEntry, Source, Ticket, Workspace,
+                               new_replay_secret)
 
 ADD_WORKSPACE = "provenance.add_workspace"
 MANAGE_AGENTS = "provenance.manage_agents"
@@ -231,7 +232,9 @@ def replay_timeout(value) -> int:
 def register_agent(*, workspace: Workspace, name: str, replay: str, timeout_seconds: int = 30, actor, reason: str,
                    via: str) -> tuple[AgentRegistration, bool]:
     """Register (or re-point) an agent that runs in another process. Returns (registration, created).
-    The field checks are remote_agent_name, replay_url and replay_timeout (the admin's form shows them)."""
+    The field checks are remote_agent_name, replay_url and replay_timeout (the admin's form shows them).
+    A new registration gets its replay signing secret (registration.replay_secret): the caller shows it
+    once, now; re-pointing keeps it (rotate_replay_secret replaces it)."""
     _require(actor, workspace, MANAGE_AGENTS, via=via, what="register agents")
     name = remote_agent_name(name)
     replay = replay_url(replay)
@@ -248,6 +251,21 @@ def register_agent(*, workspace: Workspace, name: str, replay: str, timeout_seco
                subject_id=name, actor=actor, reason=reason, via=via,
                data={"replay_url": replay, "timeout_seconds": timeout_seconds})
     return registration, created
+
+
+def rotate_replay_secret(*, registration: AgentRegistration, actor, reason: str, via: str) -> AgentRegistration:
+    """A new secret for signing the agent's replays, the old one refused from the next replay on.
+    Returns the registration with the new secret, to show once; the audit row never holds it."""
+    _require(actor, registration.workspace, MANAGE_AGENTS, via=via, what="rotate replay secrets")
+    reason = validation.reason(reason)
+    with transaction.atomic():
+        registration = AgentRegistration.objects.select_for_update().get(pk=registration.pk)
+        registration.replay_secret = new_replay_secret()
+        registration.save(update_fields=["replay_secret", "updated_at"])
+        _audit(workspace=registration.workspace, action=AuditAction.AGENT_SECRET_ROTATED, subject_type="agent",
+               subject_id=registration.name, actor=actor, reason=reason, via=via,
+               data={"fingerprint": hash_key(registration.replay_secret)[:12]})
+    return registration
 
 
 def hash_key(key: str) -> str:

@@ -18,6 +18,9 @@ from provenance.recorder import ActionRecord, Read, Recorder
 
 OPS = ("ingest", "get", "set", "handoff", "effect")
 IDEMPOTENCY_KEY_MAX = 128
+# The details an effect kind cannot be compensated without (compensation drafts a correction email from
+# the original's to/subject/body and sends a replacement email with them); other kinds' details are free.
+EFFECT_DETAILS = {"email": ("to", "subject", "body")}
 
 
 class InvalidCall(ValueError):
@@ -104,6 +107,12 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
         raise InvalidCall("details must be a JSON object")
     if any(name in details for name in ("kind", "amount", "ticket", "currency")):
         raise InvalidCall("details must not repeat kind, amount, ticket or currency")
+    needs = EFFECT_DETAILS.get(body.get("kind"), ())
+    missing = [name for name in needs if not isinstance(details.get(name), str)]
+    if missing:
+        # Checked now, not when a repair drafts its correction from them and finds nothing to correct.
+        raise InvalidCall(f"a {body.get('kind')} effect needs details {{{', '.join(needs)}}} as strings; "
+                          f"missing or not a string: {', '.join(missing)}")
     if perform:
         validation.effect_ticket(workspace=rec.workspace, ticket=body.get("ticket") or rec.ticket,
                                  external=body.get("external"))

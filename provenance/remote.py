@@ -43,19 +43,6 @@ from provenance.services import workspace_lock
 
 
 
-class RecordingInProgress(CallConflict):
-    """Another recording of the workspace is open; retry after `retry_after` seconds."""
-
-    code = "recording_in_progress"
-
-    def __init__(self, message: str, retry_after: int):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-    def details(self):
-        return {"retry_after": self.retry_after}
-
-
 class RecordingClosed(CallConflict):
     pass
 
@@ -335,16 +322,37 @@ def _commit(row: Recording) -> list[int]:
         _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
         raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
                            "nothing of it was recorded: record the root action again")
+    made: list[list[int]] = []
     ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=_Sources(ws),
                         records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
-                        snapshot=_snapshot(row.state))
+                        snapshot=_snapshot(row.state), effect_ids=made)
+    # The agent's own idempotency key of each effect, by the effect's final id: what a compensation of
+    # that effect names when it reaches the team again (effect_keys below).
+    row.state["effect_keys"] = {str(made[i][index]): key for i, record in enumerate(records)
+                                for key, index in row.state["keys"].get(str(record.id), {}).items()}
     ws.action_count += len(records)
     ws.save(update_fields=["action_count"])
     row.status, row.finished_at = RecordingStatus.COMMITTED, timezone.now()
     row.version += 1
-    row.save(update_fields=["status", "finished_at", "version"])
+    row.save(update_fields=["status", "finished_at", "version", "state"])
     _forget(row)
     return ids
+
+
+def effect_keys(*, workspace_id: int, effect_ids) -> dict[int, str]:
+    """The idempotency key the agent sent with each of `effect_ids` (effects of the workspace recorded
+    over HTTP); effects recorded otherwise are absent. Limits: reads the workspace's committed recordings
+    that hold any of the ids (no index on the keys: a scan of that workspace's recordings)."""
+    wanted = {str(e) for e in effect_ids}
+    if not wanted:
+        return {}
+    found: dict[int, str] = {}
+    rows = (Recording.objects.filter(workspace_id=workspace_id, status=RecordingStatus.COMMITTED,
+                                     state__effect_keys__has_any_keys=sorted(wanted))
+            .values_list("state__effect_keys", flat=True))
+    for keys in rows:
+        found.update({int(e): k for e, k in keys.items() if e in wanted})
+    return found
 
 
 def abandon(*, token: AgentToken, action_id, reason: str) -> dict:

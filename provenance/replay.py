@@ -2,8 +2,14 @@
 to replay one action through its registered replay endpoint.
 
 The worker that re-runs the action POSTs to the agent's replay_url
-    {"workspace", "agent", "action", "payload", "mode": "replay", "base_url", "token"}
-and serves that replay's calls itself, on a loopback HTTP server of its own that lives exactly as long
+    {"workspace", "agent", "action", "payload", "mode": "replay", "purpose", "replay_id", "base_url", "token"}
+signed with the registration's replay secret: `X-Kintsugi-Timestamp: <unix seconds>` and
+`X-Kintsugi-Signature: v1=<hex HMAC-SHA256(secret, "<timestamp>." + body)>`, so the agent runs only what
+kintsugi asked (kintsugi_client.signing verifies it: a bad or missing signature, a timestamp more than
+300 s away or a replay_id seen before is refused with 401). `purpose` says why it runs: "repair" (a
+repair job re-running an action the flagged source reached), "verification" (the clean baseline run that
+checks a repair), "what_if" (the walk of a what-if or of the suspicious-sources analysis, never applied).
+The worker serves that replay's calls itself, on a loopback HTTP server of its own that lives exactly as long
 as the replay (bound to KINTSUGI_REPLAY_CALLBACK_HOST, a free port). The agent makes the same calls as
 when it recorded (`<base_url>/api/v1/recording/actions/<action>/get`, `set`, `ingest`, `handoff`,
 `effect`, `finish`) with `Authorization: Bearer <token>`; the token is fresh per replay and good for
@@ -22,6 +28,8 @@ and a failure is told in that module's fixed words, never the remote text.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 import secrets
@@ -54,12 +62,34 @@ class ReplayFailed(ValueError):
     """The agent's replay made a call the recorder refuses (the in-process agent would have raised)."""
 
 
+SIGNATURE_VERSION = "v1"
+PURPOSES = ("repair", "verification", "what_if")
+
+
+def sign(body: bytes, secret: str, timestamp: int) -> str:
+    """The X-Kintsugi-Signature of a replay POST (the same as kintsugi_client.signing.sign's)."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"{SIGNATURE_VERSION}={mac}"
+
+
+def replay_purpose(session) -> str:
+    """Why a session re-runs an action: its effects mode tells a repair (held for approval) from the
+    verification baseline (sandbox); a held walk of an incident never opened (no id) is a what-if, which
+    the suspicious-sources analysis runs too."""
+    if session.effects_mode == "sandbox":
+        return "verification"
+    if session.effects_mode == "held" and session.incident is None:
+        return "what_if"
+    return "repair"
+
+
 class RemoteAgent:
     """An agent registration as the recorder calls an agent: fn(rec, payload) -> decision."""
 
-    def __init__(self, *, workspace: str, name: str, replay_url: str, timeout_seconds: int):
+    def __init__(self, *, workspace: str, name: str, replay_url: str, timeout_seconds: int, replay_secret: str):
         self.workspace, self.agent_name = workspace, name
         self.replay_url, self.timeout_seconds = replay_url, timeout_seconds
+        self.replay_secret = replay_secret
 
     def __repr__(self) -> str:
         return f"RemoteAgent({self.agent_name!r} at {self.replay_url})"
@@ -71,10 +101,11 @@ class RemoteAgent:
 def remote_agents(workspace: str) -> dict[str, RemoteAgent]:
     from provenance.models import AgentRegistration
 
-    rows = AgentRegistration.objects.filter(workspace__name=workspace).values_list("name", "replay_url",
-                                                                                   "timeout_seconds")
-    return {name: RemoteAgent(workspace=workspace, name=name, replay_url=url, timeout_seconds=timeout)
-            for name, url, timeout in rows}
+    rows = AgentRegistration.objects.filter(workspace__name=workspace).values_list(
+        "name", "replay_url", "timeout_seconds", "replay_secret")
+    return {name: RemoteAgent(workspace=workspace, name=name, replay_url=url, timeout_seconds=timeout,
+                              replay_secret=secret)
+            for name, url, timeout, secret in rows}
 
 
 class _Replay:
@@ -159,10 +190,15 @@ def _replay(agent: RemoteAgent, rec, payload: dict) -> dict:
     deadline = time.monotonic() + agent.timeout_seconds
     try:
         body = json.dumps({"workspace": agent.workspace, "agent": agent.agent_name, "action": rec.action_id,
-                           "payload": payload, "mode": "replay", "base_url": f"http://{host}:{port}",
+                           "payload": payload, "mode": "replay", "purpose": replay_purpose(session),
+                           "replay_id": secrets.token_urlsafe(16), "base_url": f"http://{host}:{port}",
                            "token": replay.token}).encode()
+        timestamp = int(time.time())
+        headers = {"X-Kintsugi-Timestamp": str(timestamp),
+                   "X-Kintsugi-Signature": sign(body, agent.replay_secret, timestamp)}
         try:
-            egress.post_json(agent.replay_url, body, timeout=agent.timeout_seconds, max_answer=MAX_BODY)
+            egress.post_json(agent.replay_url, body, timeout=agent.timeout_seconds, max_answer=MAX_BODY,
+                             headers=headers)
         except egress.EgressFailed as exc:
             # The outcome's fixed words only: the remote side's own text would tell the incident's readers
             # what listens at whatever address the URL names.

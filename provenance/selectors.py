@@ -188,8 +188,9 @@ EVERYTHING = 1e300  # a seq bound above every seq
 
 
 def export_state(*, workspace: str, baseline: bool = False, below: float | None = None) -> dict:
-    """Active facts, the standing decision per ticket and live effects, sorted for diffing; with `below`,
-    of the actions below that seq only (a repair's verification while the desk records on)."""
+    """Active facts, the standing decision per ticket and live effects (money in integer cents, the unit
+    in the key: amount_cents), sorted for diffing; with `below`, of the actions below that seq only (a
+    repair's verification while the desk records on)."""
     graph = workspace_graph(workspace, baseline=baseline)
     bound = {"below": EVERYTHING if below is None else below}
     current: dict[str, tuple] = {}
@@ -206,8 +207,8 @@ def export_state(*, workspace: str, baseline: bool = False, below: float | None 
         "facts": [{"key": k, "value": current[k][2]} for k in sorted(current)],
         "decisions": [{"ticket": t, "choice": standing[t][1]["choice"], "level": standing[t][1].get("level")}
                       for t in sorted(standing)],
-        "effects": sorted(({"kind": e[1], "ticket": e[2], "amount": e[3] / 100} for e in effects),
-                          key=lambda e: (e["kind"], e["ticket"] or "", e["amount"])),
+        "effects": sorted(({"kind": e[1], "ticket": e[2], "amount_cents": e[3]} for e in effects),
+                          key=lambda e: (e["kind"], e["ticket"] or "", e["amount_cents"])),
     }
 
 

@@ -32,7 +32,15 @@ WORKSPACE_LOCK = locks.WORKSPACE_GRAPH
 
 
 class WorkspaceBusy(DomainError, RuntimeError):
+    """Another writer held the workspace's graph for as long as this one could wait. `retry_after` is
+    how soon trying again makes sense (a recording's flush or a repair's apply step takes seconds), not
+    how long the holder may still take: the API sends it as Retry-After and in details."""
+
     code, status = "workspace_busy", 409
+    retry_after = 5
+
+    def details(self):
+        return {"retry_after": self.retry_after}
 
 
 def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
@@ -48,7 +56,7 @@ def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
                 cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WORKSPACE_LOCK, workspace.pk])
         except OperationalError:
             raise WorkspaceBusy(f"workspace {workspace.name!r} is busy (a repair or another recording is writing "
-                                f"its graph); try again when it is done") from None
+                                f"its graph); try again in {WorkspaceBusy.retry_after} s") from None
         cur.execute("SET LOCAL lock_timeout = 0")
 
 

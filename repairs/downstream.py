@@ -12,4 +12,6 @@ compensation = Provided(
     # What still waits for a person (compensation.review_numbers): the incident list, page, dashboard and
     # report print "Needs review · N · $X" in its words.
     "review", "review_by_incident", "review_from_counts", "review_status_text",
+    # The dashboard's count of deliveries a person must decide, with the case queue's filter it links to.
+    "failed_deliveries",
 )

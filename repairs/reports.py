@@ -131,6 +131,17 @@ def _record_rows(record: dict) -> list[dict]:
         ("checkpoint_signature", cp.get("signature")))]
 
 
+DELIVERY_COLUMNS = ["delivery_state", "delivery_connector", "delivery_reference", "delivery_attempts",
+                    "delivery_failure_reason"]
+
+
+def _delivery_cells(item: dict) -> dict:
+    d = item.get("delivery") or {}
+    return {"delivery_state": d.get("state"), "delivery_connector": d.get("connector"),
+            "delivery_reference": d.get("reference"), "delivery_attempts": d.get("attempts"),
+            "delivery_failure_reason": d.get("failure_reason")}
+
+
 def _csv_zip(report: dict) -> bytes:
     inc, out = report["incident"], report["outcome"]
     currency, counts = inc.get("currency"), report["item_counts"]
@@ -151,8 +162,8 @@ def _csv_zip(report: dict) -> bytes:
             {"kind": name, "status": "all", "items": counts[name]}
             for name in ("compensation_drafts", "held_replacements", "total")]),
         "compensation.csv": _table(["id", "kind", "ticket", "status", "amount", "amount_cents", "currency", "to", "subject",
-                                    "body", "valid", "decided_by", "decided_at", "decision_reason", "executed_at"],
-                                   report["compensation"]),
+                                    "body", "valid", "decided_by", "decided_at", "decision_reason", "executed_at",
+                                    *DELIVERY_COLUMNS], [{**c, **_delivery_cells(c)} for c in report["compensation"]]),
         "compensation_audit.csv": _table(["item", "seq", "at", "actor", "via", "action", "from_status", "to_status",
                                           "reason"],
                                          [{"item": c["id"], **ev} for c in report["compensation"] for ev in c["history"]]),

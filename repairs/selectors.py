@@ -50,6 +50,7 @@ def dashboard(*, user, limit: int = 10) -> dict:
         "recent_flags": recent,
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
         "review_queue": compensation.compensation_summary(incident=None, user=user),
+        "failed_deliveries": compensation.failed_deliveries(user=user),
         "limit": limit,
     }
 

@@ -38,6 +38,9 @@ class Connector:
     # True when repeating a send after a crash sends nothing twice (an idempotency key the provider
     # honours). False (SMTP): a send cut off mid-answer becomes `uncertain` instead of being repeated.
     resumes_safely: bool = True
+    # option -> the environment variable it names by default; the value is the secret, shown only as
+    # "set" or "missing" (compensation.connectors.config.rows).
+    secret_options: dict[str, str] = {}
 
     def configured(self, options: dict) -> bool:
         return True

@@ -8,7 +8,9 @@ variable, whose value is the secret, or whose `<NAME>_FILE` twin names a file ho
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
@@ -65,4 +67,55 @@ def listing(*, workspace_id: int) -> dict[str, dict]:
         except ValueError:
             configured = False
         out[kind] = {"connector": name, "configured": configured}
+    return out
+
+
+@dataclass(frozen=True)
+class ConnectorRow:
+    """One item kind's connector in a workspace, as a page shows it: never a secret, only whether it is set."""
+
+    kind: str
+    kind_label: str
+    connector: str
+    label: str
+    chosen: bool  # the workspace's own choice (else the deployment's default)
+    configured: bool
+    options: tuple[tuple[str, str], ...]  # non-secret settings, a URL without its query
+    secrets: tuple[tuple[str, str, bool], ...]  # (option, environment variable, set?)
+    choices: tuple[tuple[str, str], ...]  # the connectors that can deliver this kind
+
+
+def _shown(key: str, value) -> str:
+    text = str(value)
+    if key == "url":
+        # A query string may carry a receiver's token: the page shows where, never with what.
+        parts = urlsplit(text)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")) + ("?…" if parts.query else "")
+    return text[:200]
+
+
+def rows(*, workspace_id: int) -> list[ConnectorRow]:
+    """Every item kind's connector, its configuration status and non-secret options, in one query."""
+    from compensation.connectors.base import CONNECTORS
+    from compensation.delivery_models import WorkspaceConnector
+
+    connector("sandbox_ledger")  # registers the built-in connectors
+    chosen = {r.kind: r for r in WorkspaceConnector.objects.filter(workspace_id=workspace_id)}
+    fallback = defaults()
+    out = []
+    for kind, kind_label in K.choices:
+        row = chosen.get(kind)
+        name, options = (row.connector, dict(row.options)) if row else (fallback.get(kind, "manual"), {})
+        try:
+            found = connector(name)
+            configured, label = found.configured(options), found.label
+        except ValueError:
+            found, configured, label = None, False, f"{name} (unknown)"
+        secrets = tuple((opt, options.get(opt) or env, bool(secret(options.get(opt) or env)))
+                        for opt, env in (found.secret_options.items() if found else ()))
+        shown = tuple((k, _shown(k, v)) for k, v in sorted(options.items()) if not k.lower().endswith("_env"))
+        out.append(ConnectorRow(kind=kind, kind_label=kind_label, connector=name, label=label, chosen=row is not None,
+                                configured=configured, options=shown, secrets=secrets,
+                                choices=tuple((c.name, c.label) for c in sorted(CONNECTORS.values(), key=lambda c: c.name)
+                                              if kind in c.kinds)))
     return out

@@ -1,2 +1,2 @@
 """The built-in connectors, registered on import."""
-from compensation.connectors import sandbox, smtp, stripe_payments, webhook  # noqa: F401
+from compensation.connectors import agent_pull, sandbox, smtp, stripe_payments, webhook  # noqa: F401

@@ -52,6 +52,7 @@ class Smtp(Connector):
     name, label = "smtp", "email (SMTP or a provider's backend)"
     kinds = frozenset(CompensationItem.EMAIL_KINDS)
     resumes_safely = False
+    secret_options = {"username_env": "KINTSUGI_SMTP_USERNAME", "password_env": "KINTSUGI_SMTP_PASSWORD"}
 
     def configured(self, options: dict) -> bool:
         return bool(options.get("backend") or options.get("host") or settings.EMAIL_HOST)

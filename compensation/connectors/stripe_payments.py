@@ -68,6 +68,7 @@ class Stripe(Connector):
     name, label = "stripe", "Stripe"
     kinds = frozenset(CompensationItem.MONEY_KINDS)
     resumes_safely = True
+    secret_options = {"api_key_env": API_KEY_ENV}
 
     def configured(self, options: dict) -> bool:
         return bool(secret(options.get("api_key_env", API_KEY_ENV)))

@@ -21,6 +21,7 @@ from django.conf import settings
 
 from compensation.connectors.base import Connector, Outcome, PermanentFailure, TemporaryFailure, register
 from compensation.connectors.config import secret
+from compensation.links import item_payload
 from compensation.models import CompensationItem
 
 SECRET_ENV = "KINTSUGI_WEBHOOK_SECRET"
@@ -56,12 +57,10 @@ def url_problem(url: str) -> str | None:
 
 
 def item_event(item) -> dict:
+    """`item.compensates` names each effect the item compensates with the idempotency key it went out
+    with (compensation.links), so the receiver finds its own record of it."""
     return {"type": "compensation.approved", "idempotency_key": item.execution_key,
-            "workspace": item.incident.workspace.name, "incident": item.incident_id,
-            "item": {"id": item.pk, "kind": item.kind, "ticket": item.ticket_id, "customer_email": item.customer_email,
-                     "to": item.to, "subject": item.subject, "body": item.body, "amount_cents": item.amount_cents,
-                     "currency": item.currency, "payment_reference": item.payment_reference,
-                     "original": item.original}}
+            "workspace": item.incident.workspace.name, "incident": item.incident_id, "item": item_payload(item)}
 
 
 def post(url: str, key: str, event: dict, *, idempotency_key: str) -> requests.Response:
@@ -82,6 +81,7 @@ class Webhook(Connector):
     name, label = "webhook", "signed webhook"
     kinds = frozenset(CompensationItem.Kind.values)
     resumes_safely = True  # the receiver acts once per Idempotency-Key
+    secret_options = {"secret_env": SECRET_ENV}
 
     def configured(self, options: dict) -> bool:
         return url_problem(options.get("url", "")) is None and bool(secret(options.get("secret_env", SECRET_ENV)))

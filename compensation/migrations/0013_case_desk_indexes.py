@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("compensation", "0010_review_desk"),
+        ("compensation", "0011_agent_pull"),
     ]
 
     operations = [

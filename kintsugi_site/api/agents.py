@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiCallback, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.decorators import action
@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from kintsugi_site.api import views
 from kintsugi_site.api.serializers import WorkspaceSerializer
 from provenance import onboarding, remote
+from provenance import replay as replay_protocol
 from provenance.models import AgentRegistration, AgentToken, Source
 
 VIA = views.VIA
@@ -30,6 +31,7 @@ class AgentPrincipal:
     is_active = True
     is_superuser = False
     is_staff = False
+    pk = None  # no person: the audit trail records it by name (agent-token:<prefix>)
 
     def __init__(self, token: AgentToken):
         self.token = token
@@ -82,13 +84,38 @@ class OpenActionSerializer(serializers.Serializer):
 
 
 class ActionOpenedSerializer(serializers.Serializer):
-    action = serializers.IntegerField()
+    action = serializers.IntegerField(help_text="The action's id: every call of it names it in its path.")
     seq = serializers.FloatField()
     recording = serializers.IntegerField()
     agent = serializers.CharField()
     payload = serializers.JSONField()
     parent = serializers.IntegerField(allow_null=True)
-    replay = serializers.BooleanField()
+    replay = serializers.BooleanField(help_text="Always false here: a replay's action is opened by kintsugi, "
+                                                "which names it in the replay request.")
+
+
+class NextHandoffSerializer(serializers.Serializer):
+    agent = serializers.CharField()
+    parent = serializers.IntegerField()
+    payload = serializers.JSONField(required=False)
+
+
+class ActionDescriptionSerializer(serializers.Serializer):
+    action = serializers.IntegerField()
+    recording = serializers.IntegerField()
+    agent = serializers.CharField()
+    payload = serializers.JSONField()
+    parent = serializers.IntegerField(allow_null=True)
+    seq = serializers.FloatField()
+    finished = serializers.BooleanField()
+    open = serializers.IntegerField(allow_null=True, help_text="The recording's open action, if any.")
+    next = NextHandoffSerializer(allow_null=True, help_text="The handoff to open next, if one waits.")
+
+
+class AbandonedSerializer(serializers.Serializer):
+    recording = serializers.IntegerField()
+    status = serializers.CharField(help_text="`abandoned`: nothing of the recording reached the graph.")
+    actions = serializers.IntegerField(help_text="How many actions it had opened.")
 
 
 class IngestSerializer(serializers.Serializer):
@@ -97,7 +124,8 @@ class IngestSerializer(serializers.Serializer):
 
 class IngestAnswerSerializer(serializers.Serializer):
     source = serializers.CharField()
-    content = serializers.CharField(allow_null=True, help_text="Null when the source is masked or quarantined.")
+    content = serializers.CharField(allow_null=True, help_text="Null when the source is masked or quarantined "
+                                                              "(in a replay: the flagged source is masked).")
     quarantined = serializers.BooleanField(required=False, help_text="Present and true when the source is flagged: "
                                                                      "its text is held out of every new action.")
     incident = serializers.IntegerField(required=False, help_text="The incident that quarantines the source.")
@@ -108,6 +136,13 @@ class GetSerializer(serializers.Serializer):
     default = serializers.JSONField(required=False)
 
 
+class GetAnswerSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.JSONField(allow_null=True, help_text="The latest active version written before this action "
+                                                             "(in a replay: the repair's view), else `default`.")
+    found = serializers.BooleanField(help_text="False when `value` is the default.")
+
+
 class SetSerializer(serializers.Serializer):
     key = serializers.CharField(max_length=200)
     value = serializers.JSONField()
@@ -116,18 +151,46 @@ class SetSerializer(serializers.Serializer):
     observed_at = serializers.CharField(required=False, help_text="Known time, for back-filled material.")
 
 
+class SetAnswerSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    written = serializers.BooleanField(help_text="Staged: it reaches memory when the recording commits.")
+
+
 class HandoffSerializer(serializers.Serializer):
     agent = serializers.CharField(max_length=64)
     payload = serializers.JSONField()
 
 
+class HandoffAnswerSerializer(serializers.Serializer):
+    agent = serializers.CharField()
+    position = serializers.IntegerField(help_text="Its index among this action's handoffs.")
+
+
+EFFECT_KINDS_TEXT = (
+    "The effect kinds kintsugi drafts compensations for, and the `details` each needs: "
+    "`refund` (amount: integer cents refunded on `ticket`; details optional: {reference: the payment reference, "
+    "customer}); a repair that invalidates it drafts a refund reversal (and a replacement refund when a re-run pays "
+    "again) from the ticket's customer and payment. "
+    "`email` (details required: {to, subject, body}, all strings, checked when recorded: 400 otherwise); an "
+    "invalidated email gets a correction email drafted from its subject and body, a re-run's email is held as a "
+    "replacement with its own to/subject/body. "
+    "Any other kind is recorded as it is, never sent by kintsugi, and compensated by hand (a manual item carrying "
+    "the effect and its details).")
+
+
 class EffectSerializer(serializers.Serializer):
-    kind = serializers.CharField(max_length=64)
+    kind = serializers.CharField(max_length=64, help_text=EFFECT_KINDS_TEXT)
     amount = serializers.IntegerField(required=False, help_text="Integer cents.")
-    ticket = serializers.CharField(required=False, max_length=32)
+    ticket = serializers.CharField(required=False, max_length=32,
+                                   help_text="The ticket it concerns (default: the action payload's `ticket`).")
     currency = serializers.CharField(required=False, max_length=3)
-    details = serializers.JSONField(required=False)
-    idempotency_key = serializers.CharField(max_length=128, help_text="The same key twice is one effect.")
+    details = serializers.JSONField(required=False, help_text="What the kind needs (see `kind`); must not repeat "
+                                                              "kind, amount, ticket or currency.")
+    idempotency_key = serializers.CharField(max_length=128, help_text=(
+        "Scope: one action. The same key twice in the same action is one effect (a retried call answers the "
+        "first one; a different effect under it is a 409). The same key in another action is another effect: "
+        "derive keys from what makes the effect unique in its action (e.g. `refund-<ticket>-<amount>`)."))
+    external = serializers.BooleanField(required=False, help_text="True: the ticket is not one of the workspace's.")
 
 
 class EffectAnswerSerializer(serializers.Serializer):
@@ -137,23 +200,45 @@ class EffectAnswerSerializer(serializers.Serializer):
     ticket = serializers.CharField(allow_null=True)
     amount = serializers.IntegerField()
     currency = serializers.CharField()
-    perform = serializers.BooleanField(help_text="True: perform it now; false: it is held, never perform it.")
+    perform = serializers.BooleanField(help_text="True: perform it now; false (in every replay): it is held for a "
+                                                 "person's approval, never perform it.")
     held = serializers.BooleanField()
 
 
+DECISION_KEYS_TEXT = (
+    "The structured decision: a JSON object without floats (integers for cents and levels); its SHA-256 over "
+    "sorted-key JSON is what a repair compares. Keys kintsugi reads: `choice` (a decision with a `choice` is the "
+    "ticket's standing decision: export_state, what-if's changed tickets; e.g. refund, reply, escalate) with "
+    "`level` (e.g. full, partial, none); the ticket comes from the action payload's `ticket`. Reports word "
+    "{choice, level}, {amount, level} (a refund in cents) and {template, amount} (an email) decisions; any "
+    "other shape is recorded and compared as it is.")
+
+
 class FinishSerializer(serializers.Serializer):
-    decision = serializers.JSONField(help_text="The structured decision (no floats); its hash is recorded.")
+    decision = serializers.JSONField(help_text=DECISION_KEYS_TEXT)
 
 
-ANSWERS = {"ingest": IngestAnswerSerializer, "get": OpenApiTypes.OBJECT, "set": OpenApiTypes.OBJECT,
-           "handoff": OpenApiTypes.OBJECT, "effect": EffectAnswerSerializer, "finish": OpenApiTypes.OBJECT}
+class FinishAnswerSerializer(serializers.Serializer):
+    action = serializers.IntegerField()
+    dhash = serializers.CharField(help_text="The decision's hash.")
+    recording = serializers.IntegerField(required=False, help_text="Absent in a replay's answer.")
+    committed = serializers.BooleanField(help_text="True when this finish committed the whole recording (always "
+                                                   "false in a replay: the repair commits).")
+    next = NextHandoffSerializer(allow_null=True, help_text="The handoff to open next (POST /recording/actions/ "
+                                                            "with its agent and parent), or null.")
+    actions = serializers.ListField(child=serializers.IntegerField(), required=False,
+                                    help_text="When committed: the recorded actions' ids, in order.")
+
+
+ANSWERS = {"ingest": IngestAnswerSerializer, "get": GetAnswerSerializer, "set": SetAnswerSerializer,
+           "handoff": HandoffAnswerSerializer, "effect": EffectAnswerSerializer, "finish": FinishAnswerSerializer}
 REQUESTS = {"ingest": IngestSerializer, "get": GetSerializer, "set": SetSerializer, "handoff": HandoffSerializer,
             "effect": EffectSerializer, "finish": FinishSerializer}
 SUMMARIES = {
     "ingest": "Read a source (records INGESTED); content is null when the source is masked or quarantined",
     "get": "Read a fact: the latest active version written before this action (READ and FEEDS)",
     "set": "Write a new version of a fact, with its valid and known clocks",
-    "handoff": "Hand work to another agent; it is opened after this action finishes",
+    "handoff": "Hand work to another agent; it is opened after this action finishes (in a replay the repair runs it)",
     "effect": "Record an external effect before it leaves; the answer says whether to perform it",
     "finish": "Finish the action with its decision; the recording's last action commits it",
 }
@@ -178,14 +263,24 @@ class OpenActionView(RecordingView):
 
 
 class ActionView(RecordingView):
-    @extend_schema(summary="An open recording's action", responses=OpenApiTypes.OBJECT, tags=["recording"])
+    @extend_schema(summary="An open recording's action", responses=ActionDescriptionSerializer, tags=["recording"])
     def get(self, request, action_id: int):
         return Response(remote.describe(token=request.auth, action_id=action_id))
+
+    @extend_schema(summary="Abandon the open recording holding this action (the reason in the body or ?reason=): "
+                   "nothing of it is recorded", request=views.ReasonSerializer, responses={200: AbandonedSerializer},
+                   tags=["recording"], operation_id="recording_abandon_delete",
+                   parameters=[OpenApiParameter("reason", str, required=False,
+                                                description="Why, when the DELETE carries no body.")])
+    def delete(self, request, action_id: int):
+        data = request.data if isinstance(request.data, dict) and request.data else request.query_params
+        reason = views._valid(views.ReasonSerializer, {"reason": data.get("reason")})["reason"]
+        return Response(remote.abandon(token=request.auth, action_id=action_id, reason=reason))
 
 
 class AbandonView(RecordingView):
     @extend_schema(summary="Abandon the open recording holding this action: nothing of it is recorded",
-                   request=views.ReasonSerializer, responses=OpenApiTypes.OBJECT, tags=["recording"])
+                   request=views.ReasonSerializer, responses={200: AbandonedSerializer}, tags=["recording"])
     def post(self, request, action_id: int):
         reason = views._valid(views.ReasonSerializer, request.data)["reason"]
         return Response(remote.abandon(token=request.auth, action_id=action_id, reason=reason))
@@ -239,6 +334,50 @@ class AgentRegistrationSerializer(serializers.ModelSerializer):
     class Meta:
         model = AgentRegistration
         fields = ["name", "replay_url", "timeout_seconds", "created_at", "updated_at"]
+
+
+class RegisteredAgentSerializer(AgentRegistrationSerializer):
+    replay_secret = serializers.CharField(required=False, help_text=(
+        "Only in the answer that created the registration (and in a rotation's): the `krs_` secret every "
+        "replay POST to replay_url is signed with (X-Kintsugi-Signature). Never shown again."))
+
+    class Meta(AgentRegistrationSerializer.Meta):
+        fields = AgentRegistrationSerializer.Meta.fields + ["replay_secret"]
+
+
+class ReplayRequestSerializer(serializers.Serializer):
+    workspace = serializers.CharField()
+    agent = serializers.CharField(help_text="The registered agent to run.")
+    action = serializers.IntegerField(help_text="The action to re-run: its calls go to "
+                                                "`<base_url>/api/v1/recording/actions/<action>/<call>/`.")
+    payload = serializers.JSONField(help_text="The action's input, as recorded.")
+    mode = serializers.ChoiceField(choices=["replay"])
+    purpose = serializers.ChoiceField(choices=replay_protocol.PURPOSES, help_text=(
+        "Why it runs: `repair` (a repair job re-runs an action the flagged source reached; what it decides "
+        "replaces the old decision, its effects are held for a person's approval), `verification` (the clean "
+        "baseline run that checks a repair: nothing of it is kept beyond the comparison), `what_if` (the "
+        "walk of a what-if or of the suspicious-sources analysis: never applied)."))
+    replay_id = serializers.CharField(help_text="Unique per request: refuse one seen before (401).")
+    base_url = serializers.CharField(help_text="Where this replay's calls go: a server that lives as long as the replay.")
+    token = serializers.CharField(help_text="Bearer token for those calls only, good for this one action.")
+
+
+REPLAY_CALLBACK_TEXT = (
+    "kintsugi re-runs one recorded action of this agent. Signed: `X-Kintsugi-Timestamp: <unix seconds>` and "
+    "`X-Kintsugi-Signature: v1=<hex HMAC-SHA256(replay_secret, \"<timestamp>.\" + raw body)>`. Refuse with 401, "
+    "before running anything, a request whose headers are missing, whose signature does not match (compare in "
+    "constant time), whose timestamp is more than 300 s from now or whose replay_id was already seen "
+    "(kintsugi_client.signing does all four).\n\n"
+    "Replay mode: make the same calls as when recording, to `base_url` with `token`, on the action named here "
+    "(never open it: it is open). `ingest` of the flagged source answers content null; `get` reads the repair's "
+    "view of memory; `set` is staged for the repair; `handoff` is still called (the repair matches it to the "
+    "recorded child and replays that child itself; do not open it); every `effect` answers `perform: false, "
+    "held: true`: record it, never perform it; `finish` with the decision ends the replay.\n\n"
+    "Answers: any 2xx is taken, and the replay then ends at `finish`: a 200 sent after finish (as "
+    "kintsugi_client.Desk does) and a 202 sent at once (then finish within the registration's timeout_seconds) "
+    "work the same. A 4xx or 5xx, no answer, or no finish within timeout_seconds: the repair blocks with a "
+    "fixed-words reason (never the agent's text) and retries like an outage, up to KINTSUGI_REPLAY_MAX_ATTEMPTS "
+    "failures, then fails. A call the recorder refuses during the replay fails the repair.")
 
 
 class AgentRegisterSerializer(views.ReasonSerializer):
@@ -317,18 +456,41 @@ class WorkspaceViewSet(views.WorkspaceViewSet):
 
     @extend_schema(methods=["get"], summary="The workspace's agents in other processes",
                    responses=AgentRegistrationSerializer(many=True))
-    @extend_schema(methods=["post"], summary="Register an agent with its replay endpoint (or re-point it)",
-                   request=AgentRegisterSerializer, responses={200: AgentRegistrationSerializer})
+    @extend_schema(methods=["post"], summary="Register an agent with its replay endpoint (or re-point it); a new "
+                   "registration's answer carries its replay_secret, shown this once",
+                   request=AgentRegisterSerializer, responses={200: RegisteredAgentSerializer},
+                   callbacks=[OpenApiCallback("replay", "{$request.body#/replay_url}", extend_schema(
+                       summary="Replay one action (signed; say why in `purpose`)", description=REPLAY_CALLBACK_TEXT,
+                       request=ReplayRequestSerializer,
+                       responses={200: OpenApiResponse(description="Taken (after finish, or before it: any 2xx)."),
+                                  202: OpenApiResponse(description="Taken; finish follows within timeout_seconds."),
+                                  401: OpenApiResponse(description="Refused: not signed by kintsugi, stale, or a "
+                                                                   "replay_id seen before. The repair blocks."),
+                                  500: OpenApiResponse(description="Any 4xx/5xx: the repair blocks and retries, "
+                                                                   "then fails.")}))])
     @action(detail=True, methods=["get", "post"], url_path="agents", pagination_class=None)
     def agents(self, request, pk=None):
         ws = self.get_object()
         if request.method == "GET":
             return Response(AgentRegistrationSerializer(ws.agent_registrations.all(), many=True).data)
         data = views._valid(AgentRegisterSerializer, request.data)
-        registration, _ = onboarding.register_agent(workspace=ws, name=data["name"], replay=data["replay_url"],
-                                                    timeout_seconds=data["timeout_seconds"], actor=request.user,
-                                                    reason=data["reason"], via=VIA)
-        return Response(AgentRegistrationSerializer(registration).data)
+        registration, created = onboarding.register_agent(workspace=ws, name=data["name"], replay=data["replay_url"],
+                                                          timeout_seconds=data["timeout_seconds"], actor=request.user,
+                                                          reason=data["reason"], via=VIA)
+        answer = AgentRegistrationSerializer(registration).data
+        return Response(answer | {"replay_secret": registration.replay_secret} if created else answer)
+
+    @extend_schema(summary="Give a registered agent a new replay signing secret (shown once; the old one is "
+                   "refused from the next replay on)", request=views.ReasonSerializer,
+                   responses={200: RegisteredAgentSerializer})
+    @action(detail=True, methods=["post"], url_path=r"agents/(?P<agent_name>[A-Za-z0-9_.-]+)/rotate-secret")
+    def rotate_agent_secret(self, request, pk=None, agent_name=None):
+        ws = self.get_object()
+        reason = views._valid(views.ReasonSerializer, request.data)["reason"]
+        registration = get_object_or_404(ws.agent_registrations.all(), name=agent_name)
+        registration = onboarding.rotate_replay_secret(registration=registration, actor=request.user, reason=reason,
+                                                       via=VIA)
+        return Response(AgentRegistrationSerializer(registration).data | {"replay_secret": registration.replay_secret})
 
     @extend_schema(methods=["get"], summary="The workspace's recording tokens (never their keys)",
                    responses=AgentTokenSerializer(many=True))

@@ -83,6 +83,8 @@ def exception_handler(exc: Exception, context: dict) -> Response:
             response = Response(error_body(code, message, details), status=code_status)
             if code_status == 503:  # a dependency is away: say when to come back
                 response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            elif isinstance(details, dict) and isinstance(details.get("retry_after"), int):
+                response["Retry-After"] = str(details["retry_after"])  # a 409 that passes: as its message says
     # The compensation services record their own refusals (item.refused) before raising them.
     already_recorded = isinstance(exc, (ReviewRefused, DecisionRefused))
     if request is not None and request.method not in ("GET", "HEAD", "OPTIONS") and \

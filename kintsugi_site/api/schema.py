@@ -37,3 +37,22 @@ def add_error_responses(result, generator, request, public):
                 responses.setdefault(code, {"description": _DESCRIPTIONS[code],
                                             "content": {"application/json": {"schema": ref}}})
     return result
+
+
+# drf-spectacular's callbacks take no parameters: the replay callback's signature headers are added here.
+REPLAY_HEADERS = [
+    {"name": "X-Kintsugi-Timestamp", "in": "header", "required": True, "schema": {"type": "integer"},
+     "description": "Unix seconds when kintsugi signed the request; refuse it more than 300 s from now."},
+    {"name": "X-Kintsugi-Signature", "in": "header", "required": True,
+     "schema": {"type": "string", "pattern": "^v1=[0-9a-f]{64}$"},
+     "description": 'v1=<hex HMAC-SHA256(replay_secret, "<timestamp>." + raw body bytes)>.'},
+]
+
+
+def add_replay_headers(result, generator, request, public):
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for expressions in (operation.get("callbacks") or {}).get("replay", {}).values():
+                for callback in expressions.values():
+                    callback["parameters"] = REPLAY_HEADERS
+    return result

@@ -9,8 +9,9 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from compensation import deliveries
+from compensation import deliveries, links
 from compensation import review_numbers
+from compensation.acknowledgements import AckOutcome
 from compensation.models import CompensationItem
 from provenance import quarantine
 from provenance.models import Source, Workspace
@@ -333,12 +334,30 @@ class FactHistorySerializer(serializers.Serializer):
 # --- review items (compensation drafts) -------------------------------------------------------------------
 class DeliverySerializer(serializers.Serializer):
     state = serializers.CharField(help_text="queued, retrying, sending, delivered, accepted, submitted, pending, "
-                                            "succeeded, failed, canceled, dead or uncertain.")
-    connector = serializers.CharField(help_text="sandbox_ledger, outbox, manual, smtp, stripe or webhook.")
+                                            "succeeded, failed, canceled, dead, uncertain or awaiting_ack (offered "
+                                            "to the team's own agent, agent_pull).")
+    connector = serializers.CharField(help_text="sandbox_ledger, outbox, manual, smtp, stripe, webhook or agent_pull.")
     reference = serializers.CharField(help_text="The provider's id: a Stripe refund or invoice, a Message-ID.")
     attempts = serializers.IntegerField()
     failure_reason = serializers.CharField()
     accepted_at = serializers.DateTimeField(allow_null=True)
+
+
+class CompensatedEffectSerializer(serializers.Serializer):
+    """One effect an item compensates (or, for a replacement, releases), as the agent that made it knows it."""
+
+    action_id = serializers.IntegerField(help_text="The action that recorded the effect.")
+    effect_id = serializers.IntegerField()
+    role = serializers.CharField(help_text="invalidated (it left on a decision now invalid), replacement (the repair "
+                                           "produced it and held it) or cancelled (an earlier repair's held replacement).")
+    kind = serializers.CharField(help_text="The effect's kind as the agent recorded it: refund, email, store_credit, ...")
+    ticket = serializers.CharField(allow_blank=True)
+    amount_cents = serializers.IntegerField()
+    currency = serializers.CharField()
+    idempotency_key = serializers.CharField(
+        allow_null=True, help_text="The key the agent sent when it recorded the effect over HTTP; for an effect an "
+                                   "in-process agent recorded, the key kintsugi sent it out with (ledger, outbox); "
+                                   "null for an effect that never left (a held replacement).")
 
 
 class ReviewItemSerializer(serializers.ModelSerializer):
@@ -354,15 +373,69 @@ class ReviewItemSerializer(serializers.ModelSerializer):
                                    help_text='The amount as people read it ("$75.00"); amount_cents is the value.')
     delivery = serializers.SerializerMethodField(help_text="Where the item is on its way out, beside its decision "
                                                            "(null until it is approved).")
+    compensates = serializers.SerializerMethodField(help_text="The effects this item compensates (or releases), each "
+                                                              "with the idempotency key it went out with.")
 
     class Meta:
         model = CompensationItem
         fields = ["id", "incident", "workspace", "kind", "status", "ticket", "customer_email", "to", "subject", "body",
                   "amount_cents", "currency", "amount", "payment_reference", "valid", "problems", "edited", "drafted_by",
                   "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at",
-                  "delivery"]
+                  "delivery", "compensates"]
         read_only_fields = fields
 
     @extend_schema_field(DeliverySerializer(allow_null=True))
     def get_delivery(self, item) -> dict | None:
         return deliveries.summary(item)
+
+    @extend_schema_field(CompensatedEffectSerializer(many=True))
+    def get_compensates(self, item) -> list[dict]:
+        # A page's keys come looked up at once in the context (ReviewItemViewSet.list); one item alone here.
+        batch = self.context.get("compensates")
+        return batch[item.pk] if batch is not None and item.pk in batch else links.compensates([item])[item.pk]
+
+
+# --- a team's own agent: the compensations offered to it and its answers --------------------------------
+class OfferedCompensationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    incident = serializers.IntegerField()
+    workspace = serializers.CharField()
+    kind = serializers.ChoiceField(choices=CompensationItem.Kind.choices)
+    ticket = serializers.CharField()
+    customer_email = serializers.CharField()
+    to = serializers.CharField(allow_blank=True)
+    subject = serializers.CharField(allow_blank=True)
+    body = serializers.CharField(allow_blank=True)
+    amount_cents = serializers.IntegerField()
+    currency = serializers.CharField()
+    payment_reference = serializers.CharField(allow_blank=True)
+    original = serializers.ListField(child=serializers.DictField(), help_text="The effects as the repair drafted from them.")
+    compensates = CompensatedEffectSerializer(many=True)
+    idempotency_key = serializers.CharField(help_text="The item's execution key: carry it to your provider, so an "
+                                                      "item offered again is performed once.")
+    approved_at = serializers.DateTimeField()
+
+
+class OfferedPageSerializer(serializers.Serializer):
+    results = OfferedCompensationSerializer(many=True)
+    next = serializers.CharField(allow_null=True, help_text="The next page's URL (keyset: ?after=<last id>), or null.")
+
+
+class AckSerializer(StrictSerializer):
+    outcome = serializers.ChoiceField(choices=AckOutcome.choices,
+                                      help_text="performed: you carried it out (the item is executed); failed: you "
+                                                "could not (a person decides what happens next).")
+    reference = serializers.CharField(max_length=128, required=False, allow_blank=True,
+                                      help_text="Your own id for what you did (a refund id, a message id).")
+    message = serializers.CharField(max_length=300, required=False, allow_blank=True, validators=[FREE_TEXT],
+                                    help_text="A short note for the reviewers; for a failure, why.")
+
+
+class AckAnswerSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    outcome = serializers.CharField()
+    reference = serializers.CharField(allow_blank=True)
+    message = serializers.CharField(allow_blank=True)
+    delivery_state = serializers.CharField(help_text="delivered or failed")
+    item_status = serializers.CharField(help_text="executed after performed; approved after failed")
+    acknowledged_at = serializers.DateTimeField(allow_null=True)

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, decide, recording_batch, views, webhooks
+from kintsugi_site.api import agents, compensations, decide, recording_batch, views, webhooks
 
 app_name = "api"
 
@@ -24,6 +24,9 @@ urlpatterns = [
     path("recording/actions/<int:action_id>/abandon/", agents.AbandonView.as_view(), name="recording-abandon"),
     path("recording/actions/<int:action_id>/calls/", recording_batch.CallsView.as_view(), name="recording-calls"),
     path("recording/batch/", recording_batch.BatchView.as_view(), name="recording-batch"),
+    path("recording/compensations/", compensations.OfferedCompensationsView.as_view(), name="recording-compensations"),
+    path("recording/compensations/<int:item_id>/ack/", compensations.AcknowledgeView.as_view(),
+         name="recording-compensation-ack"),
     *[path(f"recording/actions/<int:action_id>/{op}/", view.as_view(), name=f"recording-{op}")
       for op, view in agents.CALL_VIEWS.items()],
     path("sources/<int:pk>/what-if/", decide.WhatIfView.as_view(), name="source-what-if"),

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from repairs import reports
 from kintsugi_site.api.errors import ApiError
-from compensation import selectors as compensation_selectors
+from compensation import links as compensation_links, selectors as compensation_selectors
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
@@ -289,6 +289,12 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
         if ticket:
             qs = qs.filter(ticket_id=ticket)
         return qs
+
+    def list(self, request, *args, **kwargs):
+        # What each item compensates is looked up for the whole page at once, not per item.
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        context = self.get_serializer_context() | {"compensates": compensation_links.compensates(page)}
+        return self.get_paginated_response(self.get_serializer_class()(page, many=True, context=context).data)
 
     @extend_schema(summary="Approve a draft, optionally edited first (Reviewer role; not the incident's flagger)",
                    request=ApproveSerializer,

@@ -45,6 +45,8 @@ MIDDLEWARE = [
     # Static files (the admin's CSS and scripts) from the app server itself, compressed and cached.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Pushes an idle session's expiry forward, at most once a minute (kintsugi_site.session_touch).
+    "kintsugi_site.session_touch.SessionTouchMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -58,9 +60,9 @@ MIDDLEWARE = [
 ]
 
 # Sessions expire after KINTSUGI_SESSION_IDLE_SECONDS without a request (default 8 hours): the expiry is
-# pushed forward on every request, so a working day stays logged in and a forgotten browser does not.
+# pushed forward by requests (at most once a minute, kintsugi_site.session_touch), so a working day stays
+# logged in and a forgotten browser does not.
 SESSION_COOKIE_AGE = env.int("KINTSUGI_SESSION_IDLE_SECONDS", default=8 * 60 * 60)
-SESSION_SAVE_EVERY_REQUEST = True
 
 # Content-Security-Policy (django-csp): scripts only from this site, or inline with the request's nonce
 # (the admin pages' few inline scripts carry it); styles may be inline (the admin, Swagger UI and Redoc
@@ -323,6 +325,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "kintsugi_site.api.schema.add_error_responses",
+        "kintsugi_site.api.schema.add_replay_headers",
     ],
 }
 # Agents in other processes (provenance.remote, provenance.replay): an HTTP recording idle this long

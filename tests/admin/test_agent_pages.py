@@ -60,6 +60,9 @@ def test_a_workspace_admin_registers_and_repoints_an_agent_through_the_service(t
     assert (event.workspace_id, event.actor, event.via, event.reason) == (a.pk, people["admin"], "admin",
                                                                           "the triage service")
     page = client.get(reverse("admin:provenance_agentregistration_changelist")).content.decode()
+    assert reg.replay_secret in page  # shown once, on the page after the registration...
+    assert reg.replay_secret not in client.get(reverse("admin:provenance_agentregistration_change",
+                                                       args=[reg.pk])).content.decode()  # ...and never again
     assert "desk-agent:9100" in page and "desk_triage" in page
 
     change = reverse("admin:provenance_agentregistration_change", args=[reg.pk])

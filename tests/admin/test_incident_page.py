@@ -21,7 +21,7 @@ def test_incident_page_shows_the_articles_outcome_in_eleven_queries_at_most(lead
     url = reverse("admin:repairs_incident_change", args=[repaired.pk])
     # The tenth: the customers' names of the page of tickets, for their before → after in words. The
     # eleventh: the quarantine of the flagged source (held or lifted, and the ingests it refused).
-    with django_assert_max_num_queries(14):
+    with django_assert_max_num_queries(12):
         response = lead_client.get(url)
     html = response.content.decode()
     values = outcome_values(html)
@@ -62,7 +62,7 @@ def test_progress_endpoint_reports_status_and_percent(lead_client, canonical_des
     Incident.objects.filter(pk=incident.pk).update(status="repairing", phase="walking", progress_done=5,
                                                    progress_total=10)
     url = reverse("admin:repairs_incident_progress", args=[incident.pk])
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(6):
         data = lead_client.get(url).json()
     assert data == {"incident": incident.pk, "status": "repairing", "label": "Repairing", "phase": "walking", "done": 5, "total": 10,
                     "percent": 30, "running": True, "error": None}
@@ -117,7 +117,7 @@ def test_picture_of_a_big_radius_is_grouped_and_paged(lead_client, workspace_nam
 def test_explain_a_superseded_refund(lead_client, repaired, django_assert_max_num_queries):
     refund = ActionOutcome.objects.get(incident=repaired, agent="refund", ticket="t05")
     url = reverse("admin:repairs_incident_explain", args=[repaired.pk]) + f"?action={refund.action_id}"
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(10):
         response = lead_client.get(url)
     steps = response.context["path"]["steps"]
     assert [(s["agent"], s["ticket"], s["status"], s["reached_by"]["edge"]) for s in steps] == [
@@ -148,10 +148,10 @@ def test_explain_an_effect_and_a_new_action(lead_client, repaired):
 
 def test_incident_changelist_and_transitions_stay_cheap(lead_client, client, make_user, repaired,
                                                        django_assert_max_num_queries):
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(10):
         assert lead_client.get(reverse("admin:repairs_incident_changelist")).status_code == 200
     client.force_login(make_user("auditor-admin", "Auditor", member_of=repaired.workspace))
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(10):
         assert client.get(reverse("admin:repairs_incidenttransition_changelist")).status_code == 200
 
 

@@ -2,6 +2,7 @@
 (examples/remote_agent.py) started as a real separate process against the live server."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import select
@@ -9,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,6 +78,62 @@ def remote_desk(live_server, admin_token, tmp_path):
         desk = RemoteDesk(live_server.url, admin_token, workspace, tmp_path / f"{workspace}-effects.jsonl")
         desks.append(desk)
         return desk
+
+    yield make
+    for desk in desks:
+        desk.stop()
+
+
+def load_example(name: str):
+    """An example desk module (examples/<name>.py), imported in this process."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class InProcessDesk:
+    """A small example desk (examples/small_desk.py) recorded against the live server from this process
+    and serving its replays on a port of its own; `performed` lists the effects it performed."""
+
+    def __init__(self, example, base_url: str, admin_token: str, workspace: str, *, poisoned: bool):
+        from kintsugi_client import Client
+
+        self.scenario, self.workspace, self.performed = sys.modules["small_desk"], workspace, []
+        self.port = free_port()
+        self.replay_url = f"http://127.0.0.1:{self.port}/replay"
+        key, self.secrets = self.scenario.set_up(Client(base_url, admin_token), workspace,
+                                                 list(example.AGENTS.values()), self.replay_url, poisoned=poisoned)
+        self.desk = example.build_desk(Client(base_url, key), replay_secret=self.secrets,
+                                       perform=lambda agent, payload, effect: self.performed.append(
+                                           (effect["ticket"], effect["kind"], effect["amount"])))
+        self.server = self.desk.serve_replays("127.0.0.1", self.port, block=False)
+        self.actions = self.scenario.record(self.desk, example.AGENTS["research"], example.AGENTS["triage"],
+                                            poisoned=poisoned)
+
+    def post_replay(self, body: bytes, headers: dict) -> int:
+        """POST a replay request to this desk's endpoint; the status it answers."""
+        request = urllib.request.Request(self.replay_url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json", **headers})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def example_desk(live_server, admin_token):
+    """Record an example desk (by module name) in a workspace, poisoned or clean, serving its replays."""
+    desks: list[InProcessDesk] = []
+
+    def make(name: str, workspace: str, *, poisoned: bool = True) -> InProcessDesk:
+        desks.append(InProcessDesk(load_example(name), live_server.url, admin_token, workspace, poisoned=poisoned))
+        return desks[-1]
 
     yield make
     for desk in desks:

@@ -47,7 +47,7 @@ def test_a_reviewer_works_every_case_with_the_keyboard(new_page, django_user_mod
     page = new_page("reviewer", PASSWORD)
     console = []  # the browser reports a Content-Security-Policy violation on the console
     page.on("console", lambda message: console.append(message.text))
-    page.click("#review-cases-link")  # the dashboard's way in
+    assert "/compensationitem/cases/" in page.url  # a Reviewer's door after signing in is the cases
     page.goto(f"/admin/compensation/compensationitem/cases/?incident={incident.pk}")
     assert page.locator("#cases-left").inner_text() == "5 cases left"
     assert page.locator("#cases-money").inner_text() == "$400.00"

@@ -40,7 +40,7 @@ def test_queue_count_comes_from_the_totals_for_status_and_incident_filters(revie
     assert cl.result_count == expected and type(cl.result_count) is int and len(cl.result_list) == expected
     assert not any("COUNT(" in q and "compensation_compensationitem" in q for q in sql), "counted the item table"
     assert any("compensation_queuetotal" in q for q in sql)
-    assert len(sql) < 12  # 10, and the idle session's touch and the capability read on every request
+    assert len(sql) < 11  # 10, and the capability read on every request
     assert f"{expected} compensation items" in response.content.decode()
 
 
@@ -52,7 +52,7 @@ def test_other_filters_count_rows_exactly_under_the_cap(reviewer_client, canonic
     assert type(cl.result_count) is int and cl.result_count == len(cl.result_list) > 0
     capped = [q for q in sql if "LIMIT 10001" in q and q.startswith("SELECT COUNT(*) FROM (SELECT")]
     assert len(capped) == 1 and "ORDER BY" not in capped[0]
-    assert len(sql) < 12  # 10, and the idle session's touch and the capability read on every request
+    assert len(sql) < 11  # 10, and the capability read on every request
 
 
 def test_an_incident_filter_that_is_not_a_number_is_refused_without_reading_the_totals(reviewer_client, canonical):

@@ -20,4 +20,4 @@ class Command(KintsugiCommand):
         for d in state["decisions"]:
             self.stdout.write(f"decision {d['ticket']}: {d['choice']} ({d['level']})")
         for e in state["effects"]:
-            self.stdout.write(f"effect {e['kind']} {e['ticket']} {e['amount']:.2f}")
+            self.stdout.write(f"effect {e['kind']} {e['ticket']} {e['amount_cents'] / 100:.2f}")

@@ -40,11 +40,14 @@ class Command(KintsugiCommand):
         p.add_argument("--workspace", required=True)
         p.add_argument("--ticket", required=True)
         p.add_argument("--fields", required=True, help='JSON: {"customer_name": ..., "amount_cents": ...}')
-        p = change("agent", "register an agent in another process with its replay endpoint")
+        p = change("agent", "register an agent in another process with its replay endpoint (its replay signing "
+                            "secret is printed once), or give an existing one a new secret (--rotate-secret)")
         p.add_argument("--workspace", required=True)
         p.add_argument("--name", required=True)
-        p.add_argument("--replay-url", required=True)
+        p.add_argument("--replay-url", help="needed to register or re-point the agent")
         p.add_argument("--timeout", type=int, default=30)
+        p.add_argument("--rotate-secret", action="store_true",
+                       help="replace the registered agent's replay signing secret (the new one is printed once)")
         p = change("token", "issue a recording token (the key is printed once)")
         p.add_argument("--workspace", required=True)
         p.add_argument("--label", required=True)
@@ -83,10 +86,7 @@ class Command(KintsugiCommand):
             return self._out(o, ticket.as_payload() | {"created": created},
                              f"{'created' if created else 'changed'} ticket {ticket.ticket_id}")
         if what == "agent":
-            reg, created = onboarding.register_agent(workspace=ws, name=o["name"], replay=o["replay_url"],
-                                                     timeout_seconds=o["timeout"], **common)
-            return self._out(o, {"agent": reg.name, "replay_url": reg.replay_url, "created": created},
-                             f"{'registered' if created else 'changed'} agent {reg.name} -> {reg.replay_url}")
+            return self._agent(o, ws, common)
         if what == "token":
             token, key = onboarding.issue_agent_token(workspace=ws, label=o["label"], agents=o["agent"],
                                                       expires_in_days=o["expires_in"], **common)
@@ -100,6 +100,28 @@ class Command(KintsugiCommand):
             return self._out(o, {"id": new.pk, "key": key, "replaces": token.pk, "expires_at": new.expires_at}, key)
         onboarding.revoke_agent_token(token=token, **common)
         return self._out(o, {"id": token.pk, "revoked_at": token.revoked_at}, f"revoked token {token.pk}")
+
+    def _agent(self, o, ws, common) -> None:
+        if o["rotate_secret"]:
+            reg = ws.agent_registrations.filter(name=o["name"]).first()
+            if reg is None:
+                raise LookupError(f"no agent {o['name']!r} registered in workspace {ws.name!r}")
+            if o["replay_url"] is not None:
+                raise ValueError("--rotate-secret changes only the secret; re-point the agent without it")
+            reg = onboarding.rotate_replay_secret(registration=reg, **common)
+            return self._out(o, {"agent": reg.name, "replay_secret": reg.replay_secret},
+                             f"new replay secret for agent {reg.name} (shown once; the old one is refused now): "
+                             f"{reg.replay_secret}")
+        if o["replay_url"] is None:
+            raise ValueError("--replay-url is needed to register or re-point an agent")
+        reg, created = onboarding.register_agent(workspace=ws, name=o["name"], replay=o["replay_url"],
+                                                 timeout_seconds=o["timeout"], **common)
+        data = {"agent": reg.name, "replay_url": reg.replay_url, "created": created}
+        if not created:
+            return self._out(o, data, f"changed agent {reg.name} -> {reg.replay_url} (its replay secret is kept)")
+        return self._out(o, data | {"replay_secret": reg.replay_secret},
+                         f"registered agent {reg.name} -> {reg.replay_url}\n"
+                         f"replay secret (shown once; replays are signed with it): {reg.replay_secret}")
 
     def _out(self, o, data, line) -> None:
         if o["json"]:

@@ -19,8 +19,11 @@ class Command(KintsugiCommand):
         parser.add_argument("--source", required=True)
         parser.add_argument("--reason", required=True)
         parser.add_argument("--user", required=True)
-        parser.add_argument("--wait", action="store_true", help="block until the repair finishes")
-        parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait with --wait")
+        parser.add_argument("--wait", action="store_true",
+                            help="block until the repair finishes; exit 1 unless it ends repaired")
+        parser.add_argument("--timeout", type=float, default=1800,
+                            help="seconds to wait with --wait; a repair not done by then (still running, or "
+                                 "blocked waiting for a retry) exits 1 and keeps going in the worker")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **o):
@@ -31,8 +34,7 @@ class Command(KintsugiCommand):
                                    via=Incident.Via.CLI)
         except IncidentAlreadyOpen as exc:
             self._fail(str(exc))
-        if o["wait"]:
-            incident = self._wait(incident, o["timeout"])
+        done = self._wait(incident, o["timeout"]) if o["wait"] else True
         # The enqueue after commit may already have blocked it (broker down): report the row, not our copy.
         incident.refresh_from_db()
         summary = incident_summary(incident)
@@ -48,17 +50,25 @@ class Command(KintsugiCommand):
                     f"{c['rerun_changed']}, re-run same {c['rerun_same']}, skipped {c['skipped']}, superseded "
                     f"{c['superseded']}, new {c['new']}; {summary['effects_invalidated']} effects invalidated; "
                     f"verification {v['facts']}/{v['decisions']}/{v['effects']}")
+        if not done:
+            why = (f": {incident.error}" if incident.status == Incident.Status.BLOCKED and incident.error
+                   else " (is a Celery worker running?)" if incident.status == Incident.Status.OPEN else "")
+            self.stderr.write(f"gave up waiting: incident #{incident.pk} still {incident.status} after "
+                              f"{o['timeout']:g}s{why}; the repair goes on in the worker")
         if o["wait"] and incident.status != Incident.Status.REPAIRED:
             sys.exit(1)
 
-    def _wait(self, incident: Incident, timeout: float) -> Incident:
+    def _wait(self, incident: Incident, timeout: float) -> bool:
+        """Whether the repair ended (repaired, failed or closed) within `timeout`. A blocked one may
+        still resume on its own (a retry, the outage sweep), so it is waited for like a running one."""
         progress = reporter(f"repair #{incident.pk}")
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             incident.refresh_from_db()
             if incident.status in DONE:
-                return incident
+                return True
+            if time.monotonic() >= deadline:
+                return False
             if incident.progress_total:
                 progress(min(incident.percent, 99), 100)
-            time.sleep(0.3)
-        self._fail(f"incident #{incident.pk} still {incident.status} after {timeout:.0f}s (is a Celery worker running?)")
+            time.sleep(min(0.3, max(0.0, deadline - time.monotonic())))

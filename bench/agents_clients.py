@@ -1,0 +1,138 @@
+"""The recording rate of kintsugi's client libraries and framework integrations, measured in the same run
+as bench.agents' raw HTTP row, against the same server and workspace.
+
+- `LangGraph GraphDesk`, `Agents SDK AgentDesk`: bench.agents' writer and reader (2 sets and a handoff;
+  2 gets and an effect) written as a LangGraph graph with KintsugiStore, and as two Agents SDK agents
+  with kintsugi's tools and a deterministic model (examples/agents_sdk_desk.py's DeskModel: no network);
+- `Python client, set+get roots` and `TypeScript client, set+get roots`: the shape of
+  clients/typescript/bench/record.mjs (one root that sets a fact and reads it back: 2 ops, 4 requests),
+  the TypeScript one run with node when that script and node are here.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import time
+from typing import TypedDict
+
+from bench import common
+
+TS_SCRIPT = common.ROOT / "clients" / "typescript" / "bench" / "record.mjs"
+AGENTS = {"langgraph": ("bench_lg_writer", "bench_lg_reader"), "agents_sdk": ("bench_sdk_writer", "bench_sdk_reader"),
+          "py_setget": ("bench_py_setget",), "ts_setget": ("bench_ts_setget",)}
+
+
+class _State(TypedDict, total=False):
+    n: int
+    ticket: str
+
+
+def _langgraph_desk(client):
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import Command
+
+    from kintsugi_client.langgraph import GraphDesk, KintsugiStore, recorder
+
+    def writer(state: _State, runtime) -> Command:
+        runtime.store.put(("faq",), str(state["n"]), {"answer": f"answer {state['n']}"})
+        runtime.store.put(("bench",), "shared", {"n": state["n"]})
+        return Command(goto="reader", update={"ticket": f"t{state['n']}"})
+
+    def reader(state: _State, runtime) -> dict:
+        runtime.store.get(("faq",), str(state["n"]))
+        runtime.store.get(("bench",), "shared")
+        recorder().effect("note", amount=0, ticket=state["ticket"], external=True)
+        return {}
+
+    builder = StateGraph(_State)
+    builder.add_node("writer", writer)
+    builder.add_node("reader", reader)
+    builder.add_edge(START, "writer")
+    return GraphDesk(client, builder.compile(store=KintsugiStore()), prefix="bench_lg_")
+
+
+def _agents_sdk_desk(client):
+    from agents import Agent
+
+    from kintsugi_client.agents_sdk import AgentDesk, effect_tool, handoff_tool, read_memory, write_memory
+
+    spec = importlib.util.spec_from_file_location("bench_agents_sdk_desk", common.ROOT / "examples" / "agents_sdk_desk.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    def writer(p: dict, results: dict):
+        if "transfer_to_reader" in results:
+            return {"n": p["n"]}
+        return [("write_memory", {"key": f"faq/{p['n']}", "value": f"answer {p['n']}"}),
+                ("write_memory", {"key": "shared", "value": str(p["n"])}),
+                ("transfer_to_reader", {"ticket": f"t{p['n']}"})]
+
+    def reader(p: dict, results: dict):
+        if "note" in results:
+            return {"read": True}
+        return [("read_memory", {"key": f"faq/{p['n']}"}), ("read_memory", {"key": "shared"}),
+                ("note", {"ticket": p["ticket"], "amount_cents": 0})]
+
+    agents = [Agent(name="writer", model=example.DeskModel(writer),
+                    tools=[write_memory, handoff_tool("reader", fields={"ticket": {"type": "string"}})]),
+              Agent(name="reader", model=example.DeskModel(reader), tools=[read_memory, effect_tool("note", external=True)])]
+    return AgentDesk(client, agents, prefix="bench_sdk_")
+
+
+def _setget_desk(client):
+    from kintsugi_client import Desk
+
+    desk = Desk(client)
+
+    @desk.agent(AGENTS["py_setget"][0])
+    def setget(rec, p):
+        rec.set(f"bench/{p['n']}", f"answer {p['n']}")
+        rec.get(f"bench/{p['n']}")
+        return {"n": p["n"]}
+
+    return desk
+
+
+def _timed(desk, agent: str, roots: int) -> float:
+    desk.run_root(agent, {"n": -1})  # imports and first connections, outside the clock
+    t0 = time.perf_counter()
+    for n in range(roots):
+        desk.run_root(agent, {"n": n})
+    return time.perf_counter() - t0
+
+
+def _typescript(base: str, key: str, roots: int) -> tuple[float | None, str]:
+    node, script = shutil.which("node"), os.path.relpath(TS_SCRIPT, common.ROOT)
+    if not TS_SCRIPT.exists() or not node:
+        return None, f"TypeScript: no row (no {script if not TS_SCRIPT.exists() else 'node'})"
+    env = dict(os.environ, KINTSUGI_URL=base, KINTSUGI_TOKEN=key, KINTSUGI_AGENT=AGENTS["ts_setget"][0])
+    done = subprocess.run([node, str(TS_SCRIPT), str(roots)], env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        return None, f"TypeScript: record.mjs failed: {done.stderr.strip()[-200:]}"
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(answer["seconds"]), f"TypeScript: node {script} {roots}"
+
+
+def run(*, base: str, key: str, roots: int, ops_per_root: int, base_ops_per_s: float) -> tuple[list[list], list[str], dict]:
+    """Rows for bench.agents' table ([label, roots, ops, seconds, ops/s, x record_root]), its notes, and
+    the numbers. The integrations' agents must be registered in the workspace of `key` (AGENTS)."""
+    from kintsugi_client import Client
+
+    client, rows, notes, out = Client(base, key), [], [], {}
+    for label, name, make, agent, ops in (
+            ("LangGraph GraphDesk", "langgraph", _langgraph_desk, "writer", ops_per_root),
+            ("Agents SDK AgentDesk", "agents_sdk", _agents_sdk_desk, "writer", ops_per_root),
+            ("Python client, set+get roots", "py_setget", _setget_desk, AGENTS["py_setget"][0], 2)):
+        out[f"{name}_s"] = seconds = _timed(make(client), agent, roots)
+        common.log(f"{label}: {seconds:.1f}s")
+        rows.append([label, roots, roots * ops, seconds, roots * ops / seconds, roots * ops / seconds / base_ops_per_s])
+    seconds, note = _typescript(base, key, roots)
+    notes.append(note)
+    if seconds:
+        out["ts_setget_s"] = seconds
+        rows.append(["TypeScript client, set+get roots", roots, roots * 2, seconds, roots * 2 / seconds,
+                     roots * 2 / seconds / base_ops_per_s])
+    return rows, notes, out

@@ -1,0 +1,139 @@
+import type { Server } from "node:http";
+import type { ReplayRequest, ReplaySecret } from "./signing.js";
+
+export * from "./signing.js";
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+/** An error answer of the API (status 0 and code "unreachable" when no answer came). */
+export declare class KintsugiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  /** The API's own message (`message` leads with status and code). */
+  readonly apiMessage: string;
+  readonly details: unknown;
+  constructor(status: number, code: string, message: string, details?: unknown);
+}
+
+export interface Workspace { id: number; name: string; [field: string]: unknown }
+
+export interface ActionOpened {
+  action: number;
+  seq: number;
+  recording: number;
+  agent: string;
+  payload: JsonObject;
+  parent: number | null;
+  replay: boolean;
+}
+
+export interface FinishAnswer {
+  action: number;
+  dhash?: string;
+  committed: boolean;
+  next: { agent: string; parent: number } | null;
+  [field: string]: unknown;
+}
+
+export interface EffectAnswer {
+  effect: number;
+  idempotency_key: string;
+  kind: string;
+  ticket: string | null;
+  amount: number;
+  currency: string;
+  /** True: perform it now. False: it is held for a person; never perform it. */
+  perform: boolean;
+  held: boolean;
+}
+
+export interface TicketFields {
+  reason: string;
+  customer_name?: string;
+  customer_email?: string;
+  subject?: string;
+  body?: string;
+  amount_cents?: number;
+  currency?: string;
+  tier?: string;
+  payment_reference?: string;
+}
+
+export declare class Client {
+  constructor(baseUrl: string, token: string, options?: { timeout?: number });
+  readonly baseUrl: string;
+  readonly token: string;
+  /** Milliseconds per request. */
+  readonly timeout: number;
+  request<T = any>(method: string, path: string, body?: unknown): Promise<T>;
+
+  workspaces(): Promise<Workspace[]>;
+  ensureWorkspace(name: string, options: { reason: string }): Promise<Workspace>;
+  createSource(workspace: number, sourceId: string, content: string,
+    options: { reason: string; title?: string; trust?: string }): Promise<any>;
+  updateSource(workspace: number, sourceId: string,
+    options: { reason: string; content?: string; title?: string }): Promise<any>;
+  putSource(workspace: number, sourceId: string, content: string,
+    options: { reason: string; title?: string; trust?: string }): Promise<any>;
+  createTicket(workspace: number, ticketId: string, fields: TicketFields): Promise<any>;
+  updateTicket(workspace: number, ticketId: string, fields: TicketFields): Promise<any>;
+  putTicket(workspace: number, ticketId: string, fields: TicketFields): Promise<any>;
+  registerAgent(workspace: number, name: string, replayUrl: string,
+    options: { reason: string; timeoutSeconds?: number }): Promise<{ name: string; replay_url: string; replay_secret?: string; [field: string]: unknown }>;
+  /** A new registration's answer carries `replay_secret` once; this issues a new one (the old is refused). */
+  rotateReplaySecret(workspace: number, name: string, options: { reason: string }): Promise<string>;
+  issueAgentToken(workspace: number, options: { label: string; reason: string; agents?: string[] }): Promise<string>;
+
+  openAction(agent: string, payload?: JsonObject | null, options?: { parent?: number }): Promise<ActionOpened>;
+  call(action: number, op: "ingest" | "get" | "set" | "handoff" | "effect" | "finish", body: JsonObject): Promise<any>;
+  abandon(action: number, options: { reason: string }): Promise<any>;
+}
+
+export interface EffectOptions {
+  amount?: number;
+  ticket?: string;
+  currency?: string;
+  idempotencyKey?: string;
+  /** Anything else is the effect's details. */
+  [detail: string]: Json | undefined;
+}
+
+export declare class RemoteRecorder {
+  constructor(client: Client, action: number, payload?: JsonObject);
+  readonly actionId: number;
+  readonly ticket: string | undefined;
+  readonly effects: EffectAnswer[];
+  ingest(sourceId: string): Promise<string | null>;
+  get<T extends Json = Json>(key: string, defaultValue?: T | null): Promise<T | null>;
+  set(key: string, value: Json, clocks?: { validFrom?: string; validUntil?: string; observedAt?: string }): Promise<void>;
+  handoff(agent: string, payload: JsonObject): Promise<void>;
+  effect(kind: string, options?: EffectOptions): Promise<EffectAnswer>;
+  finish(decision: JsonObject): Promise<FinishAnswer>;
+}
+
+export type AgentFn = (rec: RemoteRecorder, payload: any) => JsonObject | Promise<JsonObject>;
+export type PerformFn = (agent: string, payload: any, effect: EffectAnswer) => void | Promise<void>;
+
+export declare const MAX_REPLAY_BODY: number;
+
+export interface DeskOptions {
+  /** Your real side effects, called after finish for each effect answered `perform: true`. */
+  perform?: PerformFn;
+  /** The agent registrations' replay secret (one, or one per agent name): unsigned, forged, stale or
+   *  replayed requests get 401 before any agent code runs. */
+  replaySecret?: ReplaySecret;
+  toleranceSeconds?: number;
+}
+
+export declare class Desk {
+  constructor(client: Client, options?: DeskOptions);
+  readonly client: Client;
+  readonly agents: Map<string, AgentFn>;
+  agent<F extends AgentFn>(name: string, fn: F): F;
+  /** Record a root action and, depth first, everything it hands off; the ids in order. */
+  runRoot(agent: string, payload: JsonObject): Promise<number[]>;
+  replay(request: ReplayRequest): Promise<FinishAnswer>;
+  serveReplays(host: string, port: number): Promise<Server>;
+  close(): Promise<void>;
+}

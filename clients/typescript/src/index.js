@@ -1,0 +1,7 @@
+export { Client, KintsugiError } from "./client.js";
+export { RemoteRecorder } from "./recorder.js";
+export { Desk, MAX_REPLAY_BODY } from "./desk.js";
+export {
+  PURPOSES, ReplayGuard, ReplayRefused, SIGNATURE_HEADER, SIGNATURE_VERSION, TIMESTAMP_HEADER, TOLERANCE_SECONDS,
+  sign, signedHeaders, verify,
+} from "./signing.js";
