@@ -120,6 +120,11 @@ INGESTERS = Query("""
 MATCH (s:Source {id: $source})<-[:INGESTED]-(a:Action)
 RETURN a.id
 """, rows.ActionId)
+# Those of them that work a ticket: a repair re-runs them with the source masked instead of masking them.
+TICKET_INGESTERS = Query("""
+MATCH (s:Source {id: $source})<-[:INGESTED]-(a:Action) WHERE a.ticket IS NOT NULL AND a.ticket <> ''
+RETURN a.id
+""", rows.ActionId)
 # The blast radius inside FalkorDB: algo.BFS from each action that ingested the source, over every
 # relationship type (algo.BFS takes one type or NULL, never a list). Every Action out-edge other than
 # FEEDS and HANDED_OFF ends at a leaf (Fact, Effect, Source), so the actions it reaches are exactly the

@@ -19,6 +19,11 @@ def ingesters(graph: Graph, source: str) -> list[int]:
     return [r[0] for r in graph.ro_query(queries.INGESTERS, {"source": source})]
 
 
+def ticket_ingesters(graph: Graph, source: str) -> list[int]:
+    """The actions that ingested `source` while working a ticket (their payload names one)."""
+    return [r[0] for r in graph.ro_query(queries.TICKET_INGESTERS, {"source": source})]
+
+
 def reachable(graph: Graph, start: list[int]) -> set[int]:
     """Every action reachable from `start` over FEEDS|HANDED_OFF, each visited once (level-wise BFS in
     the graph: the bench's baseline, and what explain_path walks)."""

@@ -114,7 +114,10 @@ def catch_up_plan(incident: Incident, graph: Graph, excluded: set[str], since: f
     late_set = set(late)
     for aid in ingesters(graph, incident.source_id):
         if aid in late_set and walk.nodes[aid].status not in DEAD:
-            walk._mask(aid)
+            if walk.nodes[aid].ticket:
+                walk.forced.add(aid)  # ticket work is re-run with the source masked, as the walk does
+            else:
+                walk._mask(aid)
             seeds.append(aid)
     # Downstream of the seeds among the late actions: what the walk would have had in its radius.
     successors: defaultdict[int, list[int]] = defaultdict(list)

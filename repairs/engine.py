@@ -93,6 +93,7 @@ class RepairWalk:
         self.below = EVERYTHING if below is None else below
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
+        self.forced: set[int] = set()  # re-run whatever changed upstream: ticket work that read the source
         self.graph = graph
         self.session = session
         self.source = source
@@ -150,11 +151,17 @@ class RepairWalk:
         radius = self.radius if self.radius is not None else radius_actions(self.graph, self.source, build_mirror=False)
         radius_ids = [r[0] for r in radius if (self.only is None or r[0] in self.only) and r[1] < self.below]
         self._load(radius_ids)
+        walked = set(radius_ids)
         for aid in ingesters(self.graph, self.source):
             if not self.mask_enabled:
                 self._load([aid])
             if aid in self.nodes and self.nodes[aid].status not in DEAD:
-                if self.mask_enabled:
+                if self.mask_enabled and self.nodes[aid].ticket and aid in walked:
+                    # It answered a ticket with the flagged source among its inputs: masking it would
+                    # leave the ticket unanswered, so it is re-run like any other action of the radius,
+                    # its ingest of the source answering None (the session excludes it).
+                    self.forced.add(aid)
+                elif self.mask_enabled:
                     self._mask(aid)
                 else:  # the same masking, kept out of this part's plan: another part records it
                     self._retire_facts(self.nodes[aid], stage=False)
@@ -197,7 +204,7 @@ class RepairWalk:
                     sorted(self.masked_silently), next_ids)
 
     def _visit(self, node: Node) -> None:
-        if self.preds.get(node.id, set()).isdisjoint(self.changed):
+        if node.id not in self.forced and self.preds.get(node.id, set()).isdisjoint(self.changed):
             self._set(node, S.SKIPPED)
             return
         self.lookahead.before_visit(node.id)

@@ -21,7 +21,7 @@ from provenance import queries
 from provenance.graph import Graph
 from provenance.llm import get_client
 from provenance.progress import ProgressFn, throttled
-from provenance.selectors import ingesters, radius_actions
+from provenance.selectors import ingesters, radius_actions, ticket_ingesters
 from repairs import parallel
 from repairs.catch_up import snapshot_bound, take_snapshot
 from repairs.engine import walk_incident
@@ -97,6 +97,8 @@ def _split(incident: Incident, graph: Graph, radius: list) -> list[RepairPart]:
     if len(radius) < settings.KINTSUGI_REPAIR_PARALLEL_MIN:
         return []
     live = set(radius)
+    if live.intersection(ticket_ingesters(graph, incident.source_id)):
+        return []  # ticket work that read the source is re-run, not masked: one walk sees it whole
     masked = [a for a in ingesters(graph, incident.source_id) if a in live]
     keys = graph.ro_query(queries.ACTION_KEYS, {"ids": list(dict.fromkeys(masked + radius))})
     top = graph.ro_query(queries.MAX_IDS)[0]

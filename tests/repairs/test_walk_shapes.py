@@ -66,6 +66,17 @@ def shape_flagger(rec, payload):
     return {"saw_policy": rec.get("policy") is not None}
 
 
+@agent("shape_ticket_reader")
+def shape_ticket_reader(rec, payload):
+    # Answers its ticket from a page it reads itself: refund when the page says so, reply otherwise.
+    page = rec.ingest(payload["source"]) or ""
+    choice = "refund" if "refund everything" in page else "reply"
+    rec.set(f"{payload['ticket']}/decision", choice)
+    if choice == "refund":
+        rec.effect("refund", amount=500, ticket=payload["ticket"])
+    return {"choice": choice}
+
+
 @agent("shape_late_reader")
 def shape_late_reader(rec, payload):
     return {"late": rec.get("late_key")}
@@ -129,6 +140,23 @@ def test_a_re_run_that_writes_a_new_key_wakes_that_keys_later_readers():
     assert status == {bad: S.POISONED, flagger: S.RERUN_CHANGED, late: S.RERUN_CHANGED}
     after = next(o["after"] for o in plan.outcomes if o["action_id"] == late)
     assert after == {"late": "set by the clean run"}
+
+
+def test_ticket_work_that_read_the_source_is_re_run_with_it_masked_not_masked_itself():
+    graph, (answer, copier) = _record("shape-ticket", [
+        ("shape_ticket_reader", {"source": BAD, "ticket": "t1"}),
+        ("shape_copier", {"from": "t1/decision", "to": "audit"}),
+    ])
+    plan, status = _walk(graph, "shape-ticket")
+    # Masking it would leave t1 without an answer: it is answered again without the page.
+    assert status == {answer: S.RERUN_CHANGED, copier: S.RERUN_CHANGED}
+    after = next(o["after"] for o in plan.outcomes if o["action_id"] == answer)
+    assert after == {"choice": "reply"}
+    assert [(e["role"], e["kind"]) for e in plan.effects] == [("invalidated", "refund")]
+    # Digesting the page without a ticket is still masked.
+    graph, (digest,) = _record("shape-digest", [("shape_reader", {"source": BAD, "key": "policy"})])
+    _, status = _walk(graph, "shape-digest")
+    assert status == {digest: S.POISONED}
 
 
 @pytest.mark.parametrize("name", ["shape-diamond"])
