@@ -109,9 +109,10 @@ def run(quick: bool) -> dict:
             rows.append({"page": measured, "baseline": base})
     finally:
         QueryLog.uninstall(saved)
+    n_items = items.count()  # before the scale rows are added to the same incident
     scale = _at_scale(incident, user, cases=size["scale_cases"], repeat=size["repeat"])
     common.table(
-        f"Review desk pages: incident #{inc}, {summary['actions']:,} actions, {items.count():,} items in "
+        f"Review desk pages: incident #{inc}, {summary['actions']:,} actions, {n_items:,} items in "
         f"{len(found):,} cases",
         ["page", "queries", "median ms", "p95 ms", "baseline", "baseline queries", "baseline median ms", "ratio"],
         [[r["page"]["page"], r["page"]["queries"], r["page"]["median_ms"], r["page"]["p95_ms"], r["baseline"]["page"],
@@ -121,7 +122,7 @@ def run(quick: bool) -> dict:
          "queries: SQL queries of the warm-up request (session and user included); the command's are not counted",
          f"up to {size['repeat']} timed requests per page after one warm-up (django.test.Client, superuser)",
          f"load average {common.load_avg()} (other work may share the box)"])
-    return {"mode": mode, **size, "incident": inc, "actions": summary["actions"], "items": items.count(),
+    return {"mode": mode, **size, "incident": inc, "actions": summary["actions"], "items": n_items,
             "cases": len(found), "setup_s": setup_s, "pairs": rows, "scale": scale}
 
 
