@@ -13,6 +13,10 @@ Pairs (page: baseline):
 - a ticket page with what the desk did about it (incidents, decisions, items): the ticket change list;
 - "verify the chain" in the admin: `manage.py verify_audit` run in-process (the same function, no HTTP).
 
+Then at scale (`scale_cases`: 20,000; 1,000 with --quick) the work-queue pages, each beside today's page for
+the same job in the same run: the case list (page 1 and page 200), a search, the failed-delivery filter, a
+case, and the bulk confirmation of 50 cases; each row says whether it meets TARGET (p95 and SQL queries).
+
 Measure: django.test.Client, force_login as a superuser; per page one warm-up request (its SQL queries
 counted), then up to N timed requests (median, p95), as bench.admin does.
 """
@@ -25,7 +29,9 @@ from bench import common
 
 WORKSPACE = "bench-desk"
 SIZES = {"full": {"tickets": 400, "repeat": 20, "scale_cases": 20_000},
-         "quick": {"tickets": 150, "repeat": 8, "scale_cases": 20_000}}
+         "quick": {"tickets": 150, "repeat": 5, "scale_cases": 1_000}}
+# What each work-queue page must meet at 20,000 cases: p95 and SQL queries of one request.
+TARGET = {"p95_ms": 300.0, "queries": 15}
 
 
 def _command_ms(repeat: int) -> dict:
@@ -103,9 +109,10 @@ def run(quick: bool) -> dict:
             rows.append({"page": measured, "baseline": base})
     finally:
         QueryLog.uninstall(saved)
+    n_items = items.count()  # before the scale rows are added to the same incident
     scale = _at_scale(incident, user, cases=size["scale_cases"], repeat=size["repeat"])
     common.table(
-        f"Review desk pages: incident #{inc}, {summary['actions']:,} actions, {items.count():,} items in "
+        f"Review desk pages: incident #{inc}, {summary['actions']:,} actions, {n_items:,} items in "
         f"{len(found):,} cases",
         ["page", "queries", "median ms", "p95 ms", "baseline", "baseline queries", "baseline median ms", "ratio"],
         [[r["page"]["page"], r["page"]["queries"], r["page"]["median_ms"], r["page"]["p95_ms"], r["baseline"]["page"],
@@ -115,7 +122,7 @@ def run(quick: bool) -> dict:
          "queries: SQL queries of the warm-up request (session and user included); the command's are not counted",
          f"up to {size['repeat']} timed requests per page after one warm-up (django.test.Client, superuser)",
          f"load average {common.load_avg()} (other work may share the box)"])
-    return {"mode": mode, **size, "incident": inc, "actions": summary["actions"], "items": items.count(),
+    return {"mode": mode, **size, "incident": inc, "actions": summary["actions"], "items": n_items,
             "cases": len(found), "setup_s": setup_s, "pairs": rows, "scale": scale}
 
 
@@ -144,7 +151,20 @@ def _grow(incident, n_cases: int) -> int:
             CompensationItem.objects.bulk_create(batch)
             made, batch = made + len(batch), []
     CompensationItem.objects.bulk_create(batch)
+    _vacuum_analyze()
     return made + len(batch)
+
+
+def _vacuum_analyze() -> None:
+    """What autovacuum does after a bulk load in production (it is off on the benchmark's server): the
+    planner's statistics, and the visibility map the index-only scans need. As the owner (core.db_roles)."""
+    from django.db import connections
+
+    from core.db_roles import OWNER_ALIAS
+
+    alias = OWNER_ALIAS if OWNER_ALIAS in connections.databases else "default"
+    with connections[alias].cursor() as cur:
+        cur.execute("VACUUM (ANALYZE) compensation_compensationitem")
 
 
 def _old_case_list_ms(incident, user, repeat: int) -> dict:
@@ -204,15 +224,19 @@ def _at_scale(incident, user, *, cases: int, repeat: int) -> list[dict]:
         page = lambda name, url: measure(client, name, url, repeat=repeat, qlog=qlog)  # noqa: E731
         rows.append({"page": page("case list, page 1", f"{cases_url}?incident={inc}"),
                      "baseline": _old_case_list_ms(incident, user, repeat)})
-        rows.append({"page": page("case list, page 200 (page=200)", f"{cases_url}?incident={inc}&page=200"),
-                     "baseline": page("per-item queue, page 200", f"{changelist}?incident__id__exact={inc}&p=199")})
-        rows.append({"page": page("search a customer (q=)", f"{cases_url}?incident={inc}&q=Scale+Customer+12345"),
-                     "baseline": page("per-item queue search", f"{changelist}?incident__id__exact={inc}&q=scale12345")})
-        rows.append({"page": page("a case (S12345)", reverse("admin:compensation_compensationitem_case",
-                                                             args=[inc, "S12345"]) + f"?incident={inc}"),
+        deep = max(1, min(200, cases // 50 // 2))  # page 200 of 20,000 cases; as deep a page of fewer
+        rows.append({"page": page(f"case list, page {deep} (page={deep})", f"{cases_url}?incident={inc}&page={deep}"),
+                     "baseline": page(f"per-item queue, page {deep}", f"{changelist}?incident__id__exact={inc}&p={deep - 1}")})
+        probe = f"{min(12345, cases - 1):05d}"
+        rows.append({"page": page("search a customer (q=)", f"{cases_url}?incident={inc}&q=Scale+Customer+{probe}"),
+                     "baseline": page("per-item queue search", f"{changelist}?incident__id__exact={inc}&q=scale{probe}")})
+        rows.append({"page": page("failed deliveries (delivery=failed)", f"{cases_url}?incident={inc}&delivery=failed&state=all"),
+                     "baseline": page("the same filter over every incident", f"{cases_url}?delivery=failed&state=all")})
+        rows.append({"page": page(f"a case (S{probe})", reverse("admin:compensation_compensationitem_case",
+                                                                args=[inc, f"S{probe}"]) + f"?incident={inc}"),
                      "baseline": page("its reversal's review page", reverse(
                          "admin:compensation_compensationitem_change", args=[CompensationItem.objects.filter(
-                             incident=incident, ticket_id="S12345", kind="refund_reversal").values_list("pk", flat=True)[0]]))})
+                             incident=incident, ticket_id=f"S{probe}", kind="refund_reversal").values_list("pk", flat=True)[0]]))})
         fifty = [f"{inc}/S{n:05d}" for n in range(50)]
         ids = list(CompensationItem.objects.filter(incident=incident, ticket_id__in=[f"S{n:05d}" for n in range(50)])
                    .values_list("pk", flat=True))
@@ -222,12 +246,19 @@ def _at_scale(incident, user, *, cases: int, repeat: int) -> list[dict]:
                                  {"action": "bulk_approve", "_selected_action": ids}, repeat)})
     finally:
         QueryLog.uninstall(saved)
+    for r in rows:
+        r["page"]["meets"] = (r["page"]["p95_ms"] <= TARGET["p95_ms"]
+                              and r["page"]["queries"] is not None and r["page"]["queries"] <= TARGET["queries"])
     common.table(f"Review desk at scale: incident #{inc}, {total:,} items in about {cases:,} cases",
-                 ["page", "queries", "median ms", "p95 ms", "baseline (today)", "baseline queries", "baseline p95 ms"],
+                 ["page", "queries", "median ms", "p95 ms", "meets", "baseline (today)", "baseline queries",
+                  "baseline p95 ms"],
                  [[r["page"]["page"], r["page"]["queries"], r["page"]["median_ms"], r["page"]["p95_ms"],
-                   r["baseline"]["page"], r["baseline"]["queries"] if r["baseline"]["queries"] is not None else "—",
+                   "yes" if r["page"]["meets"] else "NO", r["baseline"]["page"],
+                   r["baseline"]["queries"] if r["baseline"]["queries"] is not None else "—",
                    r["baseline"]["p95_ms"]] for r in rows],
-                 ["queries: SQL of the warm-up request; the old selector's are not counted",
+                 [f"target per page: p95 <= {TARGET['p95_ms']:.0f} ms and <= {TARGET['queries']} SQL queries",
+                  "queries: SQL of the warm-up request (session and user included); the old selector's are not counted",
                   f"load average {common.load_avg()} (other work may share the box)"])
-    return [{"page": r["page"]["page"], "queries": r["page"]["queries"], "p95_ms": r["page"]["p95_ms"],
-             "baseline": r["baseline"]["page"], "baseline_p95_ms": r["baseline"]["p95_ms"]} for r in rows]
+    return [{"page": r["page"]["page"], "queries": r["page"]["queries"], "median_ms": r["page"]["median_ms"],
+             "p95_ms": r["page"]["p95_ms"], "meets": r["page"]["meets"], "baseline": r["baseline"]["page"],
+             "baseline_queries": r["baseline"]["queries"], "baseline_p95_ms": r["baseline"]["p95_ms"]} for r in rows]

@@ -74,7 +74,13 @@ class CaseViews:
         link = lambda **extra: url + "?" + urlencode({**base, **extra})  # noqa: E731
         query = f"?incident={incident.pk}" if incident else ""
         counts = selectors.item_counts(incident=incident) if incident else None
-        progress = case_queue.progress(incident=incident) if incident else None
+        if incident:
+            # The incident's progress and what the filters match: one pass over its cases.
+            totals, progress = case_queue.figures(user=request.user, incident=incident, filters=filters,
+                                                  actor=request.user, currencies=sorted(counts.currencies))
+        else:
+            totals, progress = case_queue.matching_totals(user=request.user, incident=None, filters=filters,
+                                                          actor=request.user), None
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -82,9 +88,9 @@ class CaseViews:
             "cases": found.cases,
             "page": found,
             "assigned": assignments.assignees(keys=[c.key for c in found.cases]),
-            "totals": case_queue.matching_totals(user=request.user, incident=incident, filters=filters, actor=request.user),
+            "totals": totals,
             "progress": progress,
-            "workload": assignments.workload(incident=incident) if incident else None,
+            "workload": assignments.workload(incident=incident, cases_pending=progress["cases_pending"]) if incident else None,
             "reviewers": assignments.reviewers(incident=incident) if incident else [],
             "review": review_numbers.from_counts(counts, cases_pending=progress["cases_pending"],
                                                  cases=progress["cases"]) if incident else None,

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.urls import reverse
+from django.utils.functional import cached_property
 
 from compensation import sequencing
 from compensation.delivery_models import Delivery, delivery_needs_person
@@ -151,8 +152,9 @@ class Case:
         return [c for c in self.items if c.item.status in (St.PENDING, St.APPROVED)
                 and not (c.item.status == St.PENDING and not c.item.valid) and c.refused_money is None]
 
-    @property
+    @cached_property
     def url(self) -> str:
+        # Cached: its key never changes, and a list prints it twice per row (a reverse() each).
         return reverse("admin:compensation_compensationitem_case", args=[self.incident_id, self.ticket])
 
 

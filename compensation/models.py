@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import pgtrigger
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 from django.db.models import Case, F, IntegerField, Value, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Upper
 
 from core.audit_event import AuditEvent  # noqa: F401  (registered under this app's label)
 from core.money import format_money
@@ -124,6 +127,14 @@ class CompensationItem(models.Model):
             # Covering: the case list's GROUP BY reads the index alone, in ticket order, not the wide rows.
             models.Index(fields=["incident", "ticket_id"], name="compensation_case_key",
                          include=["status", "kind", "amount_cents", "currency"]),
+            # The case list's search ("has this case an item whose ticket, customer address or customer
+            # name contains …"): trigram indexes on exactly the expressions icontains compares, so a search
+            # of 20,000 cases reads the few matching rows instead of every item of the incident; and the
+            # amount it may also match, by incident, so each arm of the OR has an index to read.
+            GinIndex(OpClass(Upper("ticket_id"), name="gin_trgm_ops"), name="compensation_ticket_trgm"),
+            GinIndex(OpClass(Upper("customer_email"), name="gin_trgm_ops"), name="compensation_email_trgm"),
+            GinIndex(OpClass(Upper(KT("facts__customer")), name="gin_trgm_ops"), name="compensation_customer_trgm"),
+            models.Index(fields=["incident", "amount_cents"], name="compensation_incident_amount"),
             # (compensation_pending_total, a partial index for the dashboard's pending total, was dropped in
             # 0005: the dashboard reads QueueTotal, and without an all-visible map, which a freshly loaded
             # table lacks, the planner skipped it for a parallel seq scan over every row anyway.)

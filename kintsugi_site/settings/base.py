@@ -25,6 +25,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Registers OpClass as an index wrapper: without it the case search's trigram indexes render invalid SQL.
+    "django.contrib.postgres",
     "rest_framework",
     "rest_framework.authtoken",
     "axes",
