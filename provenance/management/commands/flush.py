@@ -6,6 +6,7 @@ record at all, which is the point."""
 from django.core.management.commands.flush import Command as DjangoFlush
 from django.core.management.sql import emit_post_migrate_signal, sql_flush
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.utils import load_backend
 
 from core import db_roles
@@ -22,11 +23,13 @@ class Command(DjangoFlush):
             if confirm != "yes":
                 self.stdout.write("Flush cancelled.")
                 return
-        # A connection of our own under an alias of its own: the test runner forbids queries through
-        # configured aliases a test did not ask for, and lets dynamically created ones through.
+        # A connection of our own under the alias Django gives its own ad-hoc connections (NO_DB_ALIAS): the
+        # test runner forbids queries through configured aliases a test did not ask for and lets this one
+        # through, and hooks that look an alias up among the configured ones (django.contrib.postgres's
+        # type handlers) skip it.
         settings_dict = {**connections[db_roles.OWNER_ALIAS].settings_dict,
                          "NAME": connections[database].settings_dict["NAME"]}
-        owner = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias=f"{db_roles.OWNER_ALIAS}:flush")
+        owner = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias=NO_DB_ALIAS)
         try:
             statements = sql_flush(self.style, owner, reset_sequences=options.get("reset_sequences", True),
                                    allow_cascade=options.get("allow_cascade", False))
