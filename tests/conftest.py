@@ -40,21 +40,11 @@ _SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process",
                                                          "example_desk"}
 
 
-# Tests that fail since recordings side by side, the catch-up repair, the batch protocol and the faster
-# suite were joined, not yet mended. Listed in one place so that each is seen, and removed as it is mended:
-# they still run (xfail, not strict), and a pass shows as XPASS.
-KNOWN_BROKEN: dict[str, str] = {}
-
-
 def pytest_collection_modifyitems(config, items):
-    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out), and
-    KNOWN_BROKEN as expected failures."""
+    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out)."""
     for item in items:
         if any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or _SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
-        broken = KNOWN_BROKEN.get(item.nodeid.split("[")[0])
-        if broken:
-            item.add_marker(pytest.mark.xfail(reason=f"known broken: {broken}", strict=False))
 
 
 @pytest.fixture(scope="session", autouse=True)
