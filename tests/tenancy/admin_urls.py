@@ -29,6 +29,7 @@ OBJECT_MODELS = {
     "compensation_auditevent": lambda b: b.event.pk,
     "provenance_agentregistration": lambda b: b.agent.pk,
     "provenance_agenttoken": lambda b: b.agent_token.pk,
+    "compensation_workspaceconnector": lambda b: b.connector.pk,
     # Not workspace data: only superusers have these permissions, so members of A get 403.
     "auth_user": lambda b: b.user.pk,
     "auth_group": lambda b: b.group.pk,
@@ -155,6 +156,13 @@ def requests_for(name: str, b) -> list[Request] | None:
         "provenance_agenttoken_revoke": [
             Request("GET", reverse("admin:provenance_agenttoken_revoke", args=[b.agent_token.pk])),
             Request("POST", reverse("admin:provenance_agenttoken_revoke", args=[b.agent_token.pk]), {"reason": "x"})],
+        # Delivery: sending B's item again, and B's connectors page (read, and a new choice posted).
+        "compensation_compensationitem_deliver_again": [
+            Request("POST", reverse("admin:compensation_compensationitem_deliver_again", args=[item]), {"reason": "x"})],
+        "compensation_workspaceconnector_workspace": [
+            Request("GET", reverse("admin:compensation_workspaceconnector_workspace", args=[b.workspace.pk])),
+            Request("POST", reverse("admin:compensation_workspaceconnector_workspace", args=[b.workspace.pk]),
+                    {"kind": "refund_reversal", "connector": "sandbox_ledger", "options": "", "reason": "x"})],
         "compensation_auditevent_export": [
             Request("GET", reverse("admin:compensation_auditevent_export") + q, kind="export")
             for q in ("?format=json", f"?format=json&incident={incident}", "?format=csv")],
@@ -193,7 +201,7 @@ def admin_url_names() -> list:
 def unknown_admin_urls(known=requests_for, b=None) -> list:
     b = b or SimpleNamespace(**{k: SimpleNamespace(pk=1, name="x") for k in (
         "workspace", "source", "ticket", "ledger", "outbox", "incident", "transition", "item", "event", "user",
-        "group", "token_user", "agent", "agent_token")}, action_id=1)
+        "group", "token_user", "agent", "agent_token", "connector")}, action_id=1)
     b.item.ticket_id = getattr(b.item, "ticket_id", "t01")
     return sorted({str(n) for n in admin_url_names() if known(n, b) is None})
 
