@@ -66,9 +66,12 @@ def test_soak_quick_loses_nothing_doubles_nothing_and_repairs_every_incident(tmp
     assert r["all_repaired"], r["incidents"]
     assert len(r["incidents"]) == 5 and all(i["status"] == "repaired" for i in r["incidents"].values())
     assert {f["kind"] for f in r["faults"]} == FAULTS
-    for fault in r["faults"]:
-        # A desk is flagged just before each fault: a repair is under way when it strikes, and heals after.
-        assert fault["incidents"] and fault["all_repaired"] and fault["end_to_repaired_s"] >= 0, fault
+    # A desk is flagged just before each fault, so a repair is usually under way when it strikes; on a busy
+    # machine a short repair may finish first. Every fault that struck a repair heals, and at least one did.
+    struck = [fault for fault in r["faults"] if fault["incidents"]]
+    assert struck, r["faults"]
+    for fault in struck:
+        assert fault["all_repaired"] and fault["end_to_repaired_s"] >= 0, fault
     assert r["approvals"]["approved"] > 0 and r["approvals"]["executed"] == r["approvals"]["approved"]
     endpoints = {row["endpoint"]: row for row in r["latency"]}
     for endpoint in ("open", "finish (commit)", "batch", "flag", "approve"):

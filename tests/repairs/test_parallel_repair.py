@@ -107,8 +107,13 @@ def _start_workers(n: int, tmp_path, **env) -> list[Worker]:
     purge_broker()
     workers = [Worker(worker_env(connection.settings_dict["NAME"], **env), tmp_path / f"w{i}.log").start()
                for i in range(n)]
-    wait_for(lambda: len(app.control.ping(timeout=0.5) or []) >= n, timeout=60)
-    _warm_up(n)
+    try:
+        wait_for(lambda: len(app.control.ping(timeout=0.5) or []) >= n, timeout=60)
+        _warm_up(n)
+    except BaseException:
+        for worker in workers:  # left running, they would take the next tests' tasks
+            worker.stop()
+        raise
     return workers
 
 
@@ -123,7 +128,9 @@ def _warm_up(n: int) -> None:
     for _ in range(3 * n):
         record_baseline_task.delay(0)  # no such incident: the task only loads what it needs and returns
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    wait_for(lambda: broker.llen("celery") == 0, timeout=60)
+    # The queue under this run's key prefix (pytest-xdist workers share the Redis database).
+    queue = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + "celery"
+    wait_for(lambda: broker.llen(queue) == 0, timeout=60)
 
 
 @pytest.mark.worker
