@@ -103,9 +103,10 @@ def _session(row: Recording) -> RecordingSession:
         return cached[1]
     session = _on_snapshot(_new_session(row.workspace), row.state)
     scratch: defaultdict[str, list] = defaultdict(list)
-    for data in row.state["records"]:
-        if data["dhash"] is not None:
-            session.commit(load_record(data), status="ok", root=data["parent"] is None, sink=scratch)
+    finished = [load_record(data) for data in row.state["records"] if data["dhash"] is not None]
+    session.facts.prefetch(w["key"] for record in finished for w in record.writes)
+    for record in finished:
+        session.commit(record, status="ok", root=record.parent is None, sink=scratch)
     session._outgoing.clear()  # a staging session never dispatches; the commit's own session does
     session.next_action, session.next_seq = row.state["next_action"], row.state["next_seq"]
     return session
