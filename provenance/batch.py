@@ -154,6 +154,7 @@ def record(*, token: AgentToken, actions) -> dict:
             hits = session.quarantine_hits
             remote.number_above_recordings(ws, session)
             first = session.next_action
+            session.facts.prefetch(_keys(specs))
             try:
                 ids, results = _run(session, token, specs)
                 session.flush()
@@ -170,6 +171,12 @@ def record(*, token: AgentToken, actions) -> dict:
         if hits:
             quarantine.record_attempts(workspace=ws, hits=hits, via=Via.API, agent=None)
     return {"committed": True, "actions": ids, "results": results}
+
+
+def _keys(specs: list) -> set[str]:
+    """The fact keys the batch's gets and sets name (unchecked: a bad one fails in its own call)."""
+    return {body["key"] for _, _, _, ops in specs for op, body in ops
+            if op in ("get", "set") and isinstance(body.get("key"), str) and len(body["key"]) <= 200}
 
 
 def _run(session: RecordingSession, token: AgentToken, specs: list) -> tuple[list[int], list[list[dict]]]:

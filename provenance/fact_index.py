@@ -81,10 +81,22 @@ class KeyedFactIndex(FactIndex):
     """A FactIndex that reads a key's versions from the graph the first time a read or a write needs
     them (`load_key(key) -> [FactVersion]`), for a session that touches a few keys of a large memory."""
 
-    def __init__(self, load_key) -> None:
+    def __init__(self, load_key, load_keys=None) -> None:
         super().__init__()
         self._load_key = load_key
+        self._load_keys = load_keys  # keys -> [FactVersion] of all of them, for prefetch()
         self._loaded: set[str] = set()
+
+    def prefetch(self, keys) -> None:
+        """Read the versions of every key in `keys` not read yet, in one round trip when the index can
+        (a batch or a commit knows up front which keys it touches)."""
+        missing = sorted({k for k in keys if k not in self._loaded})
+        if not missing or self._load_keys is None:
+            return
+        found = self._load_keys(missing)
+        self._loaded.update(missing)
+        for fv in found:
+            super().add_version(fv)
 
     def _ensure(self, key: str) -> None:
         if key not in self._loaded:

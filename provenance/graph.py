@@ -18,6 +18,7 @@ the stamp says nothing but appends happened since it was read.
 """
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from typing import Any
@@ -30,7 +31,12 @@ from falkordb import FalkorDB
 from core.errors import DomainError
 from provenance import queries
 
-_local = threading.local()
+# One client per server URL for the whole process. redis-py's pool is thread-safe and lends each thread a
+# connection of its own; a client per thread would be rebuilt on every request under ASGI, where each
+# request runs in a thread of its own (a new connection, and the client's INFO and version look-ups).
+_dbs: dict[str, FalkorDB] = {}
+_dbs_lock = threading.Lock()
+os.register_at_fork(after_in_child=_dbs.clear)  # a forked worker connects on its own
 _schema_ready: set[str] = set()
 
 
@@ -118,22 +124,25 @@ def workspace_server(workspace: str) -> str:
 
 def _db(url: str | None = None) -> FalkorDB:
     url = url or falkordb_url()
-    pool = getattr(_local, "dbs", None)
-    if pool is None:
-        pool = _local.dbs = {}
-    db = pool.get(url)
-    if db is None:
-        try:
-            db = FalkorDB.from_url(url, socket_timeout=settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS,
-                                 socket_connect_timeout=min(3.0, settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS))
-        except _DOWN as exc:
-            raise GraphUnavailable(f"FalkorDB at {server_label(url)} is unreachable: {exc}") from exc
-        pool[url] = db
+    db = _dbs.get(url)
+    if db is not None:
+        return db
+    with _dbs_lock:
+        db = _dbs.get(url)
+        if db is None:
+            try:
+                db = FalkorDB.from_url(url, socket_timeout=settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS,
+                                     socket_connect_timeout=min(3.0, settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS))
+            except _DOWN as exc:
+                raise GraphUnavailable(f"FalkorDB at {server_label(url)} is unreachable: {exc}") from exc
+            _dbs[url] = db
     return db
 
 
 def _forget(url: str) -> None:
-    getattr(_local, "dbs", {}).pop(url, None)
+    # Its pooled connections may be to a server that went away: the next caller gets a new client.
+    with _dbs_lock:
+        _dbs.pop(url, None)
 
 
 def graph_name(workspace: str, *, baseline: bool = False) -> str:

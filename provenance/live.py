@@ -114,9 +114,11 @@ class LiveRecording:
 def snapshot_facts(graph, snapshot: float) -> KeyedFactIndex:
     """A recording's view of memory: each key's versions as they were at the snapshot, read when the
     recording first touches the key (what commits later is at or above the snapshot's seq)."""
-    return KeyedFactIndex(lambda key: [
-        FactVersion.from_row(f) for f in graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})
-        if f.seq < snapshot])
+    return KeyedFactIndex(
+        lambda key: [FactVersion.from_row(f) for f in graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})
+                     if f.seq < snapshot],
+        lambda keys: [FactVersion.from_row(f) for f in graph.ro_query(queries.LOAD_FACTS_OF_KEYS, {"keys": keys})
+                      if f.seq < snapshot])
 
 
 def retired_reads(graph, records: list[ActionRecord], first_fact: int) -> bool:
@@ -151,6 +153,8 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
             return r  # of the snapshot: committed ids
         return Read(r.key, r.fact_id + df, final_id.get(r.writer, r.writer))
 
+    # Under the graph's lock: the written keys' versions in one round trip, not one per key.
+    base.facts.prefetch(w["key"] for record in records for w in record.writes)
     ids = []
     try:
         for record in records:

@@ -355,7 +355,9 @@ def token_for_key(key: str) -> AgentToken | None:
                 _tokens[digest] = (now + TOKEN_CACHE_SECONDS, token)
     if token is None or tokens.expired(token.expires_at):
         return None
-    tokens.touch(AgentToken, token.pk, token.last_used_at)
+    # The cached row is shared by the process's requests: without the new last use in it, every request
+    # until the cache expires would write it again.
+    token.last_used_at = tokens.touch(AgentToken, token.pk, token.last_used_at)
     return token
 
 

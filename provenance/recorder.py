@@ -160,8 +160,11 @@ class RecordingSession:
         self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.number_from(*(i + 1 for i in self._loaded_ids))
         if self._by_key:
-            self.facts = KeyedFactIndex(lambda key: [FactVersion.from_row(f) for f in
-                                                     self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})])
+            self.facts = KeyedFactIndex(
+                lambda key: [FactVersion.from_row(f) for f in
+                             self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})],
+                lambda keys: [FactVersion.from_row(f) for f in
+                              self.graph.ro_query(queries.LOAD_FACTS_OF_KEYS, {"keys": keys})])
         else:
             for f in self.graph.ro_query(queries.LOAD_FACTS):
                 if self._below is None or f.seq < self._below:

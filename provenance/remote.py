@@ -57,10 +57,14 @@ def _timeout() -> timedelta:
 
 # --- the rebuilt session, cached per process ---------------------------------------------------------------
 # Rebuilding a session reads the workspace's facts from the graph; the next call of the same recording
-# in the same process reuses it when the row's version says nothing happened elsewhere since.
-_cache: OrderedDict[int, tuple[int, RecordingSession]] = OrderedDict()
+# in the same process reuses it when the row's version says nothing happened elsewhere since. The row
+# is kept with it, so a call can be applied to both without reading the row again (_call_cached).
+_cache: OrderedDict[int, tuple[int, RecordingSession, Recording]] = OrderedDict()
 _cache_lock = threading.Lock()
-CACHE_SIZE = 32
+CACHE_SIZE = 256
+# (workspace id, action id) -> the recording's pk, for the recordings in _cache. Action ids are never
+# handed out twice in a workspace, so an entry never turns wrong; it only outlives its cache entry.
+_by_action: dict[tuple[int, int], int] = {}
 
 
 class _Sources(dict):
@@ -103,9 +107,10 @@ def _session(row: Recording) -> RecordingSession:
         return cached[1]
     session = _on_snapshot(_new_session(row.workspace), row.state)
     scratch: defaultdict[str, list] = defaultdict(list)
-    for data in row.state["records"]:
-        if data["dhash"] is not None:
-            session.commit(load_record(data), status="ok", root=data["parent"] is None, sink=scratch)
+    finished = [load_record(data) for data in row.state["records"] if data["dhash"] is not None]
+    session.facts.prefetch(w["key"] for record in finished for w in record.writes)
+    for record in finished:
+        session.commit(record, status="ok", root=record.parent is None, sink=scratch)
     session._outgoing.clear()  # a staging session never dispatches; the commit's own session does
     session.next_action, session.next_seq = row.state["next_action"], row.state["next_seq"]
     return session
@@ -113,9 +118,13 @@ def _session(row: Recording) -> RecordingSession:
 
 def _remember(row: Recording, session: RecordingSession) -> None:
     with _cache_lock:
-        _cache[row.pk] = (row.version, session)
+        _cache[row.pk] = (row.version, session, row)
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
+        if len(_by_action) > 16 * CACHE_SIZE:
+            _by_action.clear()
+        for data in row.state["records"]:
+            _by_action[(row.workspace_id, data["id"])] = row.pk
 
 
 def _forget(row: Recording) -> None:
@@ -263,11 +272,46 @@ def _count_quarantined(row: Recording, session: RecordingSession, agent: str) ->
 # --- calls --------------------------------------------------------------------------------------------------
 def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     """One memory, source, handoff or effect call of an open action."""
+    answer = _call_cached(token, action_id, op, body)
+    if answer is not None:
+        return answer
     with transaction.atomic():
         row = _locked_row(token, action_id)
         session = _session(row)
         answer = apply_call(row, session, token=token, action_id=action_id, op=op, body=body)
         _save(row, session)
+    return answer
+
+
+def _call_cached(token: AgentToken, action_id, op: str, body) -> dict | None:
+    """The call applied to this process's copy of its recording and written back in one conditional
+    UPDATE, with no row lock and no transaction of its own: it lands only if the row's version is still
+    the copy's, the recording still open. None when there is no copy, or it turned out stale, or the
+    call failed: the caller then applies it as before, to the row read under its lock, which answers
+    with the authoritative result or error (a failed attempt here wrote nothing and is discarded).
+    Not for ingest, whose quarantine count is written beside the call."""
+    if op == "ingest" or isinstance(action_id, bool) or not isinstance(action_id, int):
+        return None
+    with _cache_lock:
+        pk = _by_action.get((token.workspace_id, action_id))
+        cached = _cache.pop(pk, None) if pk is not None else None
+    if cached is None:
+        return None
+    version, session, row = cached
+    if row.workspace_id != token.workspace_id or row.touched_at < timezone.now() - _timeout():
+        return None
+    try:
+        answer = apply_call(row, session, token=token, action_id=action_id, op=op, body=body)
+    except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
+        return None
+    now = timezone.now()
+    row.version, row.touched_at = version + 1, now
+    landed = Recording.objects.filter(pk=row.pk, version=version, status=RecordingStatus.OPEN,
+                                      touched_at__gte=now - _timeout()).update(
+        state=row.state, version=row.version, touched_at=now)
+    if not landed:
+        return None  # another process's call came first (or the recording closed): the copy is dropped
+    _remember(row, session)
     return answer
 
 

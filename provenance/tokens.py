@@ -39,11 +39,14 @@ def expired(expires_at) -> bool:
     return expires_at is not None and expires_at <= timezone.now()
 
 
-def touch(model, pk, last_used_at) -> None:
-    """Record a use, unless one was recorded less than LAST_USE_EVERY ago."""
+def touch(model, pk, last_used_at):
+    """Record a use, unless one was recorded less than LAST_USE_EVERY ago; returns the last use as it now
+    stands, for a caller that keeps the row in memory between requests."""
     now = timezone.now()
     if last_used_at is None or now - last_used_at >= LAST_USE_EVERY:
         model.objects.filter(pk=pk).update(last_used_at=now)
+        return now
+    return last_used_at
 
 
 # --- API tokens (a person's) ------------------------------------------------------------------------------

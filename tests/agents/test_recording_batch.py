@@ -3,6 +3,8 @@ in one request. Each writes the graph the in-process recorder writes; a failing 
 nothing of its batch lands, in Postgres or in the graph."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -82,6 +84,23 @@ def test_a_whole_recording_in_one_request_records_what_the_in_process_recorder_r
     _in_process()
     assert _shape("whole") == _shape("in-process")
     assert Workspace.objects.get(name="whole").action_count == 2
+
+
+def test_a_whole_recording_reads_and_versions_the_keys_earlier_recordings_wrote(setup):
+    """The batch reads every key it names in one query up front: what it finds there must be what each
+    key's own look-up would have found (the latest version to read, the next version to write)."""
+    ws, client = setup("whole-again")
+    for answer in ("30 days", "60 days"):
+        done = post(client, "batch/", {"actions": [
+            {"agent": "http_faq_writer", "payload": {"topic": "returns"}, "parent": None, "calls": [
+                {"op": "get", "key": "faq/returns"}, {"op": "get", "key": "faq/never-written"},
+                {"op": "set", "key": "faq/returns", "value": answer},
+                {"op": "finish", "decision": {"topic": "returns"}}]}]}, 201)
+    assert done["results"][0][0] == {"key": "faq/returns", "value": "30 days", "found": True}
+    assert done["results"][0][1]["found"] is False
+    versions = workspace_graph(ws.name).ro_query(
+        "MATCH (f:Fact {key: 'faq/returns'}) RETURN f.version, f.value ORDER BY f.version")
+    assert [(v, json.loads(value)) for v, value in versions] == [(1, "30 days"), (2, "60 days")]
 
 
 def test_a_failing_call_in_a_whole_recording_is_named_and_nothing_lands(setup):

@@ -137,6 +137,34 @@ def test_an_idle_recording_expires_with_nothing_in_the_graph(setup, settings):
     assert workspace_graph(ws.name).ro_query(queries.ACTION_COUNT)[0][0] == 2
 
 
+def test_a_call_on_a_stale_copy_of_its_recording_lands_on_the_row_as_it_stands(setup):
+    """A web process applies a call to its cached copy of the recording and writes it back only if no
+    other process's call changed the row since; here the copy is made stale by hand, as another
+    worker's call would leave it, and both sets must reach the graph."""
+    from provenance import remote
+
+    ws, client = setup("stale-copy")
+    a = post(client, "", {"agent": "http_faq_writer", "payload": {"topic": "t", "answer": "a"}}, 201)["action"]
+    row = Recording.objects.select_related("workspace").get(first_action=a)
+    with remote._cache_lock:
+        current = remote._cache.pop(row.pk)
+    stale = (row.version, remote._session(row), row)  # a copy of its own, as another process holds it
+    with remote._cache_lock:
+        remote._cache[row.pk] = current
+    post(client, f"{a}/set/", {"key": "faq/first", "value": 1})  # lands; this process's copy moves on
+    assert Recording.objects.get(pk=row.pk).version == stale[0] + 1
+    with remote._cache_lock:
+        remote._cache[row.pk] = stale  # now the copy from before that call is the one at hand
+    post(client, f"{a}/set/", {"key": "faq/second", "value": 2})
+    post(client, f"{a}/handoff/", {"agent": "http_faq_reader", "payload": {"topic": "t"}})
+    post(client, f"{a}/finish/", {"decision": {"topic": "t"}})
+    child = post(client, "", {"agent": "http_faq_reader", "parent": a}, 201)["action"]
+    assert post(client, f"{child}/get/", {"key": "faq/first"})["value"] == 1
+    assert post(client, f"{child}/finish/", {"decision": {"has_answer": True}})["committed"] is True
+    keys = workspace_graph(ws.name).ro_query("MATCH (f:Fact) RETURN f.key ORDER BY f.key")
+    assert [k[0] for k in keys] == ["faq/first", "faq/second"]
+
+
 def test_tokens_are_scoped_to_their_workspace_and_agents(setup):
     ws, client = setup("scoped", agents=["http_faq_reader"])
     other_ws, other = setup("other")
