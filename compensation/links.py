@@ -4,7 +4,7 @@ webhook and the pull list (compensation.acknowledgements) all show this one list
 own record of the effect without asking kintsugi which of its payments or emails "#1042" was.
 
 The key is, in order:
-- the key the agent sent when it recorded the effect over HTTP (provenance.remote.effect_keys);
+- the key the agent sent when it recorded the effect over HTTP (provenance.effect_keys);
 - for an effect an in-process agent recorded, the key kintsugi itself sent it out with, when the sandbox
   ledger or the outbox holds a row under it (provenance.effects.idempotency_key);
 - null otherwise: an effect that never left (a held replacement a repair produced), or one an in-process
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from compensation.models import CompensationItem
-from provenance import remote
+from provenance import effect_keys
 from provenance.effects import idempotency_key
 from provenance.models import LedgerEntry, OutboxEmail
 from repairs.models import Incident
@@ -33,7 +33,7 @@ def compensates(items) -> dict[int, list[dict]]:
     keys: dict[tuple[int, int], str] = {}  # (incident id, effect id) -> key
     for incident_id, effect_ids in effects_of.items():
         incident = incidents[incident_id]
-        agent = remote.effect_keys(workspace_id=incident.workspace_id, effect_ids=effect_ids)
+        agent = effect_keys.of_effects(workspace_id=incident.workspace_id, effect_ids=effect_ids)
         keys.update({(incident_id, e): k for e, k in agent.items()})
         ours = {idempotency_key(incident.workspace.name, incident.run_number, e): e
                 for e in effect_ids if e not in agent}

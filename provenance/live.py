@@ -174,3 +174,18 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
         base.discard()
         raise
     return ids
+
+
+class LazySources(dict):
+    """A workspace's sources, each read from Postgres when an action first ingests it."""
+
+    def __init__(self, ws: Workspace):
+        super().__init__()
+        self._ws = ws
+
+    def __missing__(self, source_id: str) -> str:
+        content = self._ws.sources.filter(source_id=source_id).values_list("content", flat=True).first()
+        if content is None:
+            raise KeyError(source_id)
+        self[source_id] = content
+        return content

@@ -37,7 +37,7 @@ from provenance.agents import registered_names
 from provenance.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.protocol import CallConflict, dump_record, load_record
-from provenance.live import retired_reads, snapshot_facts, write_records
+from provenance.live import LazySources, retired_reads, snapshot_facts, write_records
 from provenance.recorder import ActionRecord, Recorder, RecordingSession
 from provenance.services import workspace_lock
 
@@ -67,24 +67,9 @@ CACHE_SIZE = 256
 _by_action: dict[tuple[int, int], int] = {}
 
 
-class _Sources(dict):
-    """A workspace's sources, each read from Postgres when an action first ingests it."""
-
-    def __init__(self, ws: Workspace):
-        super().__init__()
-        self._ws = ws
-
-    def __missing__(self, source_id: str) -> str:
-        content = self._ws.sources.filter(source_id=source_id).values_list("content", flat=True).first()
-        if content is None:
-            raise KeyError(source_id)
-        self[source_id] = content
-        return content
-
-
 def _new_session(ws: Workspace) -> RecordingSession:
     return RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
-                            run_number=ws.run_number, sources=_Sources(ws), load="by_key")
+                            run_number=ws.run_number, sources=LazySources(ws), load="by_key")
 
 
 def _snapshot(state: dict) -> float:
@@ -367,7 +352,7 @@ def _commit(row: Recording) -> list[int]:
         raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
                            "nothing of it was recorded: record the root action again")
     made: list[list[int]] = []
-    ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=_Sources(ws),
+    ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=LazySources(ws),
                         records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
                         snapshot=_snapshot(row.state), effect_ids=made)
     # The agent's own idempotency key of each effect, by the effect's final id: what a compensation of
@@ -381,22 +366,6 @@ def _commit(row: Recording) -> list[int]:
     row.save(update_fields=["status", "finished_at", "version", "state"])
     _forget(row)
     return ids
-
-
-def effect_keys(*, workspace_id: int, effect_ids) -> dict[int, str]:
-    """The idempotency key the agent sent with each of `effect_ids` (effects of the workspace recorded
-    over HTTP); effects recorded otherwise are absent. Limits: reads the workspace's committed recordings
-    that hold any of the ids (no index on the keys: a scan of that workspace's recordings)."""
-    wanted = {str(e) for e in effect_ids}
-    if not wanted:
-        return {}
-    found: dict[int, str] = {}
-    rows = (Recording.objects.filter(workspace_id=workspace_id, status=RecordingStatus.COMMITTED,
-                                     state__effect_keys__has_any_keys=sorted(wanted))
-            .values_list("state__effect_keys", flat=True))
-    for keys in rows:
-        found.update({int(e): k for e, k in keys.items() if e in wanted})
-    return found
 
 
 def abandon(*, token: AgentToken, action_id, reason: str) -> dict:
