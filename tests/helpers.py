@@ -398,3 +398,39 @@ def app_role_may_delete(*models, privilege: str = "DELETE"):
     finally:
         with owner_connection() as db:
             db.execute(f'REVOKE {privilege} ON {tables} FROM "{role}"')
+
+
+
+def repair_example_desk(example_desk, name: str, prefix: str):
+    """Record example desk `name` poisoned and clean (workspaces `<prefix>-poisoned`, `<prefix>-clean`), check
+    that its replay server refuses a replay its registration's secret did not sign, flag the poisoned note
+    and repair through the desk's replay endpoint: the repaired workspace is the clean one, verification
+    0 / 0 / 0, and nothing performed again. Returns the incident, for the desk's own counts."""
+    from kintsugi_client.signing import sign
+    from provenance.selectors import export_state
+    from repairs.job import run_repair
+    from tests.helpers import open_incident
+
+    poisoned = example_desk(name, f"{prefix}-poisoned")
+    clean = example_desk(name, f"{prefix}-clean", poisoned=False)
+    assert (poisoned.actions, clean.actions) == (9, 7)
+    before = export_state(workspace=f"{prefix}-poisoned")
+    assert before != export_state(workspace=f"{prefix}-clean")
+    assert {"ticket": "t02", "choice": "refund", "level": "full"} in before["decisions"]  # the note's doing
+    performed = list(poisoned.performed)
+    assert ("t02", "refund", 9000) in performed
+
+    # A replay its registration's secret did not sign is refused before the agent runs.
+    triage = f"{prefix}_triage"
+    forged = json.dumps({"agent": triage, "action": 1, "payload": {}, "base_url": "http://127.0.0.1:9",
+                         "token": "t", "purpose": "repair", "replay_id": "forged-1"}).encode()
+    ts, signature = sign(forged, poisoned.secrets[triage] + "x")
+    assert poisoned.post_replay(forged, {"X-Kintsugi-Timestamp": str(ts), "X-Kintsugi-Signature": signature}) == 401
+    assert poisoned.post_replay(forged, {}) == 401
+
+    incident = run_repair(incident_id=open_incident(f"{prefix}-poisoned", poisoned.scenario.POISONED).pk)
+    v = incident.verification
+    assert incident.status == "repaired" and (v["facts"], v["decisions"], v["effects"]) == (0, 0, 0)
+    assert export_state(workspace=f"{prefix}-poisoned") == export_state(workspace=f"{prefix}-clean")
+    assert poisoned.performed == performed  # re-runs and the baseline replayed here; nothing performed again
+    return incident
