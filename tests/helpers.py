@@ -434,3 +434,24 @@ def repair_example_desk(example_desk, name: str, prefix: str):
     assert export_state(workspace=f"{prefix}-poisoned") == export_state(workspace=f"{prefix}-clean")
     assert poisoned.performed == performed  # re-runs and the baseline replayed here; nothing performed again
     return incident
+
+
+@contextmanager
+def bench_env(database: str, *, home: Path | None = None):
+    """The environment of a benchmark a test runs in its own process: this run's Postgres server with a
+    database of the benchmark's own (`<test database>_<database>`, dropped afterwards, whatever happened),
+    `home` as its KINTSUGI_HOME if given, and none of the test process's FalkorDB, broker or kintsugi
+    settings (the benchmark starts its own)."""
+    from psycopg import sql
+
+    base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
+    db = f"{name.split('?')[0]}_{database}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
+    env["DATABASE_URL"] = f"{base}/{db}"
+    if home is not None:
+        env["KINTSUGI_HOME"] = str(home)
+    try:
+        yield env
+    finally:
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))

@@ -2,15 +2,12 @@
 FalkorDB, broker and database (dropped afterwards). Asserts the report's contract and the query bound of
 every work-queue page, not timings (the box is shared; `bench desk` prints and judges those)."""
 import json
-import os
 import subprocess
 import sys
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bench_env
 
 pytestmark = pytest.mark.bench
 
@@ -21,20 +18,12 @@ PAGES = ("case list, page 1", "case list, page", "search a customer (q=)", "fail
 def test_desk_quick_reports_each_work_queue_page_beside_its_baseline_within_the_query_bound(tmp_path):
     from bench.desk import TARGET
 
-    base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
-    db = f"{name.split('?')[0]}_bench_desk"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
-    env["DATABASE_URL"] = f"{base}/{db}"
+    out = tmp_path / "desk.json"
     # Its own home: the audit checkpoints live outside the database, and a previous run's checkpoint of a
     # chain with the same id in a database since dropped would read as a rewritten chain.
-    env["KINTSUGI_HOME"] = str(tmp_path / "home")
-    out = tmp_path / "desk.json"
-    try:
+    with bench_env("bench_desk", home=tmp_path / "home") as env:
         proc = subprocess.run([sys.executable, "-m", "bench", "desk", "--quick", "--output", str(out)], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=600)
-    finally:
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     r = json.loads(out.read_text())["benchmarks"]["desk"]
     assert r["mode"] == "quick" and r["scale_cases"] == 1_000

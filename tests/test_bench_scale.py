@@ -1,31 +1,21 @@
 """`python -m bench scale --quick`: one small desk end to end through the product, in its own process
 with its own FalkorDB and broker and a database of its own (dropped afterwards)."""
 import json
-import os
 import subprocess
 import sys
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bench_env
 
 pytestmark = pytest.mark.bench
 
 
 def test_scale_quick_records_repairs_and_reports_every_phase(tmp_path):
-    base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
-    db = f"{name.split('?')[0]}_bench_scale"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
-    env["DATABASE_URL"] = f"{base}/{db}"
     out = tmp_path / "scale.json"
-    try:
+    with bench_env("bench_scale") as env:
         proc = subprocess.run([sys.executable, "-m", "bench", "scale", "--quick", "--output", str(out)], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     r = json.loads(out.read_text())["benchmarks"]["scale"]
     assert 300 <= r["actions"] <= 500

@@ -7,11 +7,9 @@ import os
 import subprocess
 import sys
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, bench_env
 
 pytestmark = pytest.mark.bench
 
@@ -37,12 +35,8 @@ def _processes_with(env_entry: str) -> list[str]:
 
 
 def test_soak_quick_loses_nothing_doubles_nothing_and_repairs_every_incident(tmp_path):
-    base, _, name = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")
-    db = f"{name.split('?')[0]}_test_soak"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "FALKORDB", "CELERY", "KINTSUGI"))}
-    env["DATABASE_URL"] = f"{base}/{db}"
     out = tmp_path / "soak.json"
-    try:
+    with bench_env("test_soak") as env:
         proc = subprocess.Popen([sys.executable, "-m", "bench", "soak", "--quick", "--output", str(out)], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -52,9 +46,6 @@ def test_soak_quick_loses_nothing_doubles_nothing_and_repairs_every_incident(tmp
                 proc.kill()
                 proc.communicate()
         leftovers = _processes_with(f"DATABASE_URL={env['DATABASE_URL']}")
-    finally:
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert not leftovers
     r = json.loads(out.read_text())["benchmarks"]["soak"]
