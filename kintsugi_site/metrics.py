@@ -42,6 +42,7 @@ def _queue_depth() -> float:
 
 def _incidents():
     from provenance.models import Workspace
+    from repairs import phases as repair_phases
     from repairs.models import Incident
 
     fam = GaugeMetricFamily("kintsugi_incidents", "Incidents by status and workspace.", labels=["status", "workspace"])
@@ -61,6 +62,12 @@ def _incidents():
                               "Repairs finished in the last hour: from start to finish.",
                               count_value=agg["n"] or 0,
                               sum_value=agg["total"].total_seconds() if agg["total"] else 0.0)
+    phases = SummaryMetricFamily("kintsugi_repair_phase_seconds",
+                                 "Repairs finished in the last hour: time in each phase (verifying includes "
+                                 "drafting the review items).", labels=["phase"])
+    for phase, (n, seconds) in repair_phases.finished_since(timezone.now() - RECENT).items():
+        phases.add_metric([phase], count_value=n, sum_value=seconds)
+    yield phases
 
 
 def _stuck_statuses() -> list[str]:

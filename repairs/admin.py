@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import capabilities, quarantine, tenancy
-from repairs import downstream, explain, radius_picture, selectors, services, ticket_story, views
+from repairs import downstream, explain, phases, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -144,6 +144,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                              else selectors.status_label(incident)),
             "review": review,
             "progress": selectors.progress(incident),
+            "timings": phases.timings(incident),
             "progress_url": reverse("admin:repairs_incident_progress", args=[incident.pk]),
             "outcome_rows": selectors.outcome_rows(incident),
             "status_keys": selectors.STATUSES,

@@ -19,6 +19,9 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
              execution waits for; both offered to idle workers as soon as they can start;
 7. finish    mark the incident repaired and wake the repairs that waited for this one.
 
+Walking, applying, verifying and done are the phases the incident shows; the job marks when it first
+enters each (repairs.phases), which is what the phases' durations are read from.
+
 run_repair() takes the locks that make the job safe to deliver twice and turns an outage into a
 blocked incident (the task retries) and anything else into a failed one. Status changes and hand-offs
 to workers are repairs.lifecycle's; only repairs.tasks imports this module.
@@ -46,6 +49,7 @@ from repairs import catch_up, downstream, parts
 from repairs.faults import fault_point
 from repairs.lifecycle import enqueue_repair, offer_to_idle_workers, transition
 from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
+from repairs.phases import enter_phase
 from repairs.steps import apply_step
 from repairs.signals import repair_finished
 from repairs.verify import verify_incident
@@ -170,6 +174,7 @@ def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
     """The repair plan of the actions below a snapshot taken as it starts, walked in parts or whole
     while the desk records on (repairs.parts.plan_walk); what commits meanwhile is caught up with in
     apply_and_catch_up()."""
+    enter_phase(incident.pk, P.WALKING)
     return parts.plan_walk(incident, graph, excluded)
 
 
@@ -195,6 +200,7 @@ def checkpoint_plan(incident: Incident, plan: dict) -> None:
         incident.tickets_untouched = incident.workspace.tickets.exclude(ticket_id__in=touched).count()
         incident.phase = P.APPLYING
         incident.save()
+        enter_phase(incident.pk, P.APPLYING)
 
 
 # --- 4. apply ---
@@ -247,6 +253,7 @@ def verify_and_draft(incident: Incident) -> None:
 
     chores = [drafting, verification]
     Incident.objects.filter(pk=incident.pk).update(phase=P.VERIFYING, progress_done=0, progress_total=len(chores))
+    enter_phase(incident.pk, P.VERIFYING)
     left = [chore for chore in chores if not chore(False)]
     Incident.objects.filter(pk=incident.pk).update(progress_done=len(chores) - len(left))
     for chore in left:
@@ -265,6 +272,7 @@ def finish(incident: Incident) -> Incident:
         transition(incident, IncidentStatus.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
                    compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
+        enter_phase(incident.pk, P.DONE)
         repair_finished.send(sender=Incident, incident=incident)
         waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
                                                waiting_for__isnull=False).values_list("pk", flat=True))

@@ -125,6 +125,23 @@ class Incident(models.Model):
         return int(start + span * frac)
 
 
+class IncidentPhase(models.Model):
+    """When an incident's repair first entered a phase (Incident.Phase); repairs.phases reads the phases'
+    durations from these. One row per phase, never rewritten: a repair resumed after a crash or an
+    outage keeps the time its first attempt entered the phase, so the phase's duration counts the wait."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="phase_marks")
+    phase = models.CharField(max_length=16, choices=Incident.Phase.choices)
+    entered_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["incident", "entered_at"]
+        constraints = [models.UniqueConstraint(fields=["incident", "phase"], name="one_mark_per_phase")]
+
+    def __str__(self) -> str:
+        return f"incident #{self.incident_id} entered {self.phase} at {self.entered_at}"
+
+
 class RepairPart(models.Model):
     """One part of a repair walked apart from the others (repairs.parallel). Whoever holds the part's
     advisory lock walks it (the repairing worker or a helper task); the plan and its chunks are its

@@ -12,6 +12,7 @@ from provenance import capabilities, quarantine, tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
+from repairs import phases
 from repairs.lifecycle import enqueue_repair, record_transition, transition
 from repairs.models import Incident
 from repairs.signals import incident_closed
@@ -176,4 +177,5 @@ def incident_summary(incident: Incident) -> dict:
         "progress": {"phase": incident.phase, "done": incident.progress_done, "total": incident.progress_total,
                      "percent": incident.percent},
         "error": incident.error or None,
+        "timings": phases.timings(incident),
     }

@@ -189,6 +189,12 @@ class ProgressSerializer(serializers.Serializer):
     percent = serializers.IntegerField()
 
 
+class PhaseTimingSerializer(serializers.Serializer):
+    started_at = serializers.DateTimeField(help_text="When the repair first entered the phase (a resumed repair "
+                                                     "keeps its first attempt's time).")
+    seconds = serializers.FloatField(allow_null=True, help_text="Time in the phase (null: the repair is in it).")
+
+
 class QuarantineSerializer(serializers.Serializer):
     held = serializers.BooleanField(help_text="True: live recordings' ingests of the source get no content.")
     attempts = serializers.IntegerField(help_text="Ingests of the source refused since the flag.")
@@ -226,6 +232,9 @@ class IncidentSerializer(serializers.Serializer):
     verification = VerificationSerializer()
     progress = ProgressSerializer()
     error = serializers.CharField(allow_null=True)
+    timings = serializers.DictField(child=PhaseTimingSerializer(), help_text=(
+        "Each phase the repair has entered (walking, applying, verifying; drafting runs inside verifying), "
+        "in order."))
     quarantine = QuarantineSerializer(allow_null=True, help_text="The flagged source's quarantine (null: none).")
     review = ReviewSerializer(help_text="What still waits for a person (compensation.review_numbers).")
 

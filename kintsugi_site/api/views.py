@@ -215,7 +215,8 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         qs = (Incident.objects.filter(workspace__in=_visible(self.request))
-              .select_related("workspace", "flagged_by").order_by("-created_at", "-pk"))
+              .select_related("workspace", "flagged_by").prefetch_related("phase_marks")
+              .order_by("-created_at", "-pk"))
         if self.action != "list":
             return qs
         workspace = _int_filter(self.request, "workspace")

@@ -172,3 +172,10 @@ def test_reviewer_reads_the_incident_but_cannot_close_it(client, reviewer, repai
     page = client.get(reverse("admin:repairs_incident_change", args=[repaired.pk]))
     assert page.status_code == 200 and "Close the incident" not in page.content.decode()
     assert client.post(reverse("admin:repairs_incident_close", args=[repaired.pk]), {"reason": "x"}).status_code == 403
+
+
+def test_incident_page_shows_how_long_each_phase_took(lead_client, repaired):
+    html = lead_client.get(reverse("admin:repairs_incident_change", args=[repaired.pk])).content.decode()
+    shown = dict(re.findall(r'<span class="ks-phase" data-phase="(\w+)" data-seconds="([\d.]*)">', html))
+    assert list(shown) == ["walking", "applying", "verifying"], shown
+    assert all(float(seconds) > 0 for seconds in shown.values()), shown
