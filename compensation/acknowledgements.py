@@ -1,14 +1,19 @@
 """A team that performs its own effects: the approved items offered to its agent (the agent_pull
 connector), and the agent's answer for each.
 
-`offered(workspace_id=...)` is what the agent pulls: approved items of that workspace whose delivery
+`offered(token=...)` is what the agent pulls: approved items of the token's workspace whose delivery
 awaits its acknowledgement, oldest first, each with what it compensates and its execution key (the
 idempotency key the agent carries to its own provider, the same on every offer of the item).
 
+A token limited to some agents (AgentToken.agents) pulls and acknowledges only the items whose
+compensated actions were all recorded by those agents (within_token): a team's refund agent undoes its
+own refunds, not the mail another team's agent sent. An unrestricted token has its whole workspace.
+
 `acknowledge(...)` records the agent's answer, in one transaction under the workspace's audit chain
 and the delivery's row lock:
-1. the item's agent_pull delivery is looked up in the token's workspace only: an item of another
-   workspace, one never offered, or one that does not exist are the same `UnknownCompensation` (404);
+1. the item's agent_pull delivery is looked up among the token's items only (within_token): an item of
+   another workspace or of agents the token may not record as, one never offered, or one that does not
+   exist are the same `UnknownCompensation` (404);
 2. a delivery awaiting its answer takes it: "performed" makes it `delivered` and the item executed
    (audited as any connector's delivery is: item.executed), "failed" makes it `failed` with the agent's
    message as its reason, for a person to deliver again or decide otherwise (the item stays approved);
@@ -22,6 +27,7 @@ first answer, first message included.
 from __future__ import annotations
 
 from django.db import models, transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState
@@ -32,6 +38,7 @@ from core.errors import DomainError
 from core.scrub import scrub_secrets
 from core.vocabulary import AuditAction
 from provenance import validation
+from repairs.models import ActionOutcome, RepairEffect
 
 S, St = DeliveryState, CompensationItem.Status
 CONNECTOR = "agent_pull"
@@ -54,13 +61,27 @@ class AckConflict(DomainError, RuntimeError):
     code, status = "conflict", 409
 
 
-def offered(*, workspace_id: int, after: int | None = None, limit: int = 50) -> list[CompensationItem]:
-    """Approved items of the workspace awaiting its agent, by id after `after` (keyset: a page never
-    shifts under an acknowledgement made meanwhile)."""
-    qs = (CompensationItem.objects.select_related("incident__workspace", "delivery")
+def within_token(items: QuerySet[CompensationItem], token) -> QuerySet[CompensationItem]:
+    """Those of `items` that `token` may pull and acknowledge: its workspace's; for a token limited to
+    agents, only the items whose every compensated action one of its agents recorded (as the repair that
+    walked the action saw it). Fails closed: an item compensating no action, or an action whose agent is
+    not known, is left out."""
+    items = items.filter(incident__workspace_id=token.workspace_id)
+    if not token.agents:
+        return items
+    compensated = RepairEffect.objects.filter(compensation_items=OuterRef("pk"))
+    recorded_by = Subquery(ActionOutcome.objects.filter(incident_id=OuterRef("incident_id"),
+                                                        action_id=OuterRef("action_id")).values("agent")[:1])
+    foreign = compensated.annotate(agent=recorded_by).filter(Q(agent__isnull=True) | ~Q(agent__in=token.agents))
+    return items.filter(Exists(compensated)).exclude(Exists(foreign))
+
+
+def offered(*, token, after: int | None = None, limit: int = 50) -> list[CompensationItem]:
+    """Approved items awaiting the token's agent (within_token), by id after `after` (keyset: a page
+    never shifts under an acknowledgement made meanwhile)."""
+    qs = (within_token(CompensationItem.objects.all(), token).select_related("incident__workspace", "delivery")
           .defer("incident__plan", "incident__verification")
-          .filter(incident__workspace_id=workspace_id, status=St.APPROVED, delivery__connector=CONNECTOR,
-                  delivery__state=S.AWAITING_ACK))
+          .filter(status=St.APPROVED, delivery__connector=CONNECTOR, delivery__state=S.AWAITING_ACK))
     if after is not None:
         qs = qs.filter(pk__gt=after)
     return list(qs.order_by("pk")[:limit])
@@ -96,7 +117,8 @@ def acknowledge(*, token, actor, item_id: int, outcome: str, reference: str = ""
     with transaction.atomic():
         audit.lock_chain(token.workspace_id)
         delivery = (Delivery.objects.select_for_update(of=("self",)).select_related("item__incident")
-                    .filter(item_id=item_id, connector=CONNECTOR, item__incident__workspace_id=token.workspace_id)
+                    .filter(item_id=item_id, connector=CONNECTOR,
+                            item__in=within_token(CompensationItem.objects.all(), token).values("pk"))
                     .first())
         if delivery is None:
             raise UnknownCompensation(f"no compensation #{item_id} was offered to this workspace's agent")

@@ -1,7 +1,8 @@
 """For a team that performs its own effects (a workspace whose connector for an item kind is
 agent_pull): its agent pulls the approved compensations offered to it and acknowledges each, with the
-workspace's recording token. Thin views over compensation.acknowledgements; another workspace's item
-answers 404 as one that does not exist."""
+workspace's recording token. Thin views over compensation.acknowledgements; another workspace's item,
+or one compensating actions of agents the token may not record as, answers 404 as one that does not
+exist."""
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -43,7 +44,7 @@ class OfferedCompensationsView(RecordingView):
                            details={"state": [s[:40] for s in state]})
         after = _whole(request, "after", minimum=0, default=None)
         limit = _whole(request, "limit", minimum=1, default=PAGE_DEFAULT, maximum=PAGE_MAX)
-        items = acknowledgements.offered(workspace_id=request.auth.workspace_id, after=after, limit=limit)
+        items = acknowledgements.offered(token=request.auth, after=after, limit=limit)
         nxt = None
         if len(items) == limit:
             nxt = request.build_absolute_uri(reverse("api:recording-compensations") +

@@ -144,6 +144,71 @@ def test_pull_lists_only_approved_items_offered_to_the_tokens_workspace(canonica
     assert APIClient().get(PULL).status_code in (401, 403)  # no token, nothing listed
 
 
+def _limited_token(workspace, *agents) -> APIClient:
+    root = get_user_model().objects.filter(is_superuser=True).first()
+    _, key = issue_agent_token(workspace=workspace, label=f"only {'+'.join(agents)}", agents=list(agents), actor=root,
+                               reason="a team's own agents", via="cli")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return api
+
+
+def _offer_refunds_and_mail(incident, reviewer) -> tuple[list[CompensationItem], CompensationItem]:
+    """Two reversals of the refund agent's refunds and a correction of the notifier's mail, offered."""
+    use_connectors(incident.workspace_id, **{K.REFUND_REVERSAL: ("agent_pull", {}),
+                                             K.CORRECTION_EMAIL: ("agent_pull", {})})
+    items = _reversals(incident, 2) + [incident.compensation_items.filter(
+        kind=K.CORRECTION_EMAIL, valid=True, status=St.PENDING).order_by("pk").first()]
+    for item in items:
+        approve_item(item=item, actor=reviewer, reason="checked", via="api")
+        execute_item(item_id=item.pk)
+    return items[:2], items[2]
+
+
+def _pulled(api) -> list[int]:
+    answer = api.get(PULL)
+    assert answer.status_code == 200, answer.content
+    return [r["id"] for r in answer.json()["results"]]
+
+
+def test_a_token_limited_to_agents_pulls_only_the_items_compensating_their_actions(canonical):
+    incident = canonical.incident
+    reversals, email = _offer_refunds_and_mail(incident, canonical.people.reviewer)
+    ws = incident.workspace
+    everything = sorted([i.pk for i in reversals] + [email.pk])
+    assert _pulled(_token(ws)[1]) == everything  # an unrestricted token: its whole workspace
+    assert _pulled(_limited_token(ws, "refund", "notifier")) == everything
+    assert _pulled(_limited_token(ws, "refund")) == [i.pk for i in reversals]
+    assert _pulled(_limited_token(ws, "notifier")) == [email.pk]
+    assert _pulled(_limited_token(ws, "triage")) == []
+
+
+def test_an_item_whose_actions_agent_is_unknown_is_not_offered_to_a_limited_token(canonical):
+    from repairs.models import ActionOutcome
+
+    incident = canonical.incident
+    reversals, _ = _offer_refunds_and_mail(incident, canonical.people.reviewer)
+    first = reversals[0].original[0]
+    ActionOutcome.objects.filter(incident_id=first["incident"], action_id=first["action_id"]).delete()
+    assert _pulled(_limited_token(incident.workspace, "refund")) == [reversals[1].pk]
+    assert reversals[0].pk in _pulled(_token(incident.workspace)[1])
+
+
+def test_a_limited_token_acknowledging_another_agents_item_gets_404_and_changes_nothing(canonical):
+    incident = canonical.incident
+    reversals, email = _offer_refunds_and_mail(incident, canonical.people.reviewer)
+    mail_team = _limited_token(incident.workspace, "notifier")
+    refused = mail_team.post(_ack_url(reversals[0].pk), {"outcome": "performed"}, format="json")
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+    assert Delivery.objects.get(item=reversals[0]).state == S.AWAITING_ACK
+    assert not AuditEvent.objects.filter(action="item.delivery_acknowledged").exists()
+    # Its own item is acknowledged as any token's would be.
+    assert mail_team.post(_ack_url(email.pk), {"outcome": "performed"}, format="json").status_code == 200
+    assert _limited_token(incident.workspace, "refund").post(
+        _ack_url(reversals[0].pk), {"outcome": "performed"}, format="json").status_code == 200
+    assert CompensationItem.objects.get(pk=reversals[0].pk).status == St.EXECUTED
+
+
 # --- acknowledgement ------------------------------------------------------------------------------------
 def test_ack_performed_delivers_and_executes_the_item_audited_and_again_is_the_same_answer(canonical):
     incident = canonical.incident
