@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, QuerySet, Sum
 from django.urls import reverse
 
+from compensation import links
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
 from core.money import format_money
 from provenance import tenancy
@@ -210,9 +211,12 @@ def compensation_items(*, incident: Incident) -> list[dict]:
 
 def queue_rows(*, workspace: Workspace) -> list[dict]:
     """The `review_queue --json` shape. `amount` is integer cents; `valid` is true when the draft passed
-    validation (approvable = pending and valid)."""
+    validation (approvable = pending and valid); `compensates` is the REST API's list of the effects the
+    item compensates (compensation.links)."""
+    items = list(review_queue(workspace=workspace))
+    compensated = links.compensates(items)
     return [{"id": i.pk, "incident": i.incident_id, "kind": i.kind, "ticket": i.ticket_id, "amount": i.amount_cents,
-             "status": i.status, "valid": i.valid} for i in review_queue(workspace=workspace)]
+             "status": i.status, "valid": i.valid, "compensates": compensated[i.pk]} for i in items]
 
 
 def money_totals(items) -> dict[str, int]:

@@ -33,7 +33,7 @@ from provenance.refusals import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from kintsugi_site.body_limit import BodyLimit
-from compensation import effect_kinds, selectors as compensation_selectors, sequencing
+from compensation import effect_kinds, links, selectors as compensation_selectors, sequencing
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
 from provenance import capabilities, selectors as provenance_selectors, tenancy, tokens, validation
@@ -204,9 +204,10 @@ def incident_status(*, user, incident: int) -> dict[str, Any]:
 MAX_REVIEW_PAGE = 200
 
 
-def _item_summary(item: CompensationItem) -> dict[str, Any]:
-    """What a reviewing agent needs to decide: the draft, its money as cents and as text, and whether it
-    waits for another item (an email held until the money item it speaks of is approved)."""
+def _item_summary(item: CompensationItem, compensated: list[dict] | None = None) -> dict[str, Any]:
+    """What a reviewing agent needs to decide: the draft, its money as cents and as text, whether it waits
+    for another item (an email held until the money item it speaks of is approved), and the effects it
+    compensates as the REST API shows them (`compensated`: looked up for a whole page at once)."""
     held = sequencing.waits_for(item) if item.status in (CompensationItem.Status.PENDING,
                                                          CompensationItem.Status.APPROVED) else None
     return {"id": item.pk, "incident": item.incident_id, "workspace": item.incident.workspace.name, "kind": item.kind,
@@ -215,7 +216,8 @@ def _item_summary(item: CompensationItem) -> dict[str, Any]:
             "amount": item.amount_display if item.moves_money else None, "valid": item.valid,
             "problems": item.problems, "decides": effect_kinds.decides(item), "waits_for": held.pk if held else None,
             "decided_by": item.decided_by.get_username() if item.decided_by else None,
-            "decision_reason": item.decision_reason or None}
+            "decision_reason": item.decision_reason or None,
+            "compensates": compensated if compensated is not None else links.compensates([item])[item.pk]}
 
 
 def _visible_item(user, item: int) -> CompensationItem:
@@ -240,7 +242,9 @@ def review_items(*, user, workspace: str, incident: int | None, status: str | No
     if status is not None:
         items = items.filter(status=status)
     total = items.count()
-    page = [_item_summary(i) for i in items[offset:offset + limit]]
+    page = list(items[offset:offset + limit])
+    compensated = links.compensates(page)
+    page = [_item_summary(i, compensated[i.pk]) for i in page]
     return {"workspace": workspace, "total": total, "limit": limit, "offset": offset,
             "more": offset + limit < total, "items": page}
 

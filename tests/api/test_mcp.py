@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
 from repairs.models import Incident
-from tests.helpers import ROOT, free_port, worker_env
+from tests.helpers import ROOT, client_for, free_port, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -190,11 +190,18 @@ def test_mcp_review_tools_list_and_decide_items_under_the_admins_rules(mcp_url, 
     reversal = next(i for i in page["items"] if i["kind"] == "refund_reversal" and i["ticket"] == "t05")
     email = next(i for i in page["items"] if i["kind"] == "correction_email" and i["ticket"] == "t05")
     assert reversal["amount"] == "$75.00" and reversal["amount_cents"] == 7500 and email["waits_for"] == reversal["id"]
+    # What each item compensates, as the REST API shows it: the refund that left with its key, the email.
+    for shown in (reversal, email):
+        api = client_for(reviewer).get(f"/api/v1/review-items/{shown['id']}/").json()["compensates"]
+        assert shown["compensates"] == api and api, shown
+    assert {e["kind"] for e in reversal["compensates"]} == {"refund"}
+    assert all(e["idempotency_key"] for e in reversal["compensates"] if e["role"] == "invalidated")
 
     approved = call(mcp_url, reviewer.auth_token.key, "approve_item", {"item": reversal["id"], "reason": "matches"})
     assert not approved.is_error, approved.content
     assert approved.structured_content["status"] == "approved"
     assert approved.structured_content["decided_by"] == "mcp-reviewer"
+    assert approved.structured_content["compensates"] == reversal["compensates"]
     event = AuditEvent.objects.get(action="item.approved", subject_id=str(reversal["id"]))
     assert event.via == "mcp" and event.actor == reviewer and event.reason == "matches"
     rejected = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": email["id"], "reason": "too stiff"})

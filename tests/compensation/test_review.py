@@ -116,7 +116,7 @@ def test_cli_contract(incident, people, capsys):
     code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name, "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) == 14 and sum(r["kind"] in ("refund_reversal", "correction_email") for r in rows) == 10
-    assert set(rows[0]) == {"id", "incident", "kind", "ticket", "amount", "status", "valid"}
+    assert set(rows[0]) == {"id", "incident", "kind", "ticket", "amount", "status", "valid", "compensates"}
     assert all(r["valid"] for r in rows)
     item = rows[0]["id"]
     code, _, err = _run(capsys, "review", "--item", str(item), "--decision", "approve", "--user", "leadrev1", "--reason", "self")
@@ -154,3 +154,33 @@ def test_an_item_no_longer_pending_is_refused_by_each_change_with_its_own_reason
         reject_item(item=item, actor=people.reviewer, reason="changed my mind", via="admin")
     item.refresh_from_db()
     assert item.status == "approved"
+
+
+def test_the_review_cli_shows_what_each_item_compensates_as_the_api_does(incident, people, capsys):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(people.reviewer)
+    code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name, "--json")
+    rows = {r["id"]: r for r in json.loads(out)}
+    reversal = _first(incident)
+    shown = api.get(f"/api/v1/review-items/{reversal.pk}/").json()["compensates"]
+    assert shown and rows[reversal.pk]["compensates"] == shown
+    assert all(rows[pk]["compensates"] for pk in rows)  # every drafted item compensates or releases something
+    code, out, _ = _run(capsys, "review_queue", "--workspace", incident.workspace.name)
+    refund = next(e for e in shown if e["role"] == "invalidated")
+    assert code == 0 and (f"refund #{refund['effect_id']} of action {refund['action_id']} (invalidated, key "
+                          f"{refund['idempotency_key']})") in out
+    code, out, _ = _run(capsys, "review", "--item", str(reversal.pk), "--decision", "approve", "--user", "reviewer1",
+                        "--reason", "ok", "--json")
+    assert code == 0 and json.loads(out)["compensates"] == shown
+
+
+def test_the_review_queue_text_shows_an_agents_key_with_control_characters_as_a_literal():
+    from compensation.management.commands.review_queue import effect_words
+
+    effect = {"kind": "refund", "effect_id": 3, "action_id": 9, "role": "invalidated",
+              "idempotency_key": "r-1\x1b[2J"}
+    assert effect_words(effect) == "refund #3 of action 9 (invalidated, key 'r-1\\x1b[2J')"
+    assert effect_words(effect | {"idempotency_key": "r-1"}) == "refund #3 of action 9 (invalidated, key r-1)"
+    assert effect_words(effect | {"idempotency_key": None}).endswith("(invalidated, never left)")

@@ -1,3 +1,4 @@
+from compensation.links import compensates
 from compensation.models import CompensationItem
 from compensation.services import approve_item, reject_item
 from core.commands import KintsugiCommand
@@ -30,6 +31,7 @@ class Command(KintsugiCommand):
         if o["json"]:
             self.print_json({"id": item.pk, "incident": item.incident_id, "kind": item.kind, "ticket": item.ticket_id,
                              "amount": item.amount_cents, "status": item.status, "valid": item.valid,
-                             "decided_by": actor.get_username(), "reason": item.decision_reason})
+                             "decided_by": actor.get_username(), "reason": item.decision_reason,
+                             "compensates": compensates([item])[item.pk]})
         else:
             self.stdout.write(f"item #{item.pk}: {item.status}")
