@@ -8,6 +8,7 @@ ops as RecordingSession.ops counts them, 10 HTTP requests (open, calls, finish, 
   lock and a flush each: what the `record` command does per call);
 - `HTTP protocol`: kintsugi_client against gunicorn with uvicorn workers on loopback, one client, each
   root staged until its reader finishes and then committed (also one transaction and flush per root).
+Then the time to open a root with 0 and N earlier recordings in the workspace (bench.agents_open).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from bench import agents_clients, agents_concurrent, common
+from bench import agents_clients, agents_concurrent, agents_open, common
 from core.db_roles import OWNER_ALIAS, split_roles
 
 ROOTS = {"full": 200, "quick": 15}  # quick: the concurrent rows follow, and the run must stay short
@@ -152,6 +153,8 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     out["record_root_s"] = time.perf_counter() - t0
     common.log(f"record_root: {out['record_root_s']:.1f}s")
 
+    out["open_root"] = agents_open.run(admin, quick)
+
     t0 = time.perf_counter()
     keys = [key] if same_workspace else _concurrent_keys(admin, max(agents_concurrent.CLIENTS))
     common.log(f"{len(keys)} workspaces for concurrent clients in {time.perf_counter() - t0:.1f}s")
@@ -202,4 +205,5 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
                  [f"per_call: 10 requests per root (8 ops); batch: {agents_concurrent.BATCH_ROOTS} roots per request; "
                   f"a {agents_concurrent.WINDOW_S['quick' if quick else 'full']}s window per row",
                   "clients are asyncio tasks in the bench process, sharing the machine with the server"])
+    agents_open.report(out["open_root"])
     return out

@@ -152,7 +152,7 @@ def record(*, token: AgentToken, actions) -> dict:
             session = remote._new_session(ws)
             session.quarantined = quarantine.held(workspace=ws)
             hits = session.quarantine_hits
-            remote.number_above_recordings(ws, session)
+            remote.number_provisionally(ws, session)
             first = session.next_action
             session.facts.prefetch(_keys(specs))
             try:
@@ -162,7 +162,8 @@ def record(*, token: AgentToken, actions) -> dict:
                 session.discard()
                 raise
             ws.action_count += len(ids)
-            ws.save(update_fields=["action_count"])
+            ws.next_provisional_action = session.next_action  # its ids are taken, as an open recording's are
+            ws.save(update_fields=["action_count", "next_provisional_action"])
             Recording.objects.create(
                 workspace=ws, token=token, status=Recording.Status.COMMITTED, first_action=first, version=1,
                 touched_at=timezone.now(), finished_at=timezone.now(),

@@ -20,6 +20,10 @@ class Workspace(models.Model):
     run_number = models.PositiveIntegerField(default=0, help_text="Increments each time a desk run replaces the graph.")
     run_params = models.JSONField(default=dict, blank=True)
     action_count = models.PositiveIntegerField(default=0)
+    # Every provisional action id below this was handed to a recording over HTTP or MCP (open, committed,
+    # abandoned or expired): the next one opens at or above it (provenance.remote). Moved only under the
+    # row's lock, and never by a save of the whole row (save, below).
+    next_provisional_action = models.BigIntegerField(default=0, editable=False)
     falkordb_server = models.CharField(
         "FalkorDB server", max_length=255, blank=True, editable=False, default=new_workspace_server,
         help_text="host:port of the FalkorDB server holding this workspace's graph, baseline and model cache "
@@ -33,6 +37,15 @@ class Workspace(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, **kwargs):
+        # A copy read before ids were handed out (an admin change form, any code holding the row a
+        # while) saved whole would move the counter back, and its ids would be handed out again.
+        if not self._state.adding and kwargs.get("update_fields") is None and not kwargs.get("force_insert"):
+            skip = self.get_deferred_fields() | {"next_provisional_action"}
+            kwargs["update_fields"] = [f.attname for f in self._meta.concrete_fields
+                                       if not f.primary_key and f.attname not in skip]
+        super().save(**kwargs)
 
 
 class Source(models.Model):

@@ -14,8 +14,8 @@ writes nothing to the graph; its row stays, `abandoned` or `expired`, with the e
 and the expiry lands in the audit record, because an agent may have performed those effects.
 
 Any number of recordings of a workspace are open at once; the provisional action ids of open ones
-never overlap (each root opens above every open, abandoned or expired recording's), so a call's action id
-names its recording.
+never overlap (each action opens above every id a recording of the workspace was handed, open, committed,
+abandoned or expired: the counter on the workspace's row), so a call's action id names its recording.
 """
 from __future__ import annotations
 
@@ -25,9 +25,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BigIntegerField, Max
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
 from django.utils import timezone
 
 from core import audit
@@ -142,18 +139,21 @@ def _allocate(ws: Workspace, session: RecordingSession) -> tuple[int, float]:
     """The next provisional action id (and seq) of an open recording, under the workspace's row lock:
     above the graph's and above every provisional id any recording of the workspace had, so a (late)
     call's action id names its own recording, never a stranger's."""
-    Workspace.objects.select_for_update().filter(pk=ws.pk).first()
-    number_above_recordings(ws, session)
-    return session.allocate_action()
+    locked = Workspace.objects.select_for_update().only("name", "next_provisional_action").get(pk=ws.pk)
+    number_provisionally(locked, session)
+    allocated = session.allocate_action()
+    locked.next_provisional_action = session.next_action
+    locked.save(update_fields=["next_provisional_action"])
+    return allocated
 
 
-def number_above_recordings(ws: Workspace, session: RecordingSession) -> None:
+def number_provisionally(ws: Workspace, session: RecordingSession) -> None:
     """Number `session`'s next action above the graph's and above every provisional id any recording of
-    the workspace had (open, committed, abandoned or expired), so no id is handed out twice."""
+    the workspace had (open, committed, abandoned or expired), so no id is handed out twice. `ws`: the
+    workspace's row read under its lock; the caller stores the session's next action in it before the
+    lock goes (Workspace.next_provisional_action)."""
     top = workspace_graph(ws.name).ro_query(queries.MAX_IDS)[0].action or 0
-    taken = (Recording.objects.filter(workspace=ws)
-             .annotate(n=Cast(KT("state__next_action"), BigIntegerField())).aggregate(top=Max("n"))["top"])
-    session.next_action = max(top + 1, taken or 0)
+    session.next_action = max(top + 1, ws.next_provisional_action)
     session.next_seq = float(session.next_action)
 
 
