@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from bench import agents_clients, agents_concurrent, agents_open, common
+from bench import agents_clients, agents_concurrent, agents_open, agents_thinking, common
 from core.db_roles import OWNER_ALIAS, split_roles
 
 ROOTS = {"full": 200, "quick": 15}  # quick: the concurrent rows follow, and the run must stay short
@@ -176,6 +176,11 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
         out["concurrent"] = agents_concurrent.run(base=f"http://127.0.0.1:{port}", keys=keys,
                                                   writer="bench_remote_writer", reader="bench_remote_reader",
                                                   quick=quick, same_workspace=same_workspace)
+        graph = workspace_graph(names["http"])
+        out["thinking"] = agents_thinking.run(
+            base=f"http://127.0.0.1:{port}", key=key, writer="bench_remote_writer", reader="bench_remote_reader",
+            count_roots=lambda: graph.ro_query("MATCH (a:Action {agent: $agent}) RETURN count(a)",
+                                               {"agent": "bench_remote_writer"})[0][0])
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -205,5 +210,12 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
                  [f"per_call: 10 requests per root (8 ops); batch: {agents_concurrent.BATCH_ROOTS} roots per request; "
                   f"a {agents_concurrent.WINDOW_S['quick' if quick else 'full']}s window per row",
                   "clients are asyncio tasks in the bench process, sharing the machine with the server"])
+    common.table(f"{agents_thinking.AGENTS} agents of one workspace, each thinking {agents_thinking.THINK_S:g} s "
+                 "inside its action",
+                 ["mode", "agents", "all committed s", "one agent alone s", "x alone", "committed", "409s"],
+                 [[r["mode"], r["agents"], r["seconds"], r["alone_s"], r["x_alone"], r.get("committed"), r["conflicts"]]
+                  for r in out["thinking"]],
+                 ["per_call: a request per call; calls: open, one read, the thinking, then the rest in one "
+                  "POST …/actions/{id}/calls/ per action", "target: all committed within 2 s"])
     agents_open.report(out["open_root"])
     return out

@@ -6,9 +6,9 @@ Every client records the bench's roots (a writer: 2 sets and a handoff; its read
 effect; 8 recorder ops) until the window closes:
 - `per_call`: one request per call (open, the calls, finish), 10 requests per root;
 - `batch`: whole finished recordings, BATCH_ROOTS roots per `POST /recording/batch/`.
-Latency percentiles are per request. By default each client records into a workspace of its own (one
-recording per workspace may be open at a time); `--same-workspace` puts every client in one workspace,
-so the rows measure concurrent recording there (a 409 workspace_busy is retried and counted).
+Latency percentiles are per request. By default each client records into a workspace of its own;
+`--same-workspace` puts every client in one workspace, where recordings open side by side (a 409
+workspace_busy, which a live desk should not answer, would be retried and counted).
 
 Clients are asyncio tasks on one httpx connection pool in this process, which shares the machine's cores
 with the server: on a small box the client's own CPU is part of what limits the figures.
