@@ -60,10 +60,11 @@ def collected_static(tmp_path_factory, django_db_setup):
     """Production serves what `collectstatic` wrote (whitenoise's manifest): run it once, as a release
     would, into a directory of the module's own."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KINTSUGI_STATIC_ROOT", str(tmp_path_factory.mktemp("static")))
+        root = tmp_path_factory.mktemp("static")
+        patch.setenv("KINTSUGI_STATIC_ROOT", str(root))
         done = _run(_production_env(), "manage.py", "collectstatic", "--noinput", "-v", "0")
         assert done.returncode == 0, done.stderr[-2000:]
-        yield
+        yield root
 
 
 def _run(env, *args) -> subprocess.CompletedProcess:
@@ -73,6 +74,12 @@ def _run(env, *args) -> subprocess.CompletedProcess:
 @pytest.fixture
 def proxied(django_user_model):
     return django_user_model.objects.create_user("proxied", password="pass-1234-kintsugi", is_staff=True)
+
+
+def test_a_release_compresses_what_browsers_fetch_but_not_source_maps(collected_static):
+    scripts = list(collected_static.rglob("redoc.standalone.*.js"))
+    assert scripts and all(script.with_name(script.name + ".br").exists() for script in scripts)
+    assert list(collected_static.rglob("*.map")) and not list(collected_static.rglob("*.map.gz"))
 
 
 def test_admin_login_through_a_tls_proxy_succeeds(proxied):
