@@ -41,10 +41,21 @@ _SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process",
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out)."""
+    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out), then
+    put the files with the most slow or bench tests first: pytest-xdist hands out whole files in this
+    order, so the long ones start early and the short ones fill in at the end, instead of one worker
+    finishing a long file alone."""
+    weight: dict[str, int] = {}
     for item in items:
-        if any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or _SLOW_FIXTURES & set(item.fixturenames):
+        slow = any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or bool(_SLOW_FIXTURES & set(item.fixturenames))
+        if slow:
             item.add_marker(pytest.mark.slow)
+        heavy = slow or item.get_closest_marker("bench") is not None
+        weight[item.nodeid.split("::")[0]] = weight.get(item.nodeid.split("::")[0], 0) + int(heavy)
+    first_seen = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(item.nodeid.split("::")[0], i)
+    items.sort(key=lambda item: (-weight[item.nodeid.split("::")[0]], first_seen[item.nodeid.split("::")[0]]))
 
 
 @pytest.fixture(scope="session", autouse=True)
