@@ -192,8 +192,9 @@ class CaseViews:
         still = case_selectors.case(user=request.user, incident_id=incident_id, ticket=ticket)
         if still is not None and still.pending:
             return HttpResponseRedirect(here)
-        _, following, _ = case_queue.neighbours(user=request.user, incident=within, key=case.key)
+        _, following, left = case_queue.neighbours(user=request.user, incident=within, key=case.key)
         if following is None:
-            messages.info(request, "No cases left.")
+            messages.info(request, f"No cases left for you: {left} that other reviewers claimed still need a decision."
+                          if left else "No cases left.")
             return HttpResponseRedirect(reverse("admin:compensation_compensationitem_cases") + suffix)
         return HttpResponseRedirect(following.url + suffix)
