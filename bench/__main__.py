@@ -1,7 +1,9 @@
 """kintsugi benchmarks: `python -m bench` runs all four and prints a table per benchmark;
 `python -m bench recorder|radius|repair|workers [--sizes ...] [--quick]` runs one; `python -m bench admin [--quick]`
 runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench desk
-[--quick]` the review desk's pages beside their baselines; `python -m bench what_if [--sizes ...] [--quick]` times the
+[--quick]` the review desk's pages beside their baselines; `python -m bench reviewers [--quick]` has two reviewers
+work a 1,500-ticket incident's cases in chromium (claims, filters, bulk decisions, one undo) beside one reviewer
+alone and the keyboard case by case, with wall time and page loads; `python -m bench what_if [--sizes ...] [--quick]` times the
 what-if of a flag against the real repair's walk on the same desk; `python -m bench multihost [--quick]` runs kintsugi
 on network-namespace test hosts and loses a worker host mid-repair (root; see bench/multihost.py); `python -m bench
 agents [--quick] [--same-workspace]` times recording over HTTP against recording in-process, and 1, 20 and 100
@@ -40,7 +42,7 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak")  # run only when named
+EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak")  # run only when named
 
 
 def _git_commit() -> str:
@@ -94,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"# kintsugi bench ({mode}) at {results['commit']}: {', '.join(which)}; load average "
           f"{results['load_avg_start']}; hiredis {'yes' if results['hiredis'] else 'no'}", flush=True)
+    failed = False
     for name in which:
         t0 = time.perf_counter()
         if name in EXTRA:
@@ -118,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             out["seconds"] = time.perf_counter() - t0
             results["benchmarks"][name] = out
             common.write_results(results, _path(args.output))
+            failed = failed or out.get("ok") is False  # a benchmark whose own checks did not hold
             continue
         sizes = args.sizes or DEFAULTS[name][mode]
         print(f"\n# {name} (sizes {', '.join(f'{s:,}' for s in sizes)})", flush=True)
@@ -149,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = time.perf_counter() - started
     path = common.write_results(results, _path(args.output))
     print(f"\n# done in {results['seconds']:.0f}s; results in {path}", flush=True)
-    return 0
+    return 1 if failed else 0
 
 
 def _path(output):

@@ -93,3 +93,16 @@ def undo(*, item: CompensationItem, actor, reason: str, via: str) -> Compensatio
                      actor=actor, reason=reason or "undone", incident_id=item.incident_id,
                      workspace=item.incident.workspace_id, from_status=before, to_status=St.PENDING)
     return item
+
+
+def undo_decisions(*, items: list[CompensationItem], actor, reason: str,
+                   via: str) -> tuple[list[CompensationItem], list[tuple[CompensationItem, str]]]:
+    """Undo each of `items` (a case's or a bulk confirmation's) in its own transaction, emails before the
+    money they explain (the reverse of the order they leave in). Returns those undone and those refused."""
+    undone, refused = [], []
+    for item in sorted(items, key=lambda i: (i.moves_money, i.pk)):
+        try:
+            undone.append(undo(item=item, actor=actor, reason=reason, via=via))
+        except (PermissionError, ValueError) as exc:
+            refused.append((item, str(exc)))
+    return undone, refused

@@ -44,11 +44,24 @@ def _check_reviewer(user, workspace_id: int, *, who: str) -> None:
 def assign(*, keys: list[tuple[int, str]], assignee, actor, reason: str, via: str) -> int:
     """Assign the cases `keys` (incident id, ticket) to `assignee` (None: unassign). Returns how many
     changed. Cases the actor may not see are refused like missing ones."""
+    return _assign(keys=keys, assignee=assignee, actor=actor, reason=reason, via=via, keep_others=False)[0]
+
+
+def claim(*, keys: list[tuple[int, str]], actor, reason: str, via: str) -> tuple[int, dict[tuple[int, str], str]]:
+    """Assign to `actor` those of `keys` that nobody else holds. Returns how many were claimed and the
+    cases another reviewer holds (key: their username), which stay theirs: two reviewers who tick the
+    same unassigned cases on lists loaded at the same moment each keep what they claimed first."""
+    return _assign(keys=keys, assignee=actor, actor=actor, reason=reason, via=via, keep_others=True)
+
+
+def _assign(*, keys, assignee, actor, reason: str, via: str, keep_others: bool) -> tuple[int, dict]:
+    """assign(); with `keep_others`, a case assigned to someone else is left to them and returned. The
+    current assignee is read under the workspace's audit lock, so a claim made at the same moment is seen."""
     incidents = {i.pk: i for i in tenancy.scoped(Incident.objects.defer("plan", "verification"), user=actor)
                  .filter(pk__in={k[0] for k in keys})}
     if any(k[0] not in incidents for k in keys):
         raise tenancy.NotVisible("no such case")
-    changed = 0
+    changed, held = 0, {}
     with transaction.atomic():
         for incident_id, ticket in keys:
             incident = incidents[incident_id]
@@ -63,6 +76,9 @@ def assign(*, keys: list[tuple[int, str]], assignee, actor, reason: str, via: st
             after = assignee.get_username() if assignee is not None else ""
             if before == after:
                 continue
+            if keep_others and before:
+                held[(incident_id, ticket)] = before
+                continue
             if assignee is None:
                 current.delete()
             else:
@@ -72,7 +88,7 @@ def assign(*, keys: list[tuple[int, str]], assignee, actor, reason: str, via: st
                          actor=actor, reason=reason, incident_id=incident_id, workspace=incident.workspace_id,
                          from_status=before, to_status=after, data={"ticket": ticket})
             changed += 1
-    return changed
+    return changed, held
 
 
 def assignees(*, keys: list[tuple[int, str]]) -> dict[tuple[int, str], str]:

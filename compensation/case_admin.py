@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from urllib.parse import urlencode
 
 from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
-from compensation import delivery_selectors, sequencing, services
+from compensation import case_undo, delivery_selectors, sequencing, services
 from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.vocabulary import Via
@@ -31,6 +31,7 @@ class CaseViews:
         wrap = self.admin_site.admin_view
         return [
             path("cases/", wrap(self.cases_view), name="compensation_compensationitem_cases"),
+            path("cases/undo/", wrap(self.case_undo_view), name="compensation_compensationitem_cases_undo"),
             # <path:>: a ticket id may hold a slash; the decisions live under their own prefix so that no
             # ticket id can read as "…/decide".
             path("cases/<int:incident_id>/<path:ticket>/", wrap(self.case_view), name="compensation_compensationitem_case"),
@@ -116,6 +117,7 @@ class CaseViews:
             "first_url": found.cases[0].url + query if found.cases else "",
             "items_url": reverse("admin:compensation_compensationitem_changelist")
             + (f"?incident__id__exact={incident.pk}" if incident else ""),
+            "undo": case_undo.toast(request),
         }
         return TemplateResponse(request, "admin/compensation/compensationitem/cases.html", context)
 
@@ -147,6 +149,7 @@ class CaseViews:
             "next_url": next_case.url + suffix if next_case else "",
             "cases_url": reverse("admin:compensation_compensationitem_cases") + suffix,
             "needs_person": sorted(DeliveryState.needs_person()),
+            "undo": case_undo.toast(request),
         }
         return TemplateResponse(request, "admin/compensation/compensationitem/case.html", context)
 
@@ -173,6 +176,11 @@ class CaseViews:
                 done = case_decisions.decide_case_item(case=case, item_id=int(item_id), actor=request.user,
                                                        decision=decision, reason=reason, via=VIA)
                 messages.success(request, f"Item #{done.pk}: {decision} recorded.")
+                if decision == "undo":
+                    case_undo.forget(request)
+                else:
+                    case_undo.remember(request, items=[done], text=f"Case {case.ticket}: item #{done.pk} {done.status}.",
+                                       case_url=here, back=here)
                 if warning := sequencing.rejection_warning(done):
                     messages.warning(request, warning)
                 held = sequencing.waits_for(done) if done.status == done.Status.APPROVED else None
@@ -183,7 +191,10 @@ class CaseViews:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision.removesuffix("_all"),
                                                     reason=reason, via=VIA)
                 if result.decided:
-                    messages.success(request, f"Case {case.ticket}: {len(result.decided)} item(s) {decision.removesuffix('_all')}d.")
+                    said = f"Case {case.ticket}: {len(result.decided)} item(s) {decision.removesuffix('_all')}d."
+                    messages.success(request, said)
+                    case_undo.remember(request, items=result.decided, text=said, case_url=here,
+                                       back=reverse("admin:compensation_compensationitem_cases") + suffix)
                 for item, why in result.refused:
                     messages.error(request, f"Item #{item.pk} refused: {why}")
         except (PermissionError, ValueError) as exc:
@@ -192,8 +203,25 @@ class CaseViews:
         still = case_selectors.case(user=request.user, incident_id=incident_id, ticket=ticket)
         if still is not None and still.pending:
             return HttpResponseRedirect(here)
-        _, following, _ = case_queue.neighbours(user=request.user, incident=within, key=case.key)
+        _, following, left = case_queue.neighbours(user=request.user, incident=within, key=case.key)
         if following is None:
-            messages.info(request, "No cases left.")
+            messages.info(request, f"No cases left for you: {left} that other reviewers claimed still need a decision."
+                          if left else "No cases left.")
             return HttpResponseRedirect(reverse("admin:compensation_compensationitem_cases") + suffix)
         return HttpResponseRedirect(following.url + suffix)
+
+    def case_undo_view(self, request):
+        """The toast's Undo: takes back the decision the toast names, then opens the case it decided (or
+        the list a bulk decision came from) to decide again."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_review_permission(request):
+            raise PermissionDenied("undoing a decision needs the Reviewer role")
+        target, undone, refused = case_undo.take_back(request)
+        if undone:
+            messages.success(request, f"Undone: {len(undone)} item(s) need a decision again.")
+        for item, why in refused[:20]:
+            messages.error(request, f"Item #{item.pk} not undone: {why}")
+        if not undone and not refused:
+            messages.warning(request, "Nothing to undo.")
+        return HttpResponseRedirect(target)

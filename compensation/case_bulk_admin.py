@@ -5,6 +5,7 @@ assignments are compensation.assignments'. Approving or rejecting always shows a
 first: how many cases and items, the money, and what would leave."""
 from __future__ import annotations
 
+from collections import Counter
 from urllib.parse import parse_qsl, urlencode
 
 from django.contrib import messages
@@ -14,7 +15,7 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import assignments, case_decisions, case_queue, deliveries
+from compensation import assignments, case_decisions, case_queue, case_undo, deliveries
 from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
 from core.vocabulary import Via
@@ -91,19 +92,7 @@ class CaseBulkViews:
             raise Http404("no such case")
         reason = request.POST.get("reason", "").strip()
         if decision in ("claim", "unassign", "assign"):
-            try:
-                assignee = {"claim": request.user, "unassign": None}.get(decision) if decision != "assign" else \
-                    get_user_model().objects.filter(username=request.POST.get("assignee", "")).first()
-                if decision == "assign" and assignee is None:
-                    raise ValueError("choose a reviewer to assign the cases to")
-                n = assignments.assign(keys=keys, assignee=assignee, actor=request.user, reason=reason or decision,
-                                       via=VIA)
-            except (PermissionError, ValueError) as exc:
-                messages.error(request, f"Refused: {exc}")
-                return HttpResponseRedirect(back)
-            done = {"claim": "claimed", "unassign": "unassigned"}.get(decision, f"assigned to {assignee.get_username()}")
-            messages.success(request, f"{n} case(s) {done}.")
-            return HttpResponseRedirect(back)
+            return self._bulk_assign(request, keys=keys, decision=decision, reason=reason, back=back)
         if decision == "deliver_again":
             return self._bulk_deliver_again(request, found=found, reason=reason, back=back)
         if decision not in ("approve", "reject"):
@@ -113,7 +102,7 @@ class CaseBulkViews:
             if request.POST.get("confirm") == "yes":
                 messages.error(request, "A reason is required to reject cases.")
             return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
-        decided = refused = 0
+        decided, refused, done = 0, 0, []
         for case in found:
             try:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision, reason=reason,
@@ -123,11 +112,65 @@ class CaseBulkViews:
                 refused += len(case.pending)
                 continue
             decided += len(result.decided)
+            done += result.decided
             refused += len(result.refused)
             for item, why in result.refused[:20]:
                 messages.error(request, f"Case {case.ticket}, item #{item.pk} refused: {why}")
-        messages.success(request, f"{len(found)} case(s): {decided} item(s) {decision}d"
-                                  + (f", {refused} refused" if refused else "") + ".")
+        said = f"{len(found)} case(s): {decided} item(s) {decision}d" + (f", {refused} refused" if refused else "") + "."
+        messages.success(request, said)
+        case_undo.remember(request, items=done, text=said, case_url="", back=back)
+        return HttpResponseRedirect(back)
+
+    def _bulk_assign(self, request, *, keys: list[tuple[int, str]], decision: str, reason: str, back: str):
+        """Claim (cases another reviewer holds stay theirs, and the reviewer is told), unassign, or assign
+        to the chosen reviewer (a deliberate hand-over: it may move a case from one reviewer to another)."""
+        held = {}
+        try:
+            if decision == "claim":
+                n, held = assignments.claim(keys=keys, actor=request.user, reason=reason or decision, via=VIA)
+            else:
+                assignee = None if decision == "unassign" else \
+                    get_user_model().objects.filter(username=request.POST.get("assignee", "")).first()
+                if decision == "assign" and assignee is None:
+                    raise ValueError("choose a reviewer to assign the cases to")
+                n = assignments.assign(keys=keys, assignee=assignee, actor=request.user, reason=reason or decision,
+                                       via=VIA)
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        done = {"claim": "claimed", "unassign": "unassigned"}.get(decision) or \
+            f"assigned to {request.POST.get('assignee', '')}"
+        messages.success(request, f"{n} case(s) {done}.")
+        if held:
+            by = ", ".join(f"{who} {count}" for who, count in sorted(Counter(held.values()).items()))
+            messages.warning(request, f"{len(held)} case(s) were already claimed by another reviewer and stay "
+                                      f"theirs ({by}).")
+        return HttpResponseRedirect(back)
+
+    def _bulk_assign(self, request, *, keys: list[tuple[int, str]], decision: str, reason: str, back: str):
+        """Claim (cases another reviewer holds stay theirs, and the reviewer is told), unassign, or assign
+        to the chosen reviewer (a deliberate hand-over: it may move a case from one reviewer to another)."""
+        held = {}
+        try:
+            if decision == "claim":
+                n, held = assignments.claim(keys=keys, actor=request.user, reason=reason or decision, via=VIA)
+            else:
+                assignee = None if decision == "unassign" else \
+                    get_user_model().objects.filter(username=request.POST.get("assignee", "")).first()
+                if decision == "assign" and assignee is None:
+                    raise ValueError("choose a reviewer to assign the cases to")
+                n = assignments.assign(keys=keys, assignee=assignee, actor=request.user, reason=reason or decision,
+                                       via=VIA)
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        done = {"claim": "claimed", "unassign": "unassigned"}.get(decision) or \
+            f"assigned to {request.POST.get('assignee', '')}"
+        messages.success(request, f"{n} case(s) {done}.")
+        if held:
+            by = ", ".join(f"{who} {count}" for who, count in sorted(Counter(held.values()).items()))
+            messages.warning(request, f"{len(held)} case(s) were already claimed by another reviewer and stay "
+                                      f"theirs ({by}).")
         return HttpResponseRedirect(back)
 
     def _bulk_deliver_again(self, request, *, found: list, reason: str, back: str):

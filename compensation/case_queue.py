@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 
 from compensation import cases as case_build, delivery_selectors
 from compensation.delivery_models import DeliveryState
-from compensation.models import CompensationItem
+from compensation.models import CaseAssignment, CompensationItem
 from core.money import format_money, parse_money
 from provenance import tenancy
 
@@ -243,12 +243,15 @@ def page(*, user, incident, filters: Filters, after: str = "", number: int = 1, 
 def neighbours(*, user, incident, key: tuple[int, str]) -> tuple[object | None, object | None, int]:
     """The cases needing a decision before and after `key` in desk order (after: wrapping to the first
     other one), and how many need one: within one incident three reads of the pending items' index and
-    one build of both cases, whatever the size of the desk."""
+    one build of both cases, whatever the size of the desk. Within one incident the walk passes over
+    the cases another reviewer has claimed, so that reviewers who split an incident and each press `a`
+    stay in their own cases and the unassigned ones; `left` still counts every case."""
     if incident is not None:
         tickets = _pending_tickets(user=user, incident=incident, filters=Filters(state="needs_decision"))
-        ticket = key[1]
-        before = tickets.filter(ticket_id__lt=ticket).order_by("-ticket_id").first()
-        after = tickets.filter(ticket_id__gt=ticket).first() or tickets.exclude(ticket_id=ticket).first()
+        theirs = CaseAssignment.objects.filter(incident=incident).exclude(assignee=user).order_by().values("ticket_id")
+        walk, ticket = tickets.exclude(ticket_id__in=theirs), key[1]
+        before = walk.filter(ticket_id__lt=ticket).order_by("-ticket_id").first()
+        after = walk.filter(ticket_id__gt=ticket).first() or walk.exclude(ticket_id=ticket).first()
         left = tickets.count()
         built = {c.ticket: c for c in build([{"incident_id": incident.pk, "ticket_id": t}
                                              for t in dict.fromkeys((before, after)) if t])}

@@ -80,3 +80,45 @@ def test_a_reviewer_works_every_case_with_the_keyboard(new_page, django_user_mod
     # Every approved email left once; the rejected case sent nothing.
     sent = OutboxEmail.objects.filter(idempotency_key__startswith="compensation:")
     assert sent.count() == incident.compensation_items.filter(status=St.EXECUTED, kind__in=CompensationItem.EMAIL_KINDS).count() == 7
+
+
+def test_a_reviewer_undoes_a_case_from_the_toast_on_pages_that_fit_with_the_sidebar_open(
+        chromium, live_server, django_user_model, settings):
+    """A new reviewer's browser (the admin's sidebar open, as it comes) at 1440 px: the case list and a
+    case page fit without scrolling sideways; `a` approves a case and the next page's toast takes it back."""
+    settings.KINTSUGI_UNDO_SECONDS = 60
+    ensure_roles()
+    lead = _person(django_user_model, "lead", SUPPORT_LEAD)
+    _person(django_user_model, "reviewer", REVIEWER)
+    incident = repaired_incident(flagger=lead, workspace=f"undo-{uuid.uuid4().hex[:6]}")
+    context = chromium.new_context(viewport={"width": 1440, "height": 900}, base_url=live_server.url)
+    context.set_default_timeout(15_000)
+    try:
+        page = context.new_page()
+        console = []
+        page.on("console", lambda message: console.append(message.text))
+        page.goto("/admin/login/?next=/admin/")
+        page.fill("#id_username", "reviewer")
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        page.wait_for_url(lambda url: "/login/" not in url)
+        page.goto(f"/admin/compensation/compensationitem/cases/?incident={incident.pk}")
+        assert page.locator("#nav-sidebar").is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.keyboard.press("j")
+        page.wait_for_url(re.compile(r"/cases/\d+/t04/"))
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert not page.locator("#undo-toast").count()
+        page.keyboard.press("a")
+        page.wait_for_url(re.compile(r"/cases/\d+/t05/"))
+        toast = page.locator("#undo-toast")
+        assert toast.is_visible() and "Case t04:" in toast.inner_text()
+        assert set(incident.compensation_items.filter(ticket_id="t04").values_list("status", flat=True)) == {St.APPROVED}
+        toast.locator("button").click()
+        page.wait_for_url(re.compile(r"/cases/\d+/t04/"))
+        assert page.locator("#case-state").inner_text() == "needs decision"
+        assert not page.locator("#undo-toast").count()
+        assert set(incident.compensation_items.filter(ticket_id="t04").values_list("status", flat=True)) == {St.PENDING}
+        assert not [m for m in console if "Content Security Policy" in m or "Content-Security-Policy" in m], console
+    finally:
+        context.close()

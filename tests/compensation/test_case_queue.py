@@ -153,6 +153,48 @@ def test_claiming_cases_and_each_reviewers_count(canonical, client):
                            reason="help", via="admin")
 
 
+def test_a_claim_leaves_cases_another_reviewer_claimed_first_with_them(canonical, client):
+    """Two reviewers tick the same unassigned cases on lists loaded at the same moment: the second claim
+    takes only what is still free, and says who holds the rest (it used to take them over silently)."""
+    incident, first, second = canonical.incident, canonical.people.reviewer, canonical.people.lead_reviewer
+    client.force_login(first)
+    client.post(BULK, {"case": [f"{incident.pk}/t05", f"{incident.pk}/t08"], "decision": "claim"})
+    client.force_login(second)
+    answer = client.post(BULK, {"case": [f"{incident.pk}/t05", f"{incident.pk}/t06"], "decision": "claim"}, follow=True)
+    said = [str(m) for m in answer.context["messages"]]
+    assert "1 case(s) claimed." in said
+    assert f"1 case(s) were already claimed by another reviewer and stay theirs ({first.username} 1)." in said
+    held = dict(CaseAssignment.objects.filter(incident=incident).values_list("ticket_id", "assignee__username"))
+    assert held == {"t05": first.username, "t08": first.username, "t06": second.username}
+    assert not AuditEvent.objects.filter(action="case.assigned", incident_id=incident.pk).exclude(from_status="").exists()
+    # Handing a case over stays possible, deliberately: "assign" moves it.
+    client.post(BULK, {"case": [f"{incident.pk}/t05"], "decision": "assign", "assignee": second.username})
+    assert CaseAssignment.objects.get(incident=incident, ticket_id="t05").assignee == second
+
+
+def test_the_next_case_after_a_decision_passes_over_cases_another_reviewer_claimed(canonical, client):
+    """Two reviewers split an incident and each press `a`: the case that opens next is one of the
+    reviewer's own or an unassigned one, never one the other reviewer claimed."""
+    incident, reviewer, other = canonical.incident, canonical.people.reviewer, canonical.people.lead_reviewer
+    assignments.claim(keys=[(incident.pk, "t05")], actor=reviewer, reason="mine", via="admin")
+    assignments.claim(keys=[(incident.pk, "t06"), (incident.pk, "t08")], actor=other, reason="mine", via="admin")
+    client.force_login(reviewer)
+    case = f"{CASES}{incident.pk}/t05/?incident={incident.pk}"
+    page = client.get(case).content.decode()
+    assert f'data-next="{CASES}{incident.pk}/t07/?incident={incident.pk}"' in page
+    assert "5 cases left" in page  # still every case of the incident
+    decided = client.post(f"/admin/compensation/compensationitem/case-decisions/{incident.pk}/t05/?incident={incident.pk}",
+                          {"decision": "approve_all"})
+    assert decided["Location"] == f"{CASES}{incident.pk}/t07/?incident={incident.pk}"
+    for ticket in ("t04", "t07"):
+        for item in incident.compensation_items.filter(ticket_id=ticket):
+            approve_item(item=item, actor=reviewer, reason="ok", via="admin")
+    answer = client.post(f"/admin/compensation/compensationitem/case-decisions/{incident.pk}/t05/?incident={incident.pk}",
+                         {"decision": "approve_all"}, follow=True)
+    assert "No cases left for you: 2 that other reviewers claimed still need a decision." in [
+        str(m) for m in answer.context["messages"]]
+
+
 def test_progress_moves_with_a_decision_made_in_the_item_queue(canonical):
     incident, reviewer = canonical.incident, canonical.people.reviewer
     before = case_queue.progress(incident=incident)

@@ -129,6 +129,10 @@ def requests_for(name: str, b) -> list[Request] | None:
             Request("POST", reverse("admin:compensation_compensationitem_cases_bulk"),
                     {"all_matching": "1", "filters": f"incident={incident}&state=all", "decision": "approve",
                      "confirm": "yes", "reason": "x"})],
+        # The toast's undo takes no ids: what it takes back is the person's own last decision (their
+        # session), read through the tenancy rule; with none remembered it undoes nothing.
+        "compensation_compensationitem_cases_undo": [
+            Request("POST", reverse("admin:compensation_compensationitem_cases_undo"), kind="list")],
         "compensation_compensationitem_case_decide": [
             Request("POST", reverse("admin:compensation_compensationitem_case_decide", args=[incident, b.item.ticket_id]),
                     data) for data in ({"decision": "approve_all"}, {"decision": "reject_all", "reason": "x"},
