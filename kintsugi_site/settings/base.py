@@ -270,8 +270,10 @@ KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS = env.float("KINTSUGI_AUDIT_UNSIGNED_MAX_SEC
 
 # Four-eyes: a reviewer may not decide items of an incident they flagged.
 KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
-# Seconds a decision can be taken back by its author; execution waits for them to pass (0: none).
-KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=0)
+# Seconds a decision can be taken back by its author; execution waits for them to pass (0: none). Ten
+# seconds is long enough to catch a wrong click from the toast and short enough that money still moves
+# at once as far as a customer can tell.
+KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=10)
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")

@@ -23,6 +23,8 @@ if _XDIST_WORKER:
     # deadlines stay: without them a frozen broker holds a sender forever.
     CELERY_BROKER_TRANSPORT_OPTIONS = {**CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
                                        "global_keyprefix": f"{KINTSUGI_GRAPH_PREFIX}:"}
+# Execution at once unless a test opens an undo window of its own (tests of the window set it).
+KINTSUGI_UNDO_SECONDS = int(os.environ.get("KINTSUGI_UNDO_SECONDS", "0"))
 # No collectstatic before the tests: templates resolve static paths without whitenoise's manifest.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps, as the development server would

@@ -115,3 +115,13 @@ def test_the_deploy_check_is_clean():
 def test_a_weak_secret_key_stops_the_start(secret):
     done = _run(_production_env(DJANGO_SECRET_KEY=secret), "manage.py", "check")
     assert done.returncode != 0 and "DJANGO_SECRET_KEY" in done.stderr
+
+
+def test_a_deployment_has_an_undo_window_by_default():
+    # The tests run with none (execution at once); a deployment gives the decider ten seconds.
+    env = _production_env()
+    env.pop("KINTSUGI_UNDO_SECONDS", None)
+    done = _run(env, "-c", "import django; django.setup(); from django.conf import settings; "
+                           "print(settings.KINTSUGI_UNDO_SECONDS)")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["10"]
