@@ -8,7 +8,9 @@ workspace record side by side (provenance.live), in the same run on the same mac
   baseline), then the poisoned page is flagged and repaired in this process while it keeps recording.
   Reported: each recording's commit latency (open on a snapshot, run, then commit: the time commit()
   takes, waiting for the graph included) before and during the repair, how many recordings were
-  refused (none should be), the actions the repair caught up with, and its verification.
+  refused (none should be), the actions the repair caught up with, and its verification;
+- `record_root on a hot key`: the same roots on a workspace whose `shared` key (the writer sets it, the
+  reader gets it, every root) already has N versions, beside N = 0.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ ROOTS = {"full": 2_000, "quick": 200}
 THREADS = 4
 RATE = {"full": 20.0, "quick": 10.0}  # recordings per second during the repair
 BASELINE_SECONDS = {"full": 10.0, "quick": 3.0}
+HOT_VERSIONS = {"full": [0, 2_000, 20_000], "quick": [0, 2_000]}
+HOT_ROOTS = {"full": 50, "quick": 20}
 
 
 def _concurrent_roots(roots: int) -> dict:
@@ -65,6 +69,39 @@ def _concurrent_roots(roots: int) -> dict:
         out[label] = {"seconds": seconds, "ops_per_s": out["ops"] / seconds, "errors": len(errors),
                       "actions": actions, "complete": actions == 2 * roots}
     out["speedup"] = out["concurrent"]["ops_per_s"] / out["sequential"]["ops_per_s"]
+    return out
+
+
+def _hot_key(versions: list[int], roots: int) -> list[dict]:
+    """record_root per root on a workspace whose `shared` key already has N versions (recorded in one
+    session first, as a desk run would), N = 0 the baseline."""
+    from core.db_roles import OWNER_ALIAS, split_roles
+    from provenance.graph import workspace_graph
+    from provenance.models import Workspace
+    from provenance.recorder import RecordingSession
+    from provenance.services import record_root
+
+    _agents()
+    out = []
+    for prior in versions:
+        name = f"bench-live-hot-{prior}"
+        Workspace.objects.using(OWNER_ALIAS if split_roles() else "default").filter(name=name).delete()
+        graph = workspace_graph(name)
+        graph.delete()
+        Workspace.objects.create(name=name)
+        session = RecordingSession(graph=graph, workspace=name, sources={}, effects="sandbox", load=False)
+        for n in range(prior):
+            session.run_root("bench_local_writer", {"n": n})
+        session.flush()
+        times = []
+        for n in range(prior, prior + roots):
+            t0 = time.perf_counter()
+            record_root(workspace=name, agent="bench_local_writer", payload={"n": n})
+            times.append(time.perf_counter() - t0)
+        stored = graph.ro_query("MATCH (f:Fact {key: $key}) RETURN count(f)", {"key": "shared"})[0][0]
+        assert stored == prior + roots, stored
+        out.append({"versions": prior, "roots": roots, "p50_ms": common.median(times) * 1000,
+                    "mean_ms": sum(times) / len(times) * 1000, "p95_ms": common.pct(times, 95) * 1000})
     return out
 
 
@@ -171,6 +208,14 @@ def run(quick: bool, tickets: int | None = None) -> dict:
                   [f"{c['threads']} threads", c["roots"], c["ops"], c["concurrent"]["seconds"],
                    c["concurrent"]["ops_per_s"], c["speedup"], c["concurrent"]["errors"]]],
                  [f"{OPS_PER_ROOT} recorder ops per root; load average {common.load_avg()}"])
+    out["hot_key"] = hot = _hot_key(HOT_VERSIONS[mode], HOT_ROOTS[mode])
+    common.table("record_root on a key with N prior versions (one workspace each)",
+                 ["prior versions", "roots", "p50 ms", "mean ms", "p95 ms", "x N=0"],
+                 [[h["versions"], h["roots"], h["p50_ms"], h["mean_ms"], h["p95_ms"], h["p50_ms"] / hot[0]["p50_ms"]]
+                  for h in hot],
+                 ["the writer sets `shared`, the reader gets it: every root reads and writes the hot key; the "
+                  "prior versions are 2 actions each, so N also grows the workspace",
+                  f"load average {common.load_avg()}"])
     out["repair"] = r = _live_repair(tickets or TICKETS[mode], quick)
     common.table("recording during a repair (commit latency of each recording)",
                  ["window", "recordings", "p50 ms", "p99 ms", "refused"],

@@ -12,6 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from provenance import queries
+
 
 @dataclass
 class FactVersion:
@@ -31,7 +33,7 @@ class FactVersion:
 
     @classmethod
     def from_row(cls, f) -> FactVersion:
-        """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEY row (a rows.StoredFact: the same fields in
+        """A fact version from a LOAD_FACTS / LOAD_FACTS_OF_KEYS row (a rows.StoredFact: the same fields in
         the same order, its value still JSON)."""
         return cls(*f._replace(value=json.loads(f.value)))
 
@@ -68,6 +70,9 @@ class FactIndex:
     def next_version(self, key: str) -> int:
         return self._max_version.get(key, 0) + 1
 
+    def prefetch(self, keys) -> None:
+        """Nothing to read: every version is here (KeyedFactIndex reads keys it is about to need)."""
+
     def current(self) -> dict[str, FactVersion]:
         out = {}
         for key, versions in self.by_key.items():
@@ -78,31 +83,50 @@ class FactIndex:
 
 
 class KeyedFactIndex(FactIndex):
-    """A FactIndex that reads a key's versions from the graph the first time a read or a write needs
-    them (`load_key(key) -> [FactVersion]`), for a session that touches a few keys of a large memory."""
+    """A FactIndex that reads a key from `graph` the first time a read or a write needs it, for a session
+    that touches a few keys of a large memory; `below`: only the versions below that seq (a recording's
+    snapshot), all of them when None.
 
-    def __init__(self, load_key, load_keys=None) -> None:
+    Of a key it first reads only what decides a read resolved above its versions and its next version
+    number (queries.LOAD_FACT_HEADS): the highest version number, and the newest active version with the
+    active ones at its seq. Every version after that one is inactive, so a read that stops at it or
+    later answers as it would on the whole history; one that passes it (resolved below it, or with it
+    hidden, or after a retire) reads the key's whole history and resolves again. A key written by every
+    recording then costs each recording the same at its thousandth version as at its first."""
+
+    def __init__(self, graph, *, below: float | None = None) -> None:
         super().__init__()
-        self._load_key = load_key
-        self._load_keys = load_keys  # keys -> [FactVersion] of all of them, for prefetch()
+        self._graph, self._below = graph, below
         self._loaded: set[str] = set()
+        self._whole: set[str] = set()
+        self._head: dict[str, tuple[float, int]] = {}  # (seq, version) of each key's newest active stored version
 
     def prefetch(self, keys) -> None:
-        """Read the versions of every key in `keys` not read yet, in one round trip when the index can
-        (a batch or a commit knows up front which keys it touches)."""
+        """Read the keys in `keys` not read yet, in one round trip (a batch or a commit knows up front
+        which keys it touches)."""
         missing = sorted({k for k in keys if k not in self._loaded})
-        if not missing or self._load_keys is None:
-            return
-        found = self._load_keys(missing)
-        self._loaded.update(missing)
-        for fv in found:
-            super().add_version(fv)
+        if missing:
+            self._load_heads(missing)
+
+    def _load_heads(self, keys: list[str]) -> None:
+        self._loaded.update(keys)
+        for row in self._graph.ro_query(queries.LOAD_FACT_HEADS, {"keys": keys, "below": self._below}):
+            self._max_version[row.key] = max(self._max_version.get(row.key, 0), row.top)
+            if row.fact is not None:
+                fv = FactVersion.from_row(row.fact)
+                super().add_version(fv)
+                self._head[fv.key] = max(self._head.get(fv.key, (fv.seq, fv.version)), (fv.seq, fv.version))
+
+    def _load_whole(self, key: str) -> None:
+        self._whole.add(key)
+        for f in self._graph.ro_query(queries.LOAD_FACTS_OF_KEYS, {"keys": [key]}):
+            # The versions already here keep their state (and their objects: a caller may hold one).
+            if (self._below is None or f.seq < self._below) and f.id not in self.by_id:
+                super().add_version(FactVersion.from_row(f))
 
     def _ensure(self, key: str) -> None:
         if key not in self._loaded:
-            self._loaded.add(key)
-            for fv in self._load_key(key):
-                super().add_version(fv)
+            self._load_heads([key])
 
     def add_version(self, fv: FactVersion) -> None:
         self._ensure(fv.key)
@@ -111,7 +135,12 @@ class KeyedFactIndex(FactIndex):
     def resolve(self, key: str, seq: float, reader: int,
                 hidden: tuple[float, float] | None = None) -> FactVersion | None:
         self._ensure(key)
-        return super().resolve(key, seq, reader, hidden)
+        found = super().resolve(key, seq, reader, hidden)
+        head = self._head.get(key)
+        if head is not None and key not in self._whole and (found is None or (found.seq, found.version) < head):
+            self._load_whole(key)
+            found = super().resolve(key, seq, reader, hidden)
+        return found
 
     def next_version(self, key: str) -> int:
         self._ensure(key)

@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import F
 
 from provenance import quarantine, queries
-from provenance.fact_index import FactVersion, KeyedFactIndex
+from provenance.fact_index import KeyedFactIndex
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
 from provenance.recorder import ActionRecord, Read, RecordingSession
@@ -112,13 +112,9 @@ class LiveRecording:
 
 
 def snapshot_facts(graph, snapshot: float) -> KeyedFactIndex:
-    """A recording's view of memory: each key's versions as they were at the snapshot, read when the
-    recording first touches the key (what commits later is at or above the snapshot's seq)."""
-    return KeyedFactIndex(
-        lambda key: [FactVersion.from_row(f) for f in graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})
-                     if f.seq < snapshot],
-        lambda keys: [FactVersion.from_row(f) for f in graph.ro_query(queries.LOAD_FACTS_OF_KEYS, {"keys": keys})
-                      if f.seq < snapshot])
+    """A recording's view of memory: each key as it was at the snapshot, read when the recording first
+    touches the key (what commits later is at or above the snapshot's seq)."""
+    return KeyedFactIndex(graph, below=snapshot)
 
 
 def retired_reads(graph, records: list[ActionRecord], first_fact: int) -> bool:

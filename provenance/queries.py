@@ -80,15 +80,18 @@ MATCH (w:Action)-[:WROTE]->(f:Fact)
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
        f.system_at, f.invalidated_at, f.invalidated_by
 """, rows.StoredFact)
-# The versions of one fact key (the same columns as LOAD_FACTS): a recording over HTTP resolves its reads
-# against just the keys it touches instead of the whole workspace's memory.
-LOAD_FACTS_OF_KEY = Query("""
-MATCH (w:Action)-[:WROTE]->(f:Fact {key: $key})
-RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
+# Of each of several fact keys (its versions below $below; all of them when null): the highest version
+# number and the active versions at the seq of the newest active one, a row without a fact when none is
+# active. What decides a read above them and the next version, without the key's whole history.
+LOAD_FACT_HEADS = Query("""
+MATCH (f:Fact) WHERE f.key IN $keys AND ($below IS NULL OR f.seq < $below)
+WITH f.key AS key, max(f.version) AS top, max(CASE WHEN f.active THEN f.seq END) AS head
+OPTIONAL MATCH (w:Action)-[:WROTE]->(f:Fact {key: key}) WHERE f.active AND f.seq = head
+RETURN top, f.id, key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
        f.system_at, f.invalidated_at, f.invalidated_by
-""", rows.StoredFact)
-# The versions of several fact keys at once (the same columns): what a batch or a commit will touch, read in
-# one round trip instead of one per key (the IN list is answered from the key index).
+""", rows.FactHead)
+# Every version of several fact keys (the columns of LOAD_FACTS; the IN list is answered from the key
+# index): a read that the versions above can't decide.
 LOAD_FACTS_OF_KEYS = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact)
 WHERE f.key IN $keys

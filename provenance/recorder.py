@@ -160,11 +160,7 @@ class RecordingSession:
         self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.number_from(*(i + 1 for i in self._loaded_ids))
         if self._by_key:
-            self.facts = KeyedFactIndex(
-                lambda key: [FactVersion.from_row(f) for f in
-                             self.graph.ro_query(queries.LOAD_FACTS_OF_KEY, {"key": key})],
-                lambda keys: [FactVersion.from_row(f) for f in
-                              self.graph.ro_query(queries.LOAD_FACTS_OF_KEYS, {"keys": keys})])
+            self.facts = KeyedFactIndex(self.graph, below=self._below)
         else:
             for f in self.graph.ro_query(queries.LOAD_FACTS):
                 if self._below is None or f.seq < self._below:
@@ -291,6 +287,8 @@ class RecordingSession:
                 pending["reads"].append({"reader": record.id, "fact": read.fact_id})
                 if read.writer is not None and read.writer != record.id:
                     pending["feeds"].append({"writer": read.writer, "reader": record.id})
+        if len(record.writes) > 1:
+            self.facts.prefetch(w["key"] for w in record.writes)  # the keys it writes in one round trip
         for write in record.writes:
             fv = FactVersion(self.next_fact, write["key"], write["value"], self.facts.next_version(write["key"]),
                              record.seq, True, record.id, write["valid_from"], write["valid_until"],

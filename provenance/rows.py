@@ -82,6 +82,29 @@ class StoredFact(NamedTuple):
     invalidated_by: int | None
 
 
+class FactHead(NamedTuple):
+    """Of a fact key, its highest version number (`top`) and one active version at the seq of its newest
+    active one (queries.LOAD_FACT_HEADS): the StoredFact's columns, None when no version is active."""
+    top: int
+    id: int | None
+    key: str
+    value: str | None
+    version: int | None
+    seq: float | None
+    active: bool | None
+    writer: int | None
+    valid_from: str | None
+    valid_until: str | None
+    known_at: str | None
+    system_at: str | None
+    invalidated_at: str | None
+    invalidated_by: int | None
+
+    @property
+    def fact(self) -> StoredFact | None:
+        return None if self.id is None else StoredFact(*self[1:])
+
+
 class FactVersion(NamedTuple):
     """One version of a key in its history, with who wrote it."""
     id: int
