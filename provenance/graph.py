@@ -29,7 +29,7 @@ from django.conf import settings
 from falkordb import FalkorDB
 
 from core.errors import DomainError
-from provenance import queries
+from provenance import queries, top_ids
 
 # One client per server URL for the whole process. redis-py's pool is thread-safe and lends each thread a
 # connection of its own; a client per thread would be rebuilt on every request under ASGI, where each
@@ -249,6 +249,7 @@ class Graph:
         except _DOWN as exc:
             raise GraphUnavailable(f"FalkorDB at {server_label(self.url)} is unreachable: {exc}") from exc
         _schema_ready.discard((self.url, self.name))
+        top_ids.forget(self)
         self.mark_changed()
 
     def exists(self) -> bool:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from django.db import transaction
 from django.db.models import F
 
-from provenance import quarantine, queries
+from provenance import quarantine, queries, top_ids
 from provenance.fact_index import KeyedFactIndex
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
@@ -67,7 +67,7 @@ class LiveRecording:
                                 run_number=self.run_number)
         # A flagged source stays out of every recording from the moment of its flag (provenance.quarantine).
         self.session.quarantined = quarantine.held(workspace=self.workspace)
-        top = self.graph.ro_query(queries.MAX_IDS)[0]
+        top = top_ids.max_ids(self.graph)
         self.session._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.session.number_from(*(i + 1 for i in self.session._loaded_ids))
         self.first = tuple(self.session.next_ids)

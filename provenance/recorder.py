@@ -14,7 +14,7 @@ import logging
 from collections import defaultdict
 from typing import Any, Iterable
 
-from provenance import queries, validation
+from provenance import queries, top_ids, validation
 from provenance.action_record import ActionRecord, Read  # noqa: F401 - Read: part of the recorder's API
 from provenance.agents import NAME_PATTERN, get_agent, registered_names
 from provenance.decisions import MalformedDecision, check_decision, decision_hash, now_iso  # noqa: F401 - part of the recorder's API
@@ -156,7 +156,7 @@ class RecordingSession:
 
     # --- state ---
     def _load(self) -> None:
-        top = self.graph.ro_query(queries.MAX_IDS)[0]
+        top = top_ids.max_ids(self.graph)
         self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
         self.number_from(*(i + 1 for i in self._loaded_ids))
         if self._by_key:

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from core import audit
 from core.vocabulary import AuditAction, RecordingStatus, Via
-from provenance import protocol, queries, quarantine, validation
+from provenance import protocol, queries, quarantine, top_ids, validation
 from provenance.agents import registered_names
 from provenance.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
@@ -152,7 +152,7 @@ def number_provisionally(ws: Workspace, session: RecordingSession) -> None:
     the workspace had (open, committed, abandoned or expired), so no id is handed out twice. `ws`: the
     workspace's row read under its lock; the caller stores the session's next action in it before the
     lock goes (Workspace.next_provisional_action)."""
-    top = workspace_graph(ws.name).ro_query(queries.MAX_IDS)[0].action or 0
+    top = top_ids.max_ids(workspace_graph(ws.name)).action or 0
     session.next_action = max(top + 1, ws.next_provisional_action)
     session.next_seq = float(session.next_action)
 

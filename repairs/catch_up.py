@@ -18,7 +18,7 @@ from django.db import transaction
 from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries
+from provenance import queries, top_ids
 from provenance.graph import Graph
 from provenance.selectors import ingesters
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD
@@ -32,7 +32,7 @@ FORCED = -1  # a predecessor standing for "reads a key this repair wrote or reti
 
 def snapshot_bound(graph: Graph) -> float:
     """The seq every action committed so far is below (and every later commit at or above)."""
-    top = graph.ro_query(queries.MAX_IDS)[0]
+    top = top_ids.max_ids(graph)
     return float((top.action or 0) + 1)
 
 
@@ -41,14 +41,14 @@ def reserve_ids(graph: Graph) -> list[int]:
     from: far enough above what is committed now that the recordings committed during the walk stay
     below them (checked again before the plan is applied: ids_still_free). The action gap is kept to
     a fraction of the desk, since the topology mirror indexes actions by id."""
-    top = graph.ro_query(queries.MAX_IDS)[0]
+    top = top_ids.max_ids(graph)
     action, fact, effect = top.action or 0, top.fact or 0, top.effect or 0
     return [action + max(10_000, action // 2) + 1, fact + max(1_000_000, fact) + 1,
             effect + max(1_000_000, effect) + 1]
 
 
 def ids_still_free(graph: Graph, reserved: list[int]) -> bool:
-    top = graph.ro_query(queries.MAX_IDS)[0]
+    top = top_ids.max_ids(graph)
     return all((now or 0) < first for now, first in zip((top.action, top.fact, top.effect), reserved))
 
 

@@ -17,7 +17,7 @@ from core import locks
 from core.broker import send
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries
+from provenance import queries, top_ids
 from provenance.graph import Graph
 from provenance.llm import get_client
 from provenance.progress import ProgressFn, throttled
@@ -101,7 +101,7 @@ def _split(incident: Incident, graph: Graph, radius: list) -> list[RepairPart]:
         return []  # ticket work that read the source is re-run, not masked: one walk sees it whole
     masked = [a for a in ingesters(graph, incident.source_id) if a in live]
     keys = graph.ro_query(queries.ACTION_KEYS, {"ids": list(dict.fromkeys(masked + radius))})
-    top = graph.ro_query(queries.MAX_IDS)[0]
+    top = top_ids.max_ids(graph)
     groups = parallel.partition(keys, radius, masked, settings.KINTSUGI_REPAIR_PARTS)
     if len(groups) < 2:
         return []

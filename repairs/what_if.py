@@ -21,7 +21,7 @@ from django.db import transaction
 
 from core import audit
 from core.vocabulary import AuditAction, ItemKind
-from provenance import queries, tenancy, validation
+from provenance import queries, tenancy, top_ids, validation
 from provenance.graph import workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
@@ -66,7 +66,7 @@ def desk_fingerprint(workspace: Workspace) -> str:
     graph = workspace_graph(workspace.name)
     epoch, hwm, _ = graph.stamp()
     count = graph.ro_query(queries.ACTION_COUNT)[0].n
-    a, f, e = graph.ro_query(queries.MAX_IDS)[0]
+    a, f, e = top_ids.max_ids(graph)
     repaired = Incident.objects.filter(workspace=workspace, run_number=workspace.run_number,
                                        finished_at__isnull=False).count()
     raw = f"{workspace.run_number}:{epoch}:{hwm}:{count}:{a or 0}:{f or 0}:{e or 0}:{repaired}"
