@@ -25,9 +25,11 @@ system-deps:
 demo: venv system-deps
 	$(PY) -m kintsugi_site.demo
 
-# The suite on every core (pytest-xdist: each worker its own FalkorDB, test database and key prefixes; a
-# module's tests stay on one worker, so its shared desk is built once). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= auto
+# The suite on every core and one more (pytest-xdist: each worker its own FalkorDB, test database and key
+# prefixes; a module's tests stay on one worker, so its shared desk is built once). Much of a test's time
+# is spent waiting on the servers, workers and browsers it started, so a third worker on two cores fills
+# those waits. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 test: venv system-deps
