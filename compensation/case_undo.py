@@ -4,8 +4,8 @@
 After a case, an item or a bulk confirmation is decided, the items it decided are remembered in the
 person's session (ids only: what the undo takes back is read again from the database, and
 compensation.approval.undo checks that the person decided each of them and that the window is open).
-The case pages show the toast until the window closes or a newer decision replaces it. Without a
-window (the default, 0 seconds) there is no toast.
+The case pages show the toast until the window closes or a newer decision replaces it. With the window
+set to 0 seconds there is no toast (a deployment has 10 by default; the tests, 0).
 """
 from __future__ import annotations
 
