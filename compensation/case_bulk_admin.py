@@ -147,32 +147,6 @@ class CaseBulkViews:
                                       f"theirs ({by}).")
         return HttpResponseRedirect(back)
 
-    def _bulk_assign(self, request, *, keys: list[tuple[int, str]], decision: str, reason: str, back: str):
-        """Claim (cases another reviewer holds stay theirs, and the reviewer is told), unassign, or assign
-        to the chosen reviewer (a deliberate hand-over: it may move a case from one reviewer to another)."""
-        held = {}
-        try:
-            if decision == "claim":
-                n, held = assignments.claim(keys=keys, actor=request.user, reason=reason or decision, via=VIA)
-            else:
-                assignee = None if decision == "unassign" else \
-                    get_user_model().objects.filter(username=request.POST.get("assignee", "")).first()
-                if decision == "assign" and assignee is None:
-                    raise ValueError("choose a reviewer to assign the cases to")
-                n = assignments.assign(keys=keys, assignee=assignee, actor=request.user, reason=reason or decision,
-                                       via=VIA)
-        except (PermissionError, ValueError) as exc:
-            messages.error(request, f"Refused: {exc}")
-            return HttpResponseRedirect(back)
-        done = {"claim": "claimed", "unassign": "unassigned"}.get(decision) or \
-            f"assigned to {request.POST.get('assignee', '')}"
-        messages.success(request, f"{n} case(s) {done}.")
-        if held:
-            by = ", ".join(f"{who} {count}" for who, count in sorted(Counter(held.values()).items()))
-            messages.warning(request, f"{len(held)} case(s) were already claimed by another reviewer and stay "
-                                      f"theirs ({by}).")
-        return HttpResponseRedirect(back)
-
     def _bulk_deliver_again(self, request, *, found: list, reason: str, back: str):
         """Send the selected cases' failed, dead or uncertain deliveries once more: a confirmation page
         listing each one and its last reason, then compensation.deliveries.deliver_again per item (the
