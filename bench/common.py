@@ -126,6 +126,26 @@ def setup(*, verbose: bool = True) -> None:
               f"migrations {time.perf_counter() - t0:.1f}s", flush=True)
 
 
+def wait_until_healthy(base: str, procs: dict[str, subprocess.Popen], log_tail: Callable[[str], str], *,
+                       timeout: float) -> None:
+    """Wait for `base`/healthz to answer 200 while every process of `procs` keeps running; one that ends
+    first, or a server that never answers, raises with the tail of its log (log_tail(name))."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} ended at start: {log_tail(name)}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"the web server did not answer /healthz: {log_tail('web')}")
+
+
 def load_avg() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 

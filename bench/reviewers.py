@@ -98,25 +98,18 @@ def _repaired_desk(name: str, tickets: int, people: dict):
 
 
 def _server(port: int, log: Path) -> subprocess.Popen:
-    import httpx
-
     from kintsugi_site.demo import web_server_command
 
     env = dict(os.environ, KINTSUGI_UNDO_SECONDS=str(UNDO_SECONDS), KINTSUGI_DB_POOL_MAX_SIZE="4")
     proc = subprocess.Popen(web_server_command(sys.executable, bind=f"127.0.0.1:{port}", workers=2), cwd=common.ROOT,
                             env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the web server ended at start: {log.read_text()[-1500:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    _stop(proc)
-    raise RuntimeError(f"the web server did not answer /healthz: {log.read_text()[-1500:]}")
+    try:
+        common.wait_until_healthy(f"http://127.0.0.1:{port}", {"web": proc}, lambda name: log.read_text()[-1500:],
+                                  timeout=60)
+    except RuntimeError:
+        _stop(proc)
+        raise
+    return proc
 
 
 def _stop(proc: subprocess.Popen) -> None:

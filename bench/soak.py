@@ -99,20 +99,7 @@ class Stack:
         self._spawn("worker", celery + ["worker", "-l", "warning", "-c", "1", "-n", "soak@%h", "--without-gossip",
                                         "--without-mingle"])
         self._spawn("beat", celery + ["beat", "-l", "warning", "-s", str(self.tmp / "celerybeat-schedule")])
-        deadline = time.monotonic() + 90
-        import httpx
-
-        while time.monotonic() < deadline:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{name} ended at start: {self.log_tail(name)}")
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"the web server did not answer /healthz: {self.log_tail('web')}")
+        common.wait_until_healthy(self.base, self.procs, self.log_tail, timeout=90)
 
     @property
     def base(self) -> str:
