@@ -455,3 +455,15 @@ def bench_env(database: str, *, home: Path | None = None):
     finally:
         with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+
+
+def run_quick_bench(name: str, tmp_path: Path, *, own_home: bool = False, timeout: float) -> tuple[dict, str]:
+    """`python -m bench NAME --quick` in its own process and database (bench_env; `own_home`: a
+    KINTSUGI_HOME under tmp_path, for a benchmark whose audit checkpoints must not meet an earlier run's).
+    Asserts it exited 0 and returns its results and what it printed."""
+    out = tmp_path / f"{name}.json"
+    with bench_env(f"bench_{name}", home=tmp_path / "home" if own_home else None) as env:
+        proc = subprocess.run([sys.executable, "-m", "bench", name, "--quick", "--output", str(out)], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())["benchmarks"][name], proc.stdout

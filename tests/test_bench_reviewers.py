@@ -3,24 +3,16 @@
 reviewer alone and the keyboard case by case, in a process of its own with its own FalkorDB, broker and
 database (dropped afterwards). Asserts what the database says after each run, not timings (the box is
 shared; the bench prints those). The check the bench runs has its red cases here too."""
-import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import ROOT, bench_env
+from tests.helpers import run_quick_bench
 
 
 @pytest.mark.bench
 @pytest.mark.timeout(900)
 def test_reviewers_quick_decide_every_case_once_with_one_undo_and_count_their_page_loads(tmp_path):
-    out = tmp_path / "reviewers.json"
-    with bench_env("bench_reviewers", home=tmp_path / "home") as env:
-        proc = subprocess.run([sys.executable, "-m", "bench", "reviewers", "--quick", "--output", str(out)], cwd=ROOT,
-                              env=env, capture_output=True, text=True, timeout=840)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    r = json.loads(out.read_text())["benchmarks"]["reviewers"]
+    r, printed = run_quick_bench("reviewers", tmp_path, own_home=True, timeout=840)
     assert r["mode"] == "quick" and r["ok"]
     runs = {run["run"]: run for run in r["runs"]}
     assert list(runs) == ["two reviewers at once", "one reviewer, the same plan", "one reviewer, case by case (keyboard)"]
@@ -41,7 +33,7 @@ def test_reviewers_quick_decide_every_case_once_with_one_undo_and_count_their_pa
     assert len(two["check"]["cases_by_reviewer"]) == 2 and sum(two["check"]["cases_by_reviewer"].values()) == two["cases"]
     assert [p["undone"] for p in two["per_reviewer"]] == [1, 0] and len(two["check"]["undone_cases"]) == 1
     assert runs["one reviewer, case by case (keyboard)"]["check"]["undone_cases"] == []
-    assert "Reviewers in chromium" in proc.stdout and "page loads" in proc.stdout
+    assert "Reviewers in chromium" in printed and "page loads" in printed
 
 
 def _problems(incident, **kw) -> list[str]:
