@@ -467,3 +467,17 @@ def run_quick_bench(name: str, tmp_path: Path, *, own_home: bool = False, timeou
                               env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())["benchmarks"][name], proc.stdout
+
+
+def recording_api(workspace, agents, *, actor) -> APIClient:
+    """An API client holding a new recording token of `workspace`, with `agents` registered there as agents
+    of another process (a replay address nothing listens on)."""
+    from provenance.onboarding import issue_agent_token, register_agent
+
+    for name in agents:
+        register_agent(workspace=workspace, name=name, replay="http://127.0.0.1:9/replay", actor=actor, reason="t",
+                       via="cli")
+    _, key = issue_agent_token(workspace=workspace, label="t", actor=actor, reason="t", via="cli")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client

@@ -229,20 +229,13 @@ def test_record_root_reads_as_many_rows_at_300_versions_of_a_key_as_at_2(rows_re
 @pytest.mark.django_db(transaction=True)
 def test_recordings_over_http_read_as_many_rows_at_300_versions_of_a_key_as_at_2(rows_read, django_user_model):
     """Call by call (a recording's snapshot) and a whole recording in one request (the graph's lock)."""
-    from rest_framework.test import APIClient
-
-    from provenance.onboarding import issue_agent_token, register_agent
+    from tests.helpers import recording_api
 
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pass-1234-kintsugi")
     read = {}
     for versions in (2, 300):
         ws = _hot_workspace(f"hot-http-{versions}", versions)
-        for name in ("hot_remote_writer", "hot_remote_reader"):
-            register_agent(workspace=ws, name=name, replay="http://127.0.0.1:9/replay", actor=admin, reason="t",
-                           via="cli")
-        _, key = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        client = recording_api(ws, ("hot_remote_writer", "hot_remote_reader"), actor=admin)
 
         def post(path, body, status=200):
             response = client.post(f"/api/v1/recording/{path}", body, format="json")

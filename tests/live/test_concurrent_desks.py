@@ -15,7 +15,7 @@ from provenance.recorder import RecordingSession
 from provenance.selectors import export_state, fact_history
 from provenance.services import record_root
 from tests.live.helpers import concurrent_desk, late_page_schedule, schedule
-from tests.helpers import repair
+from tests.helpers import recording_api, repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -150,18 +150,11 @@ def test_red_a_rerun_read_against_the_wrong_snapshot_does_not_repair_to_the_clea
 def test_http_recordings_open_side_by_side_each_on_its_snapshot(django_user_model):
     """Two agents over HTTP write the same key in recordings open at once: neither is refused, each reads
     the snapshot plus its own writes, and the last to commit is current."""
-    from rest_framework.test import APIClient
-
     from provenance.models import Recording
-    from provenance.onboarding import issue_agent_token, register_agent
 
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pass-1234-kintsugi")
     ws = Workspace.objects.create(name="http-side")
-    for name in ("http_faq_writer", "http_faq_reader"):
-        register_agent(workspace=ws, name=name, replay="http://127.0.0.1:9/replay", actor=admin, reason="t", via="cli")
-    _, key = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    client = recording_api(ws, ("http_faq_writer", "http_faq_reader"), actor=admin)
 
     def post(path, body, status=200):
         response = client.post(f"/api/v1/recording/actions/{path}", body, format="json")
