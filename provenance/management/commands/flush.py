@@ -2,14 +2,25 @@
 TRUNCATE trigger refuses everyone else, so emptying the whole database (Django's test flush between
 transactional tests, or a developer's reset) runs as the owner with triggers off for that one
 transaction. A production owner that is not allowed to set session_replication_role cannot flush the
-record at all, which is the point."""
+record at all, which is the point.
+
+Only tables that hold rows are emptied, small ones by DELETE: TRUNCATE gives every table and index a new
+file, which made an empty-the-database between two transactional tests cost 0.6 s against 0.1 s. The
+rows that describe the schema rather than hold data (content types and permissions) are kept: the
+post_migrate that ends every flush would only write the same rows again. A flush that resets sequences
+(a developer's `manage.py flush`) still truncates every other table, restarting their ids."""
 from django.core.management.commands.flush import Command as DjangoFlush
-from django.core.management.sql import emit_post_migrate_signal, sql_flush
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
+from django.core.management.sql import emit_post_migrate_signal
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.utils import load_backend
 
 from core import db_roles
+
+# Above this many rows in a table, the flush truncates: deleting row by row would cost more than new files.
+DELETE_AT_MOST = 1000
 
 
 class Command(DjangoFlush):
@@ -31,16 +42,30 @@ class Command(DjangoFlush):
                          "NAME": connections[database].settings_dict["NAME"]}
         owner = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias=NO_DB_ALIAS)
         try:
-            statements = sql_flush(self.style, owner, reset_sequences=options.get("reset_sequences", True),
-                                   allow_cascade=options.get("allow_cascade", False))
             owner.ensure_connection()
             owner.set_autocommit(False)
             with owner.cursor() as cur:
                 cur.execute("SET LOCAL session_replication_role = replica")
-                for sql in statements:
+                for sql in self._statements(owner, cur, reset_sequences=options.get("reset_sequences", True)):
                     cur.execute(sql)
             owner.commit()
         finally:
             owner.close()
         if not options.get("inhibit_post_migrate", False):
             emit_post_migrate_signal(options.get("verbosity", 1), options.get("interactive", True), database)
+
+    def _statements(self, owner, cur, *, reset_sequences: bool) -> list[str]:
+        kept = {ContentType._meta.db_table, Permission._meta.db_table}
+        tables = [t for t in owner.introspection.django_table_names(only_existing=True, include_views=False)
+                  if t not in kept]
+        if not tables:
+            return []
+        q = owner.ops.quote_name
+        cur.execute(" UNION ALL ".join(
+            f"SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM {q(t)} LIMIT {DELETE_AT_MOST + 1}) AS held)"
+            for t in tables), tables)
+        held = {table: rows for table, rows in cur.fetchall() if rows}
+        if reset_sequences or any(rows > DELETE_AT_MOST for rows in held.values()):
+            # One TRUNCATE of every table: Postgres refuses to truncate a table that a table left out references.
+            return owner.ops.sql_flush(self.style, tables, reset_sequences=reset_sequences)
+        return [f"DELETE FROM {q(t)}" for t in held]
