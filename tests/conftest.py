@@ -140,26 +140,26 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
     """The test database, created and migrated through the `owner` alias (the application role that
     `default` logs in as may not create databases or tables; migrate's post_migrate grants it its
     privileges), with `default` pointed at the same database. Under pytest-xdist each worker has its
-    own (django_db_modify_db_settings adds the worker's suffix to the name)."""
+    own (django_db_modify_db_settings adds the worker's suffix to the name), copied from a template the
+    run migrates once (tests.database)."""
     from django.db import connections
 
     from core import checkpoints
     from core.db_roles import OWNER_ALIAS
+    from tests import database
 
     keepdb = django_db_keepdb and not django_db_createdb
     with django_db_blocker.unblock():
         owner, app = connections[OWNER_ALIAS], connections["default"]
         old_name = owner.settings_dict["NAME"]
         app.close()
-        # Before migrating: a data migration that reads through `default` must see the test database.
-        app.settings_dict["NAME"] = owner.creation._get_test_db_name()
-        owner.creation.create_test_db(verbosity=max(0, request.config.option.verbose), autoclobber=True,
-                                      keepdb=keepdb, serialize=False)
+        database.create(owner, app, verbosity=max(0, request.config.option.verbose), keepdb=keepdb)
     yield
     with django_db_blocker.unblock():
         checkpoints.flush()
         connections.close_all()
         owner.creation.destroy_test_db(old_name, verbosity=0, keepdb=keepdb)
+        database.drop_template(owner)
 
 
 @pytest.fixture(autouse=True)
