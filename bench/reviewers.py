@@ -1,6 +1,6 @@
 """Benchmark: reviewers work every case of a repaired incident in chromium, through the admin a person uses.
 
-Data: a desk of 1,500 tickets (80 with --quick; provenance.services.desk_run, seed 7) with the poisoned
+Data: a desk of 1,500 tickets (48 with --quick; provenance.services.desk_run, seed 7) with the poisoned
 page flagged by a Support lead and repaired in-process with drafting on: at 1,500 tickets, 313 cases and
 870 items. Three copies of it (one workspace each, the same tickets and amounts), one per run below.
 The admin is the production server (gunicorn, 2 uvicorn workers) on loopback with an undo window of
@@ -48,7 +48,7 @@ from bench import common
 
 PASSWORD = "bench-reviewers-1234"
 SEED = 7  # the repair bench's desk: at 1,500 tickets its incident has 313 cases and 870 items
-SIZES = {"full": {"tickets": 1_500, "batch": 50}, "quick": {"tickets": 80, "batch": 6}}
+SIZES = {"full": {"tickets": 1_500, "batch": 50}, "quick": {"tickets": 48, "batch": 6}}
 UNDO_SECONDS = 120
 APPROVE_UP_TO = "100"  # dollars at stake: approved in bulk first
 REJECT_FROM = "180"  # dollars at stake: rejected in bulk (a stand-in for a team's judgement)
