@@ -35,16 +35,19 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
 
 
-# What makes a test slow: a real Celery worker, a live server or a browser, each started for the test.
-_SLOW_MARKERS, _SLOW_FIXTURES = ("worker", "browser"), {"celery_worker_process", "live_server", "remote_desk",
-                                                         "example_desk"}
+# What makes a test slow: a real Celery worker, a live server or a browser, or kintsugi itself in processes
+# of its own (gunicorn, the MCP server, a release build, a restored home's commands), each started for the
+# test or its module.
+_SLOW_MARKERS = ("worker", "browser")
+_SLOW_FIXTURES = {"celery_worker_process", "live_server", "remote_desk", "example_desk",
+                  "server", "mcp_server", "collected_static", "fresh_home"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark `slow` what starts a worker, a live server or a browser (make test-fast leaves them out), then
-    put the files with the most slow or bench tests first: pytest-xdist hands out whole files in this
-    order, so the long ones start early and the short ones fill in at the end, instead of one worker
-    finishing a long file alone."""
+    """Mark `slow` what starts a worker, a live server, a browser or kintsugi's own processes (make
+    test-fast leaves them out), then put the files with the most slow or bench tests first: pytest-xdist
+    hands out whole files in this order, so the long ones start early and the short ones fill in at the
+    end, instead of one worker finishing a long file alone."""
     weight: dict[str, int] = {}
     for item in items:
         slow = any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or bool(_SLOW_FIXTURES & set(item.fixturenames))
