@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import pytest
 
 from core import embedded
+from tests import file_order
 from tests.helpers import (FALKORDB_SERVERS, MODULE_TRANSACTIONS, SHARED_GRAPHS, Worker, clear_cache, free_port,
                            graph_fingerprint, make_people, module_transaction, purge_broker, repaired_incident,
                            shared_graphs, worker_env)
@@ -43,22 +44,23 @@ _SLOW_FIXTURES = {"celery_worker_process", "live_server", "remote_desk", "exampl
                   "server", "mcp_server", "collected_static", "fresh_home"}
 
 
+def pytest_addoption(parser):
+    parser.addoption("--store-test-seconds", action="store_true",
+                     help="write each test's seconds to tests/test_seconds.json (the order files are handed out in)")
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(file_order.LongestFirst(), "kintsugi-longest-first")
+    if config.getoption("store_test_seconds", default=False):
+        config.pluginmanager.register(file_order.StoreTestSeconds(), "kintsugi-store-test-seconds")
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark `slow` what starts a worker, a live server, a browser or kintsugi's own processes (make
-    test-fast leaves them out), then put the files with the most slow or bench tests first: pytest-xdist
-    hands out whole files in this order, so the long ones start early and the short ones fill in at the
-    end, instead of one worker finishing a long file alone."""
-    weight: dict[str, int] = {}
+    test-fast leaves them out); the files are then handed out longest first (tests.file_order)."""
     for item in items:
-        slow = any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or bool(_SLOW_FIXTURES & set(item.fixturenames))
-        if slow:
+        if any(item.get_closest_marker(m) for m in _SLOW_MARKERS) or _SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
-        heavy = slow or item.get_closest_marker("bench") is not None
-        weight[item.nodeid.split("::")[0]] = weight.get(item.nodeid.split("::")[0], 0) + int(heavy)
-    first_seen = {}
-    for i, item in enumerate(items):
-        first_seen.setdefault(item.nodeid.split("::")[0], i)
-    items.sort(key=lambda item: (-weight[item.nodeid.split("::")[0]], first_seen[item.nodeid.split("::")[0]]))
 
 
 @pytest.fixture(scope="session", autouse=True)
