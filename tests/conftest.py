@@ -55,6 +55,11 @@ def pytest_configure(config):
         config.pluginmanager.register(file_order.StoreTestSeconds(), "kintsugi-store-test-seconds")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return file_order.make_scheduler(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark `slow` what starts a worker, a live server, a browser or kintsugi's own processes (make
     test-fast leaves them out); the files are then handed out longest first (tests.file_order)."""

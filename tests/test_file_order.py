@@ -45,3 +45,29 @@ def test_a_missing_or_damaged_table_orders_by_estimates(tmp_path, monkeypatch):
     assert file_order.measured() == {}
     (tmp_path / "seconds.json").write_text("{not json")
     assert file_order.measured() == {}
+
+
+def test_the_benchmarks_are_one_unit_of_work_and_every_other_file_its_own():
+    assert file_order.scope_of("tests/test_bench_soak.py::test_soak") == file_order.BENCHMARKS
+    assert file_order.scope_of("tests/test_bench_multihost.py::test_x[1]") == file_order.BENCHMARKS
+    assert file_order.scope_of("tests/agents/test_bench_agents_concurrent.py::test_y") == \
+        "tests/agents/test_bench_agents_concurrent.py"
+    assert file_order.scope_of("tests/live/test_concurrent_desks.py::test_z") == "tests/live/test_concurrent_desks.py"
+
+
+def test_loadfile_runs_the_benchmarks_on_one_worker_and_other_modes_are_left_alone():
+    config = SimpleNamespace(getvalue=lambda name: "loadfile", option=SimpleNamespace(), getoption=lambda *a, **k: None)
+    scheduler = file_order.make_scheduler(SimpleNamespace(getvalue=lambda name: "load"), log=None)
+    assert scheduler is None
+    scheduler = file_order.make_scheduler(config, log=None)
+    assert scheduler._split_scope("tests/test_bench_desk.py::test_d") == file_order.BENCHMARKS
+    assert scheduler._split_scope("tests/test_flush.py::test_f") == "tests/test_flush.py"
+
+
+def test_the_benchmarks_are_ordered_as_one_unit():
+    items = [_item("tests/a.py::one"), _item("tests/test_bench_x.py::x", "bench"), _item("tests/b.py::one"),
+             _item("tests/test_bench_y.py::y", "bench")]
+    file_order.longest_first(items, {"tests/a.py::one": 50.0, "tests/test_bench_x.py::x": 30.0,
+                                     "tests/b.py::one": 40.0, "tests/test_bench_y.py::y": 30.0})
+    assert [i.nodeid for i in items] == ["tests/test_bench_x.py::x", "tests/test_bench_y.py::y", "tests/a.py::one",
+                                         "tests/b.py::one"]
