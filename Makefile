@@ -6,6 +6,10 @@ APT_PACKAGES := chromium poppler-utils libharfbuzz-subset0 libpango-1.0-0 libpan
 
 .PHONY: demo test test-fast bench stop system-deps venv
 
+# Python caches compiled modules unless told not to (some sandboxes set this): without the cache every
+# process the tests start (each pytest worker, manage.py, gunicorn, Celery) compiles the project afresh.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
