@@ -83,11 +83,20 @@ def _private(data_dir: Path) -> None:
             os.chmod(path, mode & 0o700)
 
 
+def no_retries():
+    """A client's own retries off: redis-py retries even a refused password, with backoff, so a refusal
+    took 3.4 s to surface; where a caller waits for a server, it keeps its own pace."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return Retry(NoBackoff(), 0)
+
+
 def _wait_ready(port: int, log: Path, password: str, timeout: float = 60.0) -> None:
     import redis
 
     deadline = time.monotonic() + timeout
-    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2)
+    client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2, retry=no_retries())
     while time.monotonic() < deadline:
         try:
             if client.ping():
@@ -177,7 +186,7 @@ def _check_password(port: int, password: str) -> None:
     import redis
 
     try:
-        redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2).ping()
+        redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2, retry=no_retries()).ping()
     except redis.exceptions.BusyLoadingError:
         pass  # logged in; the server is still loading its data
     except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as exc:

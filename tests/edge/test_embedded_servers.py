@@ -31,7 +31,7 @@ def test_a_server_refuses_clients_without_the_generated_password(home):
     proc = embedded.start_redis_server(data_dir=home / "broker", port=port, with_graph=False)
     try:
         with pytest.raises(redis.exceptions.AuthenticationError):
-            redis.Redis(port=port).ping()
+            redis.Redis(port=port, retry=embedded.no_retries()).ping()
         url = embedded.server_url(port, db=0)
         password = (home / "secrets" / "redis-password").read_text().strip()
         assert url == f"redis://:{password}@127.0.0.1:{port}/0" and len(password) >= 40
@@ -70,7 +70,7 @@ def test_the_suites_falkordb_demands_the_password_too(falkordb_url):
     parts = urlsplit(falkordb_url)
     assert parts.password
     with pytest.raises(redis.exceptions.AuthenticationError):
-        redis.Redis(host=parts.hostname, port=parts.port).ping()
+        redis.Redis(host=parts.hostname, port=parts.port, retry=embedded.no_retries()).ping()
     assert redis.Redis.from_url(falkordb_url).ping()
 
 
