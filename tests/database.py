@@ -46,7 +46,8 @@ def create(owner, app, *, verbosity: int, keepdb: bool) -> str:
 
 
 def drop_template(owner) -> None:
-    """Drop the run's template, unless a worker is still copying it (that worker's run drops it)."""
+    """Drop the run's template. While another worker is still copying it the drop is refused and the
+    template stays; the next run of the same database name drops it."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run:
         return
