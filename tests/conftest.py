@@ -25,8 +25,8 @@ import pytest
 
 from core import embedded
 from tests import file_order
-from tests.helpers import (FALKORDB_SERVERS, MODULE_TRANSACTIONS, SHARED_GRAPHS, Worker, clear_cache, free_port,
-                           graph_fingerprint, make_people, module_transaction, purge_broker, repaired_incident,
+from tests.helpers import (FALKORDB_SERVERS, MODULE_TRANSACTIONS, SHARED_GRAPHS, Worker, changed_shared_graphs,
+                           clear_cache, free_port, make_people, module_transaction, purge_broker, repaired_incident,
                            shared_graphs, worker_env)
 
 # Fixture teardowns do not run when the process is ended by a signal; these make SIGTERM and SIGHUP
@@ -212,7 +212,7 @@ def _empty_graphs():
     from django.conf import settings
     from provenance.graph import Graph, _db, cache_graph_name
 
-    changed = [name for name, (url, before) in SHARED_GRAPHS.items() if graph_fingerprint(name, url) != before]
+    changed = changed_shared_graphs()
     for url in FALKORDB_SERVERS:
         for name in _db(url).list_graphs():
             if (name.startswith(settings.KINTSUGI_GRAPH_PREFIX + ":") and name != cache_graph_name()

@@ -207,11 +207,12 @@ def clear_cache() -> None:
 
 # Module-wide desks ----------------------------------------------------------------------------------
 
-# Graphs of the module-wide desks (shared_graphs): name -> what they held when the module built them.
-SHARED_GRAPHS: dict[str, tuple[str, str]] = {}
+# Graphs of the module-wide desks (shared_graphs): name -> (server, version, fingerprint) as the module built them.
+SHARED_GRAPHS: dict[str, tuple[str, tuple, str]] = {}
 
 
 def graph_fingerprint(name: str, url: str) -> str:
+    """Everything the graph holds, hashed: exact, and 40 ms for the canonical desk."""
     from provenance.graph import Graph
 
     graph = Graph(name, url)
@@ -220,6 +221,24 @@ def graph_fingerprint(name: str, url: str) -> str:
     rows = graph.ro_query("MATCH (n) RETURN labels(n), properties(n)")
     edges = graph.ro_query("MATCH (a)-[r]->(b) RETURN type(r), properties(r), properties(a), properties(b)")
     return hashlib.sha256(repr((sorted(map(repr, rows)), sorted(map(repr, edges)))).encode()).hexdigest()
+
+
+def graph_version(name: str, url: str) -> tuple:
+    """What moves whenever the graph is written through provenance.graph, from any process: its stamp,
+    which every write and delete changes, and its size. Cheap enough to check after every test; the
+    fingerprint checks the rest once the module is done."""
+    from provenance.graph import Graph
+
+    graph = Graph(name, url)
+    stamp = tuple(graph._stamp_call("HMGET", graph.stamp_key, "epoch", "hwm", "pending"))
+    if not graph.exists():
+        return stamp
+    return (stamp, graph.ro_query("MATCH (n) RETURN count(n)")[0][0],
+            graph.ro_query("MATCH ()-[r]->() RETURN count(r)")[0][0])
+
+
+def changed_shared_graphs() -> list[str]:
+    return [name for name, (url, version, _) in SHARED_GRAPHS.items() if graph_version(name, url) != version]
 
 
 def _graphs_of(workspace: str) -> list[tuple[str, str]]:
@@ -237,9 +256,15 @@ def shared_graphs(*workspaces: str):
 
     graphs = [g for ws in workspaces for g in _graphs_of(ws)]
     for name, url in graphs:
-        SHARED_GRAPHS[name] = (url, graph_fingerprint(name, url))
+        if Graph(name, url).exists():
+            Graph(name, url).stamp()  # a first read would give a graph never stamped its epoch: give it now
+        SHARED_GRAPHS[name] = (url, graph_version(name, url), graph_fingerprint(name, url))
     try:
         yield
+        # A write that went round provenance.graph moves no stamp: the contents tell, at the module's end.
+        changed = [name for name, url in graphs if graph_fingerprint(name, url) != SHARED_GRAPHS[name][2]]
+        assert not changed, f"a test of this module changed graphs it shares ({', '.join(changed)}) behind " \
+                            "provenance.graph's back: give it a desk of its own"
     finally:
         for name, url in graphs:
             SHARED_GRAPHS.pop(name, None)
