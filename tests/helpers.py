@@ -165,7 +165,10 @@ def inputs_by_step(workspace: str) -> dict:
 
 def graph_counts(workspace: str) -> tuple[int, int]:
     """(nodes, edges) of a workspace graph; (0, 0) when it does not exist."""
-    graph = workspace_graph(workspace)
+    return _node_and_edge_counts(workspace_graph(workspace))
+
+
+def _node_and_edge_counts(graph) -> tuple[int, int]:
     if not graph.exists():
         return 0, 0
     nodes = graph.ro_query("MATCH (n) RETURN count(n)")[0][0]
@@ -230,11 +233,7 @@ def graph_version(name: str, url: str) -> tuple:
     from provenance.graph import Graph
 
     graph = Graph(name, url)
-    stamp = tuple(graph._stamp_call("HMGET", graph.stamp_key, "epoch", "hwm", "pending"))
-    if not graph.exists():
-        return stamp
-    return (stamp, graph.ro_query("MATCH (n) RETURN count(n)")[0][0],
-            graph.ro_query("MATCH ()-[r]->() RETURN count(r)")[0][0])
+    return tuple(graph._stamp_call("HMGET", graph.stamp_key, "epoch", "hwm", "pending")), _node_and_edge_counts(graph)
 
 
 def changed_shared_graphs() -> list[str]:
@@ -256,8 +255,8 @@ def shared_graphs(*workspaces: str):
 
     graphs = [g for ws in workspaces for g in _graphs_of(ws)]
     for name, url in graphs:
-        if Graph(name, url).exists():
-            Graph(name, url).stamp()  # a first read would give a graph never stamped its epoch: give it now
+        if (graph := Graph(name, url)).exists():
+            graph.stamp()  # a first read would give a graph never stamped its epoch: give it now
         SHARED_GRAPHS[name] = (url, graph_version(name, url), graph_fingerprint(name, url))
     try:
         yield
