@@ -60,12 +60,14 @@ class Command(DjangoFlush):
                   if t not in kept]
         if not tables:
             return []
+        # One TRUNCATE of every table: Postgres refuses to truncate a table that a table left out references.
+        if reset_sequences:
+            return owner.ops.sql_flush(self.style, tables, reset_sequences=True)
         q = owner.ops.quote_name
         cur.execute(" UNION ALL ".join(
             f"SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM {q(t)} LIMIT {DELETE_AT_MOST + 1}) AS held)"
             for t in tables), tables)
         held = {table: rows for table, rows in cur.fetchall() if rows}
-        if reset_sequences or any(rows > DELETE_AT_MOST for rows in held.values()):
-            # One TRUNCATE of every table: Postgres refuses to truncate a table that a table left out references.
-            return owner.ops.sql_flush(self.style, tables, reset_sequences=reset_sequences)
+        if any(rows > DELETE_AT_MOST for rows in held.values()):
+            return owner.ops.sql_flush(self.style, tables, reset_sequences=False)
         return [f"DELETE FROM {q(t)}" for t in held]
