@@ -41,18 +41,17 @@ ROLES = {
 def grant_roles(Group, Permission, *, using: str = "default", missing_ok: bool = False) -> None:
     """Create the groups (if missing) and add their permissions; never removes any. A data migration
     passes its own connection's alias (the owner's, which runs migrations) and missing_ok: a permission
-    whose model option a later migration adds is granted by that one."""
+    whose model option a later migration adds is granted by that one. Every test that makes a user
+    calls this, so it reads all the permissions in one query and grants each group's in one."""
+    wanted = {perm for perms in ROLES.values() for perm in perms}
+    found = {f"{p.content_type.app_label}.{p.codename}": p for p in Permission.objects.using(using)
+             .filter(codename__in={perm.split(".")[1] for perm in wanted}).select_related("content_type")}
     for name, perms in ROLES.items():
+        missing = [perm for perm in perms if perm not in found]
+        if missing and not missing_ok:
+            raise LookupError(f"role {name!r} names a permission that does not exist: {missing[0]}")
         group, _ = Group.objects.using(using).get_or_create(name=name)
-        for perm in perms:
-            app_label, codename = perm.split(".")
-            found = (Permission.objects.using(using)
-                     .filter(content_type__app_label=app_label, codename=codename).first())
-            if found is None and missing_ok:
-                continue
-            if found is None:
-                raise LookupError(f"role {name!r} names a permission that does not exist: {perm}")
-            group.permissions.add(found)
+        group.permissions.add(*(found[perm] for perm in perms if perm in found))
 
 
 def ensure_roles() -> None:
