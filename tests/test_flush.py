@@ -75,3 +75,33 @@ def test_a_user_made_after_a_flush_gets_the_permissions_a_role_names():
     _flush(reset_sequences=False)
     lead = create_user("after-flush", SUPPORT_LEAD)
     assert lead.has_perm("repairs.flag_source")
+
+
+def _post_migrate_sent(monkeypatch) -> list:
+    sent = []
+    monkeypatch.setattr(flush_command, "emit_post_migrate_signal", lambda *args: sent.append(args))
+    return sent
+
+
+def test_a_flush_sends_no_post_migrate_whose_receivers_would_write_nothing(monkeypatch):
+    sent = _post_migrate_sent(monkeypatch)
+    _flush(reset_sequences=False)
+    assert sent == []
+    assert create_user("after", SUPPORT_LEAD).has_perm("provenance.view_source")
+
+
+def test_a_flush_sends_post_migrate_once_another_receiver_listens(monkeypatch):
+    """The red case: an app whose post_migrate writes rows of its own must still get it after a flush."""
+    from django.db.models.signals import post_migrate
+
+    sent = _post_migrate_sent(monkeypatch)
+
+    def seeds_its_rows(sender, **kwargs):
+        pass
+
+    post_migrate.connect(seeds_its_rows, dispatch_uid="test-flush-seeds")
+    try:
+        _flush(reset_sequences=False)
+    finally:
+        post_migrate.disconnect(dispatch_uid="test-flush-seeds")
+    assert len(sent) == 1
