@@ -2,7 +2,6 @@
 its replay endpoint: the repaired workspace is what the same desk records without the note."""
 import pytest
 
-from kintsugi_client.langgraph import KintsugiStore, memory_key
 from provenance.selectors import export_state
 from tests.helpers import repair_example_desk
 
@@ -18,7 +17,11 @@ def test_langgraph_desk_repaired_through_its_replay_endpoint_equals_its_clean_re
                                "new": 0}
 
 
+# The client's LangGraph module is imported in the tests that use it: LangGraph costs every test process
+# that collects this file a second.
 def test_store_keys_map_to_memory_keys_and_a_slash_in_a_part_is_refused():
+    from kintsugi_client.langgraph import memory_key
+
     assert memory_key(("policy", "acme"), "refunds") == "policy/acme/refunds"
     for namespace, key in ((("poli/cy",), "refunds"), (("policy",), "a/b"), (("",), "refunds"), (("policy",), "")):
         with pytest.raises(ValueError, match="free of '/'"):
@@ -26,5 +29,7 @@ def test_store_keys_map_to_memory_keys_and_a_slash_in_a_part_is_refused():
 
 
 def test_the_store_outside_a_recorded_action_says_so_and_reads_nothing():
+    from kintsugi_client.langgraph import KintsugiStore
+
     with pytest.raises(RuntimeError, match="no kintsugi action is running"):
         KintsugiStore().get(("policy",), "refunds")

@@ -13,9 +13,6 @@ from typing import Iterator
 import httpx2
 import pytest
 from django.db import connection
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
@@ -71,6 +68,11 @@ def mcp_url(mcp_server, transactional_db):
 
 def call(url: str, token: str, tool: str | None = None, arguments: dict | None = None):
     """One MCP session with the SDK client: list the tools, or call one."""
+    # Imported here: the SDK costs every test process that collects this file most of a second.
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     async def run():
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
             async with Client(streamable_http_client(url, http_client=http)) as client:
