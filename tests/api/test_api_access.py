@@ -1,4 +1,6 @@
 """Who may see and do what: anonymous 401, other workspace 404, wrong role 403; errors are JSON."""
+import re
+
 import pytest
 
 from compensation.models import AuditEvent
@@ -172,6 +174,9 @@ def test_docs_and_the_browsable_api_render(make_user, record_desk, client):
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200 and b"swagger-ui" in docs.content
     assert b"/static/drf_spectacular_sidecar/" in docs.content  # served locally, no CDN
+    script = re.search(rb'src="(/static/drf_spectacular_sidecar/[^"]+)"', docs.content).group(1).decode()
+    assert client.get(script).status_code == 200
+    assert client.get("/static/drf_spectacular_sidecar/no-such-file.js").status_code == 404
     client.force_login(user)
     page = client.get("/api/v1/workspaces/", HTTP_ACCEPT="text/html")
     assert page.status_code == 200 and b"api-acc-docs" in page.content
