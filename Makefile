@@ -35,13 +35,17 @@ demo: venv system-deps
 # those waits. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+# Compiled once before the workers start: on a fresh clone each of them compiled the same modules.
+COMPILE := $(PY) -m compileall -q -j 0 core provenance repairs compensation kintsugi_site kintsugi_client bench examples tests
 
 test: venv system-deps
 	$(VENV)/bin/lint-imports
+	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # What a developer runs between changes: everything but the benchmarks run end to end and the slowest tests.
 test-fast: venv system-deps
+	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not bench and not slow"
 
 bench: venv
