@@ -10,13 +10,13 @@ rows that describe the schema rather than hold data (content types and permissio
 post_migrate that ends a flush would only write the same rows again: it is not sent while its receivers
 are the ones known to do just that (0.07 s of every transactional test). A flush that resets sequences
 (a developer's `manage.py flush`) still truncates every other table, restarting their ids."""
-from django.core.management.commands.flush import Command as DjangoFlush
+from django.apps import apps
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
-from django.apps import apps
+from django.core.management.commands.flush import Command as DjangoFlush
 from django.core.management.sql import emit_post_migrate_signal
-from django.db.models.signals import post_migrate
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models.signals import post_migrate
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.utils import load_backend
 
