@@ -35,7 +35,7 @@ demo: venv system-deps
 # those waits. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
-# Compiled once before the workers start: on a fresh clone each of them compiled the same modules.
+# Compiled once before the workers start, so that on a fresh clone they do not each compile the same modules.
 COMPILE := $(PY) -m compileall -q -j 0 core provenance repairs compensation kintsugi_site kintsugi_client bench examples tests
 
 test: venv system-deps

@@ -28,8 +28,8 @@ KINTSUGI_UNDO_SECONDS = int(os.environ.get("KINTSUGI_UNDO_SECONDS", "0"))
 # No collectstatic before the tests: templates resolve static paths without whitenoise's manifest.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 WHITENOISE_USE_FINDERS = True  # static files straight from the apps, as the development server would
-# Each looked up when asked for, as in development: without it every test client's middleware listed every
-# app's static files when it started: 20 ms a client, and most tests make one.
+# Each looked up when asked for, as in development: otherwise every test client's middleware lists every
+# app's static files when it starts: 20 ms a client, and most tests make one.
 WHITENOISE_AUTOREFRESH = True
 # Tests read the topology mirror on the first question (no thread outliving a test's graphs); the
 # background path has tests of its own (tests/provenance/test_mirror.py turns it on).
