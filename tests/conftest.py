@@ -11,6 +11,7 @@ embedded.start_redis_server's die_with_parent), and the session fails if a redis
 it started is still running at its end (tests.processes)."""
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
@@ -53,6 +54,21 @@ def pytest_configure(config):
     config.pluginmanager.register(file_order.LongestFirst(), "kintsugi-longest-first")
     if config.getoption("store_test_seconds", default=False):
         config.pluginmanager.register(file_order.StoreTestSeconds(), "kintsugi-store-test-seconds")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """Collecting makes objects that live as long as the process (Django's registries, the imported test
+    modules, the schema fuzz's cases): no cycle collection while they are made, then one, and they are
+    frozen, so each later full collection skips them. A worker's collector time while collecting goes
+    from 2.5 s to 0.4 s, and from 5-10 s to 4.5-7 s over a test-fast run."""
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.collect()
+        gc.freeze()
+        gc.enable()
 
 
 @pytest.hookimpl(optionalhook=True)
