@@ -16,8 +16,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management.commands.flush import Command as DjangoFlush
 from django.core.management.sql import emit_post_migrate_signal
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models.signals import post_migrate
 from django.db.backends.base.base import NO_DB_ALIAS
+from django.db.models.signals import post_migrate
 from django.db.utils import load_backend
 
 from core import db_roles
