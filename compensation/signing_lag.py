@@ -12,7 +12,7 @@ from compensation.models import AuditEvent
 
 
 def stale_unsigned(statuses) -> list[str]:
-    """One line per chain (of `statuses`, compensation.chains.verify_all) whose oldest unsigned row is
+    """One line per chain (of `statuses`, core.chains.verify_all) whose oldest unsigned row is
     older than the allowed delay."""
     limit = timezone.now() - timedelta(seconds=settings.KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS)
     lines = []

@@ -13,7 +13,7 @@ from compensation.delivery_models import Delivery, DeliveryState
 from compensation.execution import execute_item
 from compensation.links import compensates
 from compensation.models import CompensationItem
-from compensation.roles import REVIEWER
+from core.roles import REVIEWER
 from compensation.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.onboarding import issue_agent_token

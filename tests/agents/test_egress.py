@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from kintsugi_site import egress
+from core import egress
 from provenance.models import AgentRegistration, Workspace
 from provenance.replay import ReplayUnavailable
 from repairs.job import run_repair

@@ -97,7 +97,7 @@ def test_the_schema_types_compensates_and_the_pull_endpoints(client):
 
 # --- choosing agent_pull --------------------------------------------------------------------------------
 def test_a_workspace_chooses_agent_pull_per_kind_with_the_connectors_command(canonical):
-    from compensation.roles import WORKSPACE_ADMIN
+    from core.roles import WORKSPACE_ADMIN
     from tests.helpers import create_user
 
     ws = canonical.incident.workspace

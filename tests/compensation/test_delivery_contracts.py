@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from compensation.delivery_models import WorkspaceConnector
 from compensation.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.roles import WORKSPACE_ADMIN
+from core.roles import WORKSPACE_ADMIN
 from compensation.services import approve_item
 from tests.helpers import create_user
 

@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from compensation import policies
 from compensation.models import AuditEvent, CompensationItem, ReviewPolicy
-from compensation.roles import REVIEWER
+from core.roles import REVIEWER
 from compensation.services import reject_item
 
 pytestmark = pytest.mark.django_db

@@ -76,7 +76,7 @@ def test_a_text_edit_writes_nothing_to_the_totals(canonical):
 
 def test_truncating_the_items_empties_the_totals(canonical):
     assert QueueTotal.objects.exists()
-    # Only the owner may truncate items (kintsugi_site.db_roles); the totals must follow all the same.
+    # Only the owner may truncate items (core.db_roles); the totals must follow all the same.
     # In a savepoint rolled back before the privilege is taken back: TRUNCATE holds the table (and its
     # catalog row) until its (sub)transaction ends, and the owner's REVOKE would wait for it.
     with app_role_may_delete(CompensationItem, privilege="TRUNCATE"):

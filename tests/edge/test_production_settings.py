@@ -37,7 +37,7 @@ LOGIN_THROUGH_PROXY = textwrap.dedent("""
 def _production_env(**overrides) -> dict:
     from django.conf import settings
 
-    from compensation import checkpoints
+    from core import checkpoints
 
     checkpoints.signing_key()  # production never generates it: the session's key must exist (check --deploy)
     db = settings.DATABASES["default"]

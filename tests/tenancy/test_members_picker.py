@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from compensation.models import AuditEvent
-from compensation.roles import REVIEWER, WORKSPACE_ADMIN
+from core.roles import REVIEWER, WORKSPACE_ADMIN
 from provenance import membership
 from provenance.models import Workspace
 from tests.helpers import create_user

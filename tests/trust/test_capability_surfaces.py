@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from compensation.models import CompensationItem
-from compensation.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
+from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
 from kintsugi_site import mcp_server
 from kintsugi_site.api.errors import map_domain_error
 from provenance import capabilities
@@ -179,7 +179,7 @@ def test_the_table_names_permissions_the_roles_grant():
     capability is an error, never a silent no."""
     from django.contrib.auth.models import Permission
 
-    from compensation.roles import ROLES as GRANTS
+    from core.roles import ROLES as GRANTS
 
     for capability, perm in capabilities.CAPABILITIES.items():
         app_label, codename = perm.split(".")

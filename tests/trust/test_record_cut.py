@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 
-from compensation import audit, checkpoints
+from core import audit, checkpoints
 from compensation.models import AuditEvent, CompensationItem
 from provenance.models import LedgerEntry, OutboxEmail, Ticket, Workspace
 from repairs.models import Incident
