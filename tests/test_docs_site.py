@@ -1,0 +1,70 @@
+"""The documentation site is built from docs/ with MkDocs in strict mode: a link to a page or an anchor
+that does not exist, or a page left out of the navigation, fails the build (and so `make test`). The
+README stays a front door that links into it."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MKDOCS = [sys.executable, "-m", "mkdocs", "build", "--strict"]
+
+
+def _build(project: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*MKDOCS, "--config-file", str(project / "mkdocs.yml"), "--site-dir", str(site)],
+                          capture_output=True, text=True, cwd=project, timeout=120,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def _copy_site_sources(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "docs", project / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
+    return project
+
+
+def test_the_documentation_builds_strictly_with_every_page_in_its_navigation(tmp_path):
+    done = _build(ROOT, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    pages = sorted(p.stem for p in (ROOT / "docs").glob("*.md"))
+    assert len(pages) >= 10
+    for page in pages:
+        built = tmp_path / "site" / ("index.html" if page == "index" else f"{page}/index.html")
+        assert built.exists(), page
+
+
+def test_a_link_to_a_missing_page_fails_the_build(tmp_path):
+    project = _copy_site_sources(tmp_path)
+    tour = project / "docs" / "tour.md"
+    tour.write_text(tour.read_text() + "\nSee [the missing page](missing.md).\n")
+    done = _build(project, tmp_path / "site")
+    assert done.returncode != 0
+    assert "missing.md" in done.stderr
+
+
+def test_a_link_to_a_missing_anchor_fails_the_build(tmp_path):
+    project = _copy_site_sources(tmp_path)
+    tour = project / "docs" / "tour.md"
+    tour.write_text(tour.read_text() + "\nSee [nowhere](cli.md#no-such-section).\n")
+    assert _build(project, tmp_path / "site").returncode != 0
+
+
+def test_a_page_left_out_of_the_navigation_fails_the_build(tmp_path):
+    project = _copy_site_sources(tmp_path)
+    (project / "docs" / "orphan.md").write_text("# An orphan\n")
+    assert _build(project, tmp_path / "site").returncode != 0
+
+
+def test_the_readme_is_a_front_door_whose_links_all_lead_somewhere():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    assert "make demo" in readme and "make test" in readme
+    targets = re.findall(r"\]\(([^)#\s]+)", readme)
+    assert targets, "the README links into the documentation"
+    for target in targets:
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
