@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := chromium poppler-utils libharfbuzz-subset0 libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
 
-.PHONY: demo test test-fast bench stop system-deps venv
+.PHONY: demo test test-fast bench docs stop system-deps venv
 
 # Python caches compiled modules unless told not to (some sandboxes set this): without the cache every
 # process the tests start (each pytest worker, manage.py, gunicorn, Celery) compiles the project afresh.
@@ -47,6 +47,10 @@ test: venv system-deps
 test-fast: venv system-deps
 	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not bench and not slow"
+
+# The documentation site from docs/ (into .kintsugi/site), strict: a broken link fails it.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: venv
 	$(PY) -m bench
