@@ -13,7 +13,9 @@ repair's phases, drafting and flag -> first item decidable, with peak RSS and Fa
 [--quick]` delivers approved items through each connector against local servers beside the sandbox; `python -m bench
 soak [--minutes M] [--quick]` records over HTTP for M minutes (default 10, quick 1) while sources are flagged, items
 approved and FalkorDB and the broker frozen and stopped on a schedule, then checks 0 lost, 0 duplicated and every
-incident repaired (results in bench/results/soak.json). None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
+incident repaired (results in bench/results/soak.json); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
+agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
+shrunk counterexample as a replayable desk file. None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
 (recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
 roots against sequential ones. Results
 also go to
@@ -42,7 +44,8 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
-EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak")  # run only when named
+EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak",
+         "fuzz")  # run only when named
 
 
 def _git_commit() -> str:
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actions", type=lambda s: int(s.replace("_", "").replace(",", "")),
                         help="scale: desk size in actions (default 1,000,000; --quick: 400)")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
-    parser.add_argument("--minutes", type=float, help="soak: how long to record (default 10; --quick: 1)")
+    parser.add_argument("--minutes", type=float,
+                        help="soak: how long to record; fuzz: how long to fuzz (default 10; --quick: 1)")
     parser.add_argument("--same-workspace", action="store_true",
                         help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
@@ -108,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                 out = module.run(args.actions, args.quick)
             elif name == "agents":
                 out = module.run(args.quick, same_workspace=args.same_workspace)
+            elif name == "fuzz":
+                out = module.run(args.quick, minutes=args.minutes)
             elif name == "live":
                 out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
             elif name == "soak":

@@ -1,0 +1,70 @@
+"""`python -m bench fuzz [--minutes N] [--quick]`: the repair fuzzer run long. Random agent programs
+(bench.fuzzdesk.programs) are recorded, flagged and repaired, each compared with the reference
+interpreter's clean run, until N minutes have passed (default 10; --quick: 1). Prints examples tried per
+minute, the program shapes the run exercised, and each counterexample hypothesis shrank, written as a
+desk file (bench/results/fuzz-counterexample-K.json) that replays it: copy it into tests/repairs/fuzz_desks/
+and the suite keeps it as a red case."""
+from __future__ import annotations
+
+import json
+import time
+
+from bench import common
+
+SHAPES = ("get", "ingest", "fill", "set", "decide", "refund", "email", "handoff", "handoff chain",
+          "conditional handoff", "read after own write", "several flagged sources", "a ticket worked twice")
+
+
+class _TimeUp(BaseException):
+    """Ends hypothesis's run without counting as a failure (it lets BaseException through)."""
+
+
+def run(quick: bool, *, minutes: float | None = None) -> dict:
+    from django.contrib.auth import get_user_model
+    from hypothesis import HealthCheck, given, settings
+
+    from bench.fuzzdesk import harness, programs, reference
+
+    budget = 60 * (minutes if minutes is not None else (1 if quick else 10))
+    actor, _ = get_user_model().objects.get_or_create(username="fuzz-flagger")
+    tried, affected, shapes, failures = 0, 0, set(), []
+    started = time.perf_counter()
+    last_failure: dict = {}
+
+    @settings(max_examples=10 ** 7, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(desk=programs.desks())
+    def one(desk):
+        nonlocal tried
+        if time.perf_counter() - started > budget:
+            raise _TimeUp
+        tried += 1
+        shapes.update(programs.shapes(desk))
+        # Worth knowing what the run saw: a desk whose flag changes nothing only checks that a repair
+        # leaves alone what it must not touch.
+        affected += reference.run(desk, clean=False) != reference.run(desk, clean=True)
+        found = harness.check(desk, actor=actor)
+        if found:
+            last_failure.update(desk=desk, differences=found)  # the last one hypothesis tries is the shrunk one
+            raise AssertionError("\n".join(found))
+        if tried % 10 == 0:
+            common.log(f"fuzz: {tried} desks, {time.perf_counter() - started:.0f}s, 0 counterexamples")
+
+    try:
+        one()
+    except _TimeUp:
+        pass
+    except AssertionError:
+        common.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        path = common.RESULTS_DIR / f"fuzz-counterexample-{int(time.time())}.json"
+        path.write_text(json.dumps(last_failure["desk"], indent=1, sort_keys=True) + "\n")
+        failures.append({"file": str(path), "differences": last_failure["differences"]})
+    seconds = time.perf_counter() - started
+    per_minute = tried / (seconds / 60) if seconds else 0.0
+    rows = [["desks tried", tried], ["of them, changed by their flag", affected], ["per minute", round(per_minute, 1)], ["counterexamples", len(failures)],
+            ["seconds", round(seconds)]]
+    common.table("repair fuzzer", ["", "value"], rows,
+                 notes=[f"shapes exercised: {', '.join(s for s in SHAPES if s in shapes)}",
+                        f"shapes not met this run: {', '.join(s for s in SHAPES if s not in shapes) or 'none'}",
+                        *(f"counterexample: {f['file']}: {f['differences'][0][:200]}" for f in failures)])
+    return {"tried": tried, "affected": affected, "per_minute": per_minute, "counterexamples": failures, "shapes": sorted(shapes),
+            "ok": not failures}

@@ -1,0 +1,51 @@
+"""The repair fuzzer in the suite: random agent programs (bench.fuzzdesk.programs) recorded, flagged and
+repaired, each compared with the independent reference interpreter's clean run. A bounded number of
+examples here; `python -m bench fuzz --minutes N` runs it long. Desks the fuzzer once shrank to a
+counterexample are kept in tests/repairs/fuzz_desks/ and replayed one by one."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from bench.fuzzdesk import harness, programs, reference
+from tests.helpers import flagger
+
+pytestmark = pytest.mark.django_db(transaction=True)
+KEPT = sorted((Path(__file__).parent / "fuzz_desks").glob("*.json"))
+
+
+def test_the_reference_runs_a_flagged_source_as_absent():
+    desk = {"sources": {"src/0": "src/0: BAD rule"}, "flagged": ["src/0"], "tickets": {"t0": 5000},
+            "roots": [{"agent": "fuzz_agent_0", "ticket": "t0",
+                       "ops": [["fill", "policy/late", "src/0", "a"], ["decide", ["a"]], ["refund", ["a"]]]}]}
+    poisoned, clean = reference.run(desk, clean=False), reference.run(desk, clean=True)
+    assert poisoned["decisions"] == {"t0": "refund"} and clean["decisions"] == {"t0": "reply"}
+    assert poisoned["facts"] == {"policy/late": "src/0: BAD rule"} and clean["facts"] == {}
+    assert [e["amount_cents"] for e in poisoned["effects"]] != [e["amount_cents"] for e in clean["effects"]]
+
+
+def test_a_recording_without_the_flagged_sources_equals_the_reference_clean_run():
+    """The harness reads kintsugi's state in the reference's terms: a desk recorded clean (its flagged
+    sources' text absent from the start) must read back exactly as the reference's clean run."""
+    for path in KEPT:
+        desk = json.loads(path.read_text())
+        ws = harness.record(desk, clean=True)
+        assert harness.state(ws) == reference.run(desk, clean=True)
+
+
+@pytest.mark.parametrize("path", KEPT, ids=[p.stem for p in KEPT])
+def test_a_kept_counterexample_repairs_to_the_reference(path):
+    desk = json.loads(path.read_text())
+    found = harness.check(desk, actor=flagger())
+    assert not found, "\n".join(found)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(desk=programs.desks(max_roots=5))
+def test_generated_desks_repair_to_the_reference_clean_run(desk):
+    found = harness.check(desk, actor=flagger())
+    assert not found, "\n".join(found) + "\n" + json.dumps(desk)
