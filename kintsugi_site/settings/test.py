@@ -10,7 +10,7 @@ DEFAULT_SERVICES = {"DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/test",
                     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/5"}
 # Chosen once, by the first process that loads these settings (pytest-xdist's controller, before it starts
 # its workers), and exported: the workers and every process the tests start inherit the choice and
-# probe nothing. A probe of a loopback port costs under a millisecond.
+# probe nothing. The two probes cost about 10 ms (a Postgres forks a backend to answer one).
 os.environ.update(embedded.local_services(defaults=DEFAULT_SERVICES, environ=os.environ))
 
 from .base import *  # noqa: E402,F403
