@@ -23,6 +23,7 @@ application role (kintsugi_site.settings.base builds both). `ensure_app_role` is
 from __future__ import annotations
 
 import copy
+from urllib.parse import unquote
 
 OWNER_ALIAS = "owner"
 APP_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE"
@@ -160,6 +161,7 @@ def databases(*, env, owner_url: str, app_url: str, derive_app_role: bool = True
     dbs = {"default": app, **({OWNER_ALIAS: owner} if owner else {})}
     for alias in dbs.values():
         alias["ENGINE"] = "django.db.backends.postgresql"
+        _socket_in_host(alias)
     # Under ASGI each concurrent request runs its sync view in a thread of its own, with a connection of
     # its own: a hundred agents recording at once would open a hundred connections per web worker. A
     # pool (psycopg_pool, Django's `pool` option) bounds them; requests beyond it wait for a connection.
@@ -169,3 +171,13 @@ def databases(*, env, owner_url: str, app_url: str, derive_app_role: bool = True
                                                  "timeout": env.int("KINTSUGI_DB_POOL_TIMEOUT", default=30)}
         app["CONN_MAX_AGE"] = 0
     return dbs
+
+
+def _socket_in_host(alias: dict) -> None:
+    """A server on a unix socket (the embedded one) has its directory in HOST, as a server on TCP has its
+    address there: URLs give the directory percent-encoded as the host (postgresql://user@%2Fdir/db,
+    which django-environ leaves encoded) or as `?host=/dir` (which it puts in OPTIONS). Whatever reads
+    HOST (backups, restores, a worker's URL) then reaches either server the same way."""
+    options = alias.get("OPTIONS") or {}
+    host = unquote(alias.get("HOST") or "") or options.pop("host", "")
+    alias["HOST"] = host

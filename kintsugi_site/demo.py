@@ -31,6 +31,48 @@ def _running_embedded() -> set[str]:
     return up
 
 
+# Held by the serving demo for as long as it runs (the kernel drops it when the process ends, however).
+_LOCK: list[int] = []
+
+
+def already_serving(*, host: str, port: int) -> str | None:
+    """Why this demo must not start, or None. One demo per KINTSUGI_HOME (a lock under it, with the
+    serving demo's pid), and none where something already listens on the web port: the second one would
+    migrate, set up the users and print them, and then find its port taken."""
+    import fcntl
+    import socket
+    import urllib.request
+
+    from core import embedded
+
+    url = f"http://{host}:{port}/admin/"
+    fd = os.open(embedded.kintsugi_home() / "demo.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.read(fd, 32).decode().strip()
+        os.close(fd)
+        return f"a kintsugi demo already serves {url} (pid {pid}, data under {embedded.kintsugi_home()})"
+    _LOCK.append(fd)
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            pass
+    except OSError:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return None
+    try:
+        # Straight to the port: a proxy from the environment must not answer for it.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://{host}:{port}/healthz", timeout=2) as answer:
+            kintsugi = answer.read().strip() == b"ok"
+    except OSError:
+        kintsugi = False
+    if kintsugi:
+        return f"a kintsugi already serves {url} (another KINTSUGI_HOME's demo, or a server of its own)"
+    return f"{host}:{port} is taken by another server: stop it, or serve the demo elsewhere (KINTSUGI_WEB_PORT)"
+
+
 def web_server_command(py: str, *, bind: str | None = None, workers: int | None = None) -> list[str]:
     """The production server the demo runs, as a deployment would (README: "Deployment"); `bind`
     (host:port) and `workers` default to the KINTSUGI_WEB_* settings (`bench multihost` passes both)."""
@@ -72,12 +114,16 @@ def main() -> int:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    refusal = already_serving(host=settings.KINTSUGI_WEB_HOST, port=settings.KINTSUGI_WEB_PORT)
+    if refusal:
+        print(f"kintsugi demo: {refusal}", file=sys.stderr, flush=True)
+        return 1
     print("kintsugi demo: starting services (data under .kintsugi/)", flush=True)
     subprocess.run(manage + ["migrate", "--noinput", "-v", "0"], check=True)
     subprocess.run(manage + ["demo_setup"], check=True)
     subprocess.run(manage + ["collectstatic", "--noinput", "-v", "0"], check=True)
-    from django.conf import settings
-
     celery = [py, "-m", "celery", "-A", "kintsugi_site"]
     children.append(Supervised("celery worker", celery + ["worker", "-l", "warning", "-c", "2", "-n", "demo@%h"],
                                restart=False).start())

@@ -15,6 +15,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import psycopg
 from django.conf import settings
@@ -349,6 +350,13 @@ def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) ->
 
 # A real Celery worker ----------------------------------------------------------------------------------
 
+def database_url(db: dict, name: str) -> str:
+    """The URL of database `name` on the server of a DATABASES entry, as its user: over TCP, or over the
+    unix socket whose directory is HOST (the embedded server), percent-encoded as libpq reads it."""
+    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
+    return f"postgresql://{db['USER']}@{host}:{db['PORT'] or 5432}/{name}"
+
+
 def worker_env(db_name: str, **extra: str) -> dict:
     """The environment of a process that works beside this test process: the same test database (as its
     owner's URL; the process derives the app role), FalkorDB servers, broker and prefixes."""
@@ -356,7 +364,7 @@ def worker_env(db_name: str, **extra: str) -> dict:
     db = settings.DATABASES["owner"]
     env.update({
         "DJANGO_SETTINGS_MODULE": "kintsugi_site.settings.test",
-        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db_name}",
+        "DATABASE_URL": database_url(db, db_name),
         "FALKORDB_URL": os.environ["FALKORDB_URL"],  # the session's server, whatever a test overrides
         "KINTSUGI_FALKORDB_URLS": ",".join(settings.KINTSUGI_FALKORDB_URLS),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,

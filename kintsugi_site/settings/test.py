@@ -1,9 +1,17 @@
-"""Test settings: the machine's Postgres and Redis (CI has both on loopback); FalkorDB is started by the
-test fixtures (tests/conftest.py) and handed over through FALKORDB_URL."""
+"""Test settings: DATABASE_URL and CELERY_BROKER_URL when set; else the machine's Postgres and Redis on
+their loopback defaults when they answer (CI has both), else the embedded Postgres and broker `make demo`
+uses (core.embedded), started if need be. FalkorDB is started by the test fixtures (tests/conftest.py)
+and handed over through FALKORDB_URL. See docs/testing.md."""
 import os
 
-os.environ.setdefault("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/5")
+from core import embedded
+
+DEFAULT_SERVICES = {"DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/test",
+                    "CELERY_BROKER_URL": "redis://127.0.0.1:6379/5"}
+# Chosen once, by the first process that loads these settings (pytest-xdist's controller, before it starts
+# its workers), and exported: the workers and every process the tests start inherit the choice and
+# probe nothing. The two probes cost about 10 ms (a Postgres forks a backend to answer one).
+os.environ.update(embedded.local_services(defaults=DEFAULT_SERVICES, environ=os.environ))
 
 from .base import *  # noqa: E402,F403
 

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from django.db import connection
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,7 +47,7 @@ def _production_env(**overrides) -> dict:
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(64),
         "DJANGO_ALLOWED_HOSTS": "kintsugi.example.com,kintsugi.internal",
         "DJANGO_CSRF_TRUSTED_ORIGINS": "https://kintsugi.example.com",
-        "DATABASE_URL": f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{connection.settings_dict['NAME']}",
+        "DATABASE_URL": database_url(db, connection.settings_dict["NAME"]),
         "FALKORDB_URL": settings.FALKORDB_URL,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
     })
