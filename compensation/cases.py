@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 from django.utils.functional import cached_property
 
-from compensation import sequencing
+from compensation import gates, sequencing
 from compensation.delivery_models import Delivery, delivery_needs_person
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
@@ -82,6 +82,10 @@ class CaseItem:
             return (f"its {self.refused_money.get_kind_display()} #{self.refused_money.pk} was rejected: "
                     + ("this email stays held" if self.item.status == St.APPROVED
                        else "reject this email, or edit it so it stands alone"))
+        if self.item.status == St.APPROVED:
+            held = gates.execution_wait(self.item.incident)
+            if held is not None:
+                return held
         if self.waits_for is not None and self.item.status in (St.PENDING, St.APPROVED):
             verb = "waits for" if self.item.status == St.APPROVED else "will wait for"
             return f"{verb} the {self.waits_for.get_kind_display()} #{self.waits_for.pk} to be approved"

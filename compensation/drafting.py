@@ -6,7 +6,9 @@ Netting, per ticket of an incident:
   `replacement_refund` of B - A when B > A, nothing when they cancel out. Without a replacement, each
   ticket's invalidated refunds become one `refund_reversal` of A.
 - invalidated emails become ONE `correction_email` per ticket. When the ticket's refund was netted, the
-  replacement emails (the new confirmation) are folded into it: one email explains the difference.
+  replacement emails (the new confirmation) are folded into it: one email explains the difference; so is
+  a replacement email of the same action as an invalidated one (a re-run that wrote the message
+  differently): the correction carries the corrected message (situation `message_corrected`).
 - replacement emails of tickets whose refund was not netted (a reply instead of a refund) stay
   `replacement_email` items; replacement refunds without anything invalidated stay `replacement_refund`.
 - effects of any other kind (compensation.effect_kinds: kinds registered without netting, and kinds
@@ -88,9 +90,13 @@ def plan_items(effects: list[dict]) -> list[PlannedItem]:
             items.extend(PlannedItem("replacement_refund", ticket, e["amount_cents"], e["currency"], [e],
                                      "new_refund", netting) for e in rep_refunds)
         if inv_emails:
-            folded = rep_emails if netted else []
+            # A replacement email of the very action whose email it replaces (its re-run wrote the message
+            # again, differently) is the corrected message: one email explains and carries it, never a
+            # correction and a second message.
+            rewrote = {e.get("action_id") for e in inv_emails}
+            folded = rep_emails if netted else [e for e in rep_emails if e.get("action_id") in rewrote]
             items.append(PlannedItem("correction_email", ticket, 0, currency, inv_emails + folded,
-                                     situation or "message_withdrawn", netting))
+                                     situation or ("message_corrected" if folded else "message_withdrawn"), netting))
         else:
             folded = []
         items.extend(PlannedItem("replacement_email", ticket, 0, e["currency"], [e], "replacement", netting)
@@ -172,6 +178,10 @@ def draft_correction_email(input: dict, facts: dict) -> dict:
         body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
                 f"{_money(refunded, cur)}. The correct refund is {_money(kept, cur)}; we will pay the "
                 f"difference to your original payment method. We are sorry for the confusion.")
+    elif situation == "message_corrected":
+        body = (f"Hello {name}, our earlier message about ticket {ticket} followed a policy that was not ours "
+                f"and was wrong. Please disregard it; this is the corrected message:\n\n"
+                f"{input.get('corrected_body') or ''}\n\nWe are sorry for the confusion.")
     else:
         body = (f"Hello {name}, please disregard our earlier message about ticket {ticket}: it followed a "
                 f"policy that was not ours. We are sorry for the confusion.")
@@ -188,4 +198,6 @@ def reversal_input(*, item_facts: dict) -> dict:
 def email_input(*, item_facts: dict) -> dict:
     keys = ("ticket", "customer", "customer_email", "currency", "paid_cents", "refunded_cents",
             "replacement_cents", "reverse_cents", "situation", "original_subject", "original_body")
+    if item_facts.get("situation") == "message_corrected":  # the corrected words the email carries
+        keys += ("corrected_subject", "corrected_body")
     return {k: item_facts.get(k) for k in keys}

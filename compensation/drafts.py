@@ -95,6 +95,10 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
         "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
     }
+    if planned.situation == "message_corrected":
+        corrected = next(e for e in planned.effects if e["role"] == "replacement" and e["kind"] == "email")
+        facts["corrected_subject"] = corrected["details"].get("subject", "")
+        facts["corrected_body"] = corrected["details"].get("body", "")
     facts.update(ticket_facts(ticket, currency=planned.currency))
     return facts
 

@@ -4,7 +4,8 @@ An item is drafted from the repair's checkpointed plan, which is final: once tha
 (the incident is verifying, or repaired) a reviewer may decide the item, without waiting for the
 verification that replays the whole desk. Nothing executes before that verification came out
 0 / 0 / 0: an approved item waits, and the repair job enqueues it when the incident is repaired
-clean. A repair whose verification found a difference executes nothing.
+clean. A repair whose verification found a difference is never repaired (it needs attention) and
+executes nothing: its approved items stay held and say why.
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ def execution_wait(incident: Incident) -> str | None:
     """Why an approved item of the incident may not execute yet (None: it may)."""
     if verified_clean(incident):
         return None
-    if incident.status in (IncidentStatus.REPAIRED, IncidentStatus.CLOSED):
-        v = incident.verification or {}
-        return (f"the repair's verification found differences (facts {v.get('facts')}, decisions "
-                f"{v.get('decisions')}, effects {v.get('effects')}): nothing executes")
+    v = incident.verification or {}
+    if any(v.get(k) for k in ("facts", "decisions", "effects")) or incident.status in (IncidentStatus.REPAIRED,
+                                                                                       IncidentStatus.CLOSED):
+        return (f"held: the repair's verification found differences from the clean run (facts {v.get('facts')}, "
+                f"decisions {v.get('decisions')}, effects {v.get('effects')}): nothing executes; the incident "
+                f"needs attention")
     return "waits for the repair's verification (0 / 0 / 0) before it goes out"

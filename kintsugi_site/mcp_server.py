@@ -33,7 +33,7 @@ from provenance.refusals import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from kintsugi_site.body_limit import BodyLimit
-from compensation import effect_kinds, links, selectors as compensation_selectors, sequencing
+from compensation import effect_kinds, gates, links, selectors as compensation_selectors, sequencing
 from compensation import services as compensation_services
 from compensation.models import CompensationItem
 from provenance import capabilities, selectors as provenance_selectors, tenancy, tokens, validation
@@ -215,6 +215,8 @@ def _item_summary(item: CompensationItem, compensated: list[dict] | None = None)
             "subject": item.subject, "body": item.body, "amount_cents": item.amount_cents, "currency": item.currency,
             "amount": item.amount_display if item.moves_money else None, "valid": item.valid,
             "problems": item.problems, "decides": effect_kinds.decides(item), "waits_for": held.pk if held else None,
+            # Why an approved item has not left (its repair not verified clean), None when nothing holds it so.
+            "held": gates.execution_wait(item.incident) if item.status == CompensationItem.Status.APPROVED else None,
             "decided_by": item.decided_by.get_username() if item.decided_by else None,
             "decision_reason": item.decision_reason or None,
             "compensates": compensated if compensated is not None else links.compensates([item])[item.pk]}

@@ -60,9 +60,13 @@ class FactIndex:
 
     def resolve(self, key: str, seq: float, reader: int,
                 hidden: tuple[float, float] | None = None) -> FactVersion | None:
+        """The version a read by the action `reader` at `seq` sees: the newest active one below its seq
+        and outside `hidden`. Never one the reader wrote itself: its writes of this execution are answered
+        by the Recorder from the record, and a stored one is of an earlier execution (the original run a
+        repair re-runs), which may carry the very poison being repaired."""
         for fv in reversed(self.by_key.get(key, ())):
-            if fv.active and (fv.seq < seq or fv.writer == reader):
-                if hidden is not None and hidden[0] <= fv.seq < hidden[1] and fv.writer != reader:
+            if fv.active and fv.seq < seq and fv.writer != reader:
+                if hidden is not None and hidden[0] <= fv.seq < hidden[1]:
                     continue
                 return fv
         return None

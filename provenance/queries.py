@@ -308,7 +308,7 @@ RETURN a.ticket, a.seq, a.decision
 """, rows.LiveDecision)
 LIVE_EFFECTS = Query("""
 MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE e.live = true AND a.seq < $below
-RETURN e.id, e.kind, e.ticket, e.amount, e.held, a.id
+RETURN e.id, e.kind, e.ticket, e.amount, e.held, a.id, e.currency, e.details
 """, rows.LiveEffect)
 
 # --- explain / facts history ---

@@ -219,6 +219,8 @@ class LiveEffect(NamedTuple):
     amount: int | None
     held: bool
     action: int
+    currency: str | None
+    details: str | None
 
 
 class RootAction(NamedTuple):

@@ -7,6 +7,7 @@ from functools import partial
 
 
 from provenance import mirror, paths, queries
+from provenance.action_record import content_digest
 from provenance.graph import Graph, workspace_graph
 from provenance.mirror import DEAD
 from provenance.rows import RadiusAction
@@ -194,7 +195,7 @@ EVERYTHING = 1e300  # a seq bound above every seq
 
 def export_state(*, workspace: str, baseline: bool = False, below: float | None = None) -> dict:
     """Active facts, the standing decision per ticket and live effects (money in integer cents, the unit
-    in the key: amount_cents), sorted for diffing; with `below`, of the actions below that seq only (a
+    in the key: amount_cents; `content`: the digest of what the effect says), sorted for diffing; with `below`, of the actions below that seq only (a
     repair's verification while the desk records on)."""
     graph = workspace_graph(workspace, baseline=baseline)
     bound = {"below": EVERYTHING if below is None else below}
@@ -212,8 +213,11 @@ def export_state(*, workspace: str, baseline: bool = False, below: float | None 
         "facts": [{"key": k, "value": current[k][2]} for k in sorted(current)],
         "decisions": [{"ticket": t, "choice": standing[t][1]["choice"], "level": standing[t][1].get("level")}
                       for t in sorted(standing)],
-        "effects": sorted(({"kind": e[1], "ticket": e[2], "amount_cents": e[3]} for e in effects),
-                          key=lambda e: (e["kind"], e["ticket"] or "", e["amount_cents"])),
+        # With what each says (provenance.action_record.effect_content): a changed email body is a
+        # different effect here, as it is to the repair.
+        "effects": sorted(({"kind": e.kind, "ticket": e.ticket, "amount_cents": e.amount, "currency": e.currency,
+                            "content": content_digest(json.loads(e.details or "{}"))} for e in effects),
+                          key=lambda e: (e["kind"], e["ticket"] or "", e["amount_cents"], e["content"])),
     }
 
 

@@ -20,6 +20,7 @@ from provenance import queries
 from provenance.graph import Graph
 from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
+from provenance.action_record import effect_content
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
 from provenance.selectors import EVERYTHING, ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
@@ -215,11 +216,27 @@ class RepairWalk:
             self._set(node, S.RERUN_SAME, after=record.decision, rerun=record)
             return
         self._retire_facts(node)
+        record = self._keep_identical_effects(node, record)
         self._retire_effects(node)
         written = self._stage(record, create=False)
         self._set(node, S.RERUN_CHANGED, after=record.decision, rerun=record)
         self._wake_readers(record, written)
         self._match_handoffs(node, record)
+
+    def _keep_identical_effects(self, node: Node, record: ActionRecord) -> ActionRecord:
+        """Match the re-run's effects to the original's live ones by what each says, one at a time: an
+        identical effect stays live as it was (neither undone nor done again, so nothing is drafted for
+        it); the returned record keeps only the effects that found no identical original."""
+        unmatched = list(record.effects)
+        for e in node.effects:
+            if not e["live"]:
+                continue
+            content = effect_content(e)
+            twin = next((i for i, new in enumerate(unmatched) if effect_content(new) == content), None)
+            if twin is not None:
+                del unmatched[twin]
+                e["kept"] = True
+        return replace(record, effects=unmatched)
 
     def _old_outputs(self, node: Node, payload: dict) -> tuple:
         old = ActionRecord(id=node.id, agent=node.agent, payload=payload, seq=node.seq, parent=node.parent,
@@ -270,7 +287,7 @@ class RepairWalk:
 
     def _retire_effects(self, node: Node) -> None:
         for e in node.effects:
-            if not e["live"]:
+            if not e["live"] or e.pop("kept", False):
                 continue
             e["live"] = False
             self.rows["invalidate_effects"].append({"id": e["id"], "incident": self.incident})

@@ -17,7 +17,8 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
              reviewers may decide from here on, and
 6. verify    re-execute the desk without the flagged sources and diff (repairs.verify), which
              execution waits for; both offered to idle workers as soon as they can start;
-7. finish    mark the incident repaired and wake the repairs that waited for this one.
+7. finish    mark the incident repaired (or, when verification differs, needing attention) and wake
+             the repairs that waited for this one.
 
 Walking, applying, verifying and done are the phases the incident shows; the job marks when it first
 enters each (repairs.phases), which is what the phases' durations are read from.
@@ -52,7 +53,7 @@ from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
 from repairs.phases import enter_phase
 from repairs.steps import apply_step
 from repairs.signals import repair_finished
-from repairs.verify import verify_incident
+from repairs.verify import verification_differs, verify_incident
 
 log = logging.getLogger(__name__)
 P = Incident.Phase
@@ -264,16 +265,22 @@ def verify_and_draft(incident: Incident) -> None:
 
 # --- 7. finish ---
 def finish(incident: Incident) -> Incident:
-    """Mark the incident repaired, announce it (compensation.receivers releases the items approved
-    while it was verified), and enqueue the repairs that waited for this one."""
+    """Mark the incident repaired when its verification found no difference and announce it
+    (compensation.receivers releases the items approved while it was verified); one whose verification
+    differs is never repaired: it needs attention, the differences on it, and its approved items stay
+    held (compensation.gates). Either way the repair is in the graph: enqueue the repairs that waited."""
     with transaction.atomic():
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
-        transition(incident, IncidentStatus.REPAIRED, actor=None, via=Incident.Via.WORKER, reason="repair finished",
+        differs = verification_differs(incident.verification)
+        status, reason = ((IncidentStatus.NEEDS_ATTENTION, differs) if differs else
+                          (IncidentStatus.REPAIRED, "repair finished"))
+        transition(incident, status, actor=None, via=Incident.Via.WORKER, reason=reason, error=differs or "",
                    compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
         enter_phase(incident.pk, P.DONE)
-        repair_finished.send(sender=Incident, incident=incident)
+        if not differs:
+            repair_finished.send(sender=Incident, incident=incident)
         waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
                                                waiting_for__isnull=False).values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])

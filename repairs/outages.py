@@ -55,7 +55,9 @@ def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int
     `skip_servers` (a needing-attention incident is resumed once its server answers again)."""
     now = timezone.now()
     rows = (Incident.objects.filter(status__in=(IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION))
-            .exclude(workspace__falkordb_server__in=skip_servers).order_by("pk")
+            .exclude(workspace__falkordb_server__in=skip_servers)
+            # Applied whole and verified different from the clean run: no outage to wait out, a person looks.
+            .exclude(status=IncidentStatus.NEEDS_ATTENTION, finished_at__isnull=False).order_by("pk")
             .values_list("pk", "status", "attempts", "updated_at"))
     return [pk for pk, status, attempts, updated in rows
             if status == IncidentStatus.NEEDS_ATTENTION or (now - updated).total_seconds() >= backoff_seconds(attempts)]

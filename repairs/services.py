@@ -161,6 +161,9 @@ def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=Via.WORKER)
 
 
+MAX_DIFFERENCES = 50
+
+
 def incident_summary(incident: Incident) -> dict:
     """The flag_source --json shape, also used by the API and MCP."""
     v = incident.verification or {}
@@ -173,7 +176,11 @@ def incident_summary(incident: Incident) -> dict:
         "counts": {k: (incident.counts or {}).get(k, 0) for k in COUNT_KEYS},
         "effects_invalidated": incident.effects_invalidated,
         "compensations": incident.compensations,
-        "verification": {k: v.get(k) for k in ("facts", "decisions", "effects")},
+        # The differing rows too (at most MAX_DIFFERENCES; `differences_total` counts them all): a repair
+        # that is not the clean run says where, wherever its status is read.
+        "verification": {**{k: v.get(k) for k in ("facts", "decisions", "effects")},
+                         "differences": v.get("rows", [])[:MAX_DIFFERENCES],
+                         "differences_total": len(v.get("rows", []))},
         "progress": {"phase": incident.phase, "done": incident.progress_done, "total": incident.progress_total,
                      "percent": incident.percent},
         "error": incident.error or None,

@@ -65,6 +65,20 @@ def diff_states(repaired: dict, baseline: dict) -> dict:
     return out
 
 
+def verification_differs(verification: dict | None) -> str:
+    """Why a repair with this verification is not repaired ('' when it is: 0 / 0 / 0 against the clean
+    run). No verification at all is no proof either."""
+    v = verification or {}
+    counts = [v.get(k) for k in ("facts", "decisions", "effects")]
+    if counts == [0, 0, 0]:
+        return ""
+    if None in counts:
+        return "needs attention: the repair was not verified against a clean run"
+    return (f"needs attention: verification found differences from the clean run (facts {counts[0]}, decisions "
+            f"{counts[1]}, effects {counts[2]}); the differing rows are listed on the incident, and its approved "
+            f"items stay held")
+
+
 def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
     """An incident's verification, as far as it can go now: record the clean baseline unless the one
     there left out the same sources, and once the repair is applied (phase `verifying`) diff the

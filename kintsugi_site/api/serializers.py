@@ -176,10 +176,19 @@ class OutcomeCountsSerializer(serializers.Serializer):
     new = serializers.IntegerField()
 
 
+class DifferenceSerializer(serializers.Serializer):
+    table = serializers.CharField(help_text="facts, decisions or effects")
+    side = serializers.CharField(help_text="repaired: only in the repaired workspace; baseline: only in the clean run")
+    row = serializers.DictField(help_text="The differing row as export_state shows it.")
+
+
 class VerificationSerializer(serializers.Serializer):
     facts = serializers.IntegerField(allow_null=True, help_text="Active facts differing from the clean baseline.")
     decisions = serializers.IntegerField(allow_null=True)
     effects = serializers.IntegerField(allow_null=True)
+    differences = DifferenceSerializer(many=True, help_text=(
+        "The differing rows (the first 50; an incident with any is never repaired: it needs attention)."))
+    differences_total = serializers.IntegerField()
 
 
 class ProgressSerializer(serializers.Serializer):

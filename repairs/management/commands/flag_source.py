@@ -1,3 +1,4 @@
+import json
 import sys
 import time
 
@@ -11,6 +12,13 @@ from repairs.services import IncidentAlreadyOpen, flag_source, incident_summary
 DONE = (Incident.Status.REPAIRED, Incident.Status.FAILED, Incident.Status.CLOSED)
 
 
+def ended(incident: Incident) -> bool:
+    """Repaired, failed, closed, or applied whole and verified different from the clean run (needing
+    attention then is an end: nothing resumes it on its own, unlike an outage past its attempts)."""
+    return incident.status in DONE or (incident.status == Incident.Status.NEEDS_ATTENTION
+                                       and incident.finished_at is not None)
+
+
 class Command(KintsugiCommand):
     help = "Flag a source as bad: opens an incident and starts its repair in the Celery worker."
 
@@ -20,7 +28,8 @@ class Command(KintsugiCommand):
         parser.add_argument("--reason", required=True)
         parser.add_argument("--user", required=True)
         parser.add_argument("--wait", action="store_true",
-                            help="block until the repair finishes; exit 1 unless it ends repaired")
+                            help="block until the repair finishes; exit 1 unless it ends repaired (a repair whose "
+                                 "verification differs from the clean run needs attention: exit 1)")
         parser.add_argument("--timeout", type=float, default=1800,
                             help="seconds to wait with --wait; a repair not done by then (still running, or "
                                  "blocked waiting for a retry) exits 1 and keeps going in the worker")
@@ -41,9 +50,13 @@ class Command(KintsugiCommand):
         if o["json"]:
             self.print_json(summary)
         else:
+            said = (Incident.Status.BLOCKED, Incident.Status.NEEDS_ATTENTION)
             self.stdout.write(f"incident #{incident.pk}: {incident.status}"
-                              + (f" ({incident.error})" if incident.status == Incident.Status.BLOCKED else ""))
-            if incident.status == Incident.Status.REPAIRED:
+                              + (f" ({incident.error})" if incident.status in said and incident.error else ""))
+            for row in summary["verification"]["differences"]:
+                self.stdout.write(f"  differs: {row['table']} only in the {row['side']}: "
+                                  f"{json.dumps(row['row'], sort_keys=True)}")
+            if incident.status in (Incident.Status.REPAIRED, Incident.Status.NEEDS_ATTENTION) and incident.finished_at:
                 c, v = summary["counts"], summary["verification"]
                 self.stdout.write(
                     f"blast radius {summary['blast_radius']}: poisoned {c['poisoned']}, re-run changed "
@@ -65,7 +78,7 @@ class Command(KintsugiCommand):
         deadline = time.monotonic() + timeout
         while True:
             incident.refresh_from_db()
-            if incident.status in DONE:
+            if ended(incident):
                 return True
             if time.monotonic() >= deadline:
                 return False
