@@ -66,7 +66,9 @@ class Connector:
     name: str = ""
     label: str = ""
     kinds: frozenset[str] = frozenset()
-    schema: dict[str, Option] = {}
+    schema: dict[str, Option] = {}  # every connector declares its own, even an empty one
+    # The setting naming the API base it calls when no option says where (Stripe's): checked like an option.
+    base_setting: str = ""
     # True when repeating a send after a crash sends nothing twice (an idempotency key the provider
     # honours). False (SMTP): a send cut off mid-answer becomes `uncertain` instead of being repeated.
     resumes_safely: bool = True

@@ -108,6 +108,7 @@ class Stripe(Connector):
     resumes_safely = True
     secret_options = {"api_key_env": API_KEY_ENV}
     schema = {"api_key_env": Option(str, role="secret"), "webhook_secret_env": Option(str, role="secret")}
+    base_setting = "KINTSUGI_STRIPE_API_BASE"
 
     def destinations(self, options: dict) -> list[str]:
         return [api_base()]
