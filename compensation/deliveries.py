@@ -30,6 +30,7 @@ from compensation.connectors import config
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState, WorkspaceConnector
 from compensation.models import CompensationItem
 from core import audit
+from core.scrub import redact_url
 from core.vocabulary import AuditAction, ItemStatus
 from provenance.models import Workspace
 
@@ -185,7 +186,9 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
 
 def set_connector(*, workspace: Workspace, kind: str, name: str, options: dict | None, actor, reason: str,
                   via: str) -> WorkspaceConnector:
-    """Choose the connector of one item kind in one workspace (a Workspace admin there, audited)."""
+    """Choose the connector of one item kind in one workspace (a Workspace admin there, audited with its
+    options, a URL's credentials and query redacted: the row alone keeps the whole URL). ValueError when
+    the connector refuses the options (its schema, the secret registry, the egress policy)."""
     from provenance.onboarding import OnboardingRefused, may_manage_agents
 
     if not may_manage_agents(actor, workspace):
@@ -199,18 +202,14 @@ def set_connector(*, workspace: Workspace, kind: str, name: str, options: dict |
     chosen = connector(name)
     if kind not in chosen.kinds:
         raise ValueError(f"connector {name!r} does not deliver {kind!r}")
-    options = {k: v for k, v in (options or {}).items() if not k.lower().endswith(("secret", "key", "password"))
-               or k.lower().endswith("_env")}
-    if name == "webhook":
-        from compensation.connectors.webhook import url_problem
-
-        problem = url_problem(options.get("url", ""))
-        if problem:
-            raise ValueError(problem)
+    # The connector's schema: unknown keys, wrong types, secret names the registry does not hold for this
+    # workspace and destinations the egress policy refuses are refused here, before anything is written.
+    options = chosen.validate(dict(options or {}), workspace=workspace.name)
+    shown = {k: redact_url(v) if chosen.schema[k].role == "url" else v for k, v in options.items()}
     with transaction.atomic():
         audit.lock_chain(workspace)
         row, _ = WorkspaceConnector.objects.update_or_create(workspace=workspace, kind=kind,
                                                              defaults={"connector": name, "options": options})
         audit.record(action=AuditAction.CONNECTOR_SET, subject_type="workspace", subject_id=workspace.pk, via=via, actor=actor,
-                     reason=reason, workspace=workspace, data={"kind": kind, "connector": name, "options": options})
+                     reason=reason, workspace=workspace, data={"kind": kind, "connector": name, "options": shown})
     return row

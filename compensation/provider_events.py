@@ -14,10 +14,9 @@ import stripe
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
-from compensation.connectors.config import secret
 from compensation.connectors.stripe_payments import INVOICE_STATES, REFUND_STATES, WEBHOOK_SECRET_ENV
 from compensation.delivery_models import Delivery, DeliveryState, ProviderEvent, WorkspaceConnector
-from core import audit
+from core import audit, secret_registry
 from core.vocabulary import AuditAction, Via
 
 log = logging.getLogger(__name__)
@@ -30,11 +29,22 @@ class BadSignature(ValueError):
     pass
 
 
+def _secret(name: str, *, workspace: str) -> str:
+    try:
+        return secret_registry.value(name, workspace=workspace)
+    except secret_registry.SecretRefused:  # a name the registry no longer holds (for this workspace) signs nothing
+        return ""
+
+
 def _secrets() -> list[tuple[int | None, str]]:
-    """(workspace id or None for the deployment, secret), every configured Stripe signing secret."""
-    found = [(None, secret(WEBHOOK_SECRET_ENV))]
-    for row in WorkspaceConnector.objects.filter(connector="stripe").exclude(options__webhook_secret_env=None):
-        found.append((row.workspace_id, secret(row.options.get("webhook_secret_env", ""))))
+    """(workspace id or None for the deployment, secret), every configured Stripe signing secret: the
+    deployment's, and each workspace's own as its Stripe connector names it in the secret registry."""
+    found = [(None, _secret(WEBHOOK_SECRET_ENV, workspace=""))]
+    rows = (WorkspaceConnector.objects.filter(connector="stripe").exclude(options__webhook_secret_env=None)
+            .select_related("workspace"))
+    for row in rows:
+        found.append((row.workspace_id, _secret(str(row.options.get("webhook_secret_env", "")),
+                                                workspace=row.workspace.name)))
     return [(ws, s) for ws, s in found if s]
 
 

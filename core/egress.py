@@ -13,6 +13,11 @@ with the original Host header (and TLS server name), so a DNS answer that change
 the connection changes nothing. Redirects are never followed. A failure is told in a fixed vocabulary
 (the `Outcome` strings), never with the remote side's own text: an incident page must not become a port
 scanner of whatever the URL points at.
+
+The delivery connectors (compensation.connectors) use the same door: the webhook and Stripe through
+`exchange`, SMTP through `checked_address` (smtplib connects to the address checked, and keeps the
+server's name for TLS). A destination the operator configured for a connector's purpose (its own mail
+relay, one of the services above) is passed as `exempt`; nothing a workspace types can add to it.
 """
 from __future__ import annotations
 
@@ -51,11 +56,20 @@ class Unresolved(EgressRefused):
 
 
 class EgressFailed(ConnectionError):
-    """An outbound request did not get a 2xx answer; `outcome` is one of the Outcome strings."""
+    """An outbound request did not get a 2xx answer; `outcome` is one of the Outcome strings, `status`
+    the answer's status code (None without an answer)."""
 
-    def __init__(self, outcome: str):
+    def __init__(self, outcome: str, status: int | None = None):
         super().__init__(outcome)
         self.outcome = outcome
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: urllib3.HTTPHeaderDict
+    body: bytes
 
 
 @dataclass(frozen=True)
@@ -135,8 +149,9 @@ def own_services() -> set[tuple[str, int]]:
             continue
     for db in settings.DATABASES.values():
         host = db.get("HOST") or ""
-        if host and not host.startswith("/"):
-            services.add((host, int(db.get("PORT") or 5432)))
+        # Reached over a Unix socket (the embedded Postgres), the server may still listen on loopback at
+        # its port: that port is refused on loopback too.
+        services.add((host if host and not host.startswith("/") else "127.0.0.1", int(db.get("PORT") or 5432)))
     if getattr(settings, "EMAIL_HOST", ""):
         services.add((settings.EMAIL_HOST, int(settings.EMAIL_PORT)))  # the outbox's SMTP server
     services.add((settings.KINTSUGI_WEB_HOST, int(settings.KINTSUGI_WEB_PORT)))
@@ -174,7 +189,27 @@ def refusal(address: Address, port: int) -> str | None:
     return None
 
 
-def destination(url: str, *, unresolved_ok: bool = False) -> Destination | None:
+def checked_address(host: str, port: int, *, exempt: frozenset[tuple[str, int]] = frozenset(),
+                    unresolved_ok: bool = False) -> Address | None:
+    """Resolve `host` once and check every address it answers (a name that also resolves inward is
+    refused); the address to connect to, EgressRefused otherwise. A host that does not resolve is
+    Unresolved, or None with `unresolved_ok` (when a destination is saved: the name may exist later, and
+    it is checked again on connecting). `exempt`: the operator's own (host, port) for this purpose."""
+    addresses = _resolve(host, port)
+    if not addresses:
+        if unresolved_ok:
+            return None
+        raise Unresolved(f"host {host!r} does not resolve")
+    if (host.lower(), port) not in {(h.lower(), p) for h, p in exempt}:
+        for address in addresses:
+            why = refusal(address, port)
+            if why:
+                raise EgressRefused(f"{Outcome.REFUSED}: {why}")
+    return addresses[0]
+
+
+def destination(url: str, *, unresolved_ok: bool = False, schemes: tuple[str, ...] = ("http", "https"),
+                exempt: frozenset[tuple[str, int]] = frozenset()) -> Destination | None:
     """Parse, resolve and check `url`; EgressRefused when it may not be called. A host that does not
     resolve is refused too, unless `unresolved_ok` (registration: the name may exist later, and the
     worker checks it again when it connects); then None."""
@@ -183,44 +218,34 @@ def destination(url: str, *, unresolved_ok: bool = False) -> Destination | None:
         port = parts.port
     except ValueError:
         raise EgressRefused("the URL does not parse") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EgressRefused("only http:// and https:// URLs with a host are called")
+    if parts.scheme not in schemes or not parts.hostname:
+        raise EgressRefused(f"only {' and '.join(s + '://' for s in schemes)} URLs with a host are called")
     if parts.username or parts.password:
         raise EgressRefused("the URL must not carry credentials")
-    port = port or (443 if parts.scheme == "https" else 80)
-    addresses = _resolve(parts.hostname, port)
-    if not addresses:
-        if unresolved_ok:
-            return None
-        raise Unresolved(f"host {parts.hostname!r} does not resolve")
-    for address in addresses:  # every answer: a name that also resolves inward is refused
-        why = refusal(address, port)
-        if why:
-            raise EgressRefused(f"{Outcome.REFUSED}: {why}")
+    port = port or {"https": 443, "http": 80, "smtp": 25}[parts.scheme]
+    address = checked_address(parts.hostname, port, exempt=exempt, unresolved_ok=unresolved_ok)
+    if address is None:
+        return None
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Destination(scheme=parts.scheme, host=parts.hostname, port=port, address=addresses[0],
+    return Destination(scheme=parts.scheme, host=parts.hostname, port=port, address=address,
                        host_header=parts.netloc, path=path)
 
 
-def check_url(url: str) -> str:
-    """`url` when it may be registered; EgressRefused (its reason) otherwise."""
-    destination(url, unresolved_ok=True)
+def check_url(url: str, *, exempt: frozenset[tuple[str, int]] = frozenset(),
+              schemes: tuple[str, ...] = ("http", "https")) -> str:
+    """`url` when it may be registered (a connector's mail server: smtp://host:port among `schemes`);
+    EgressRefused (its reason) otherwise."""
+    destination(url, unresolved_ok=True, schemes=schemes, exempt=exempt)
     return url
 
 
-def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 1024,
-              headers: dict[str, str] | None = None) -> int:
-    """POST `body` to `url` at the address checked now, never following a redirect, with `headers` beside
-    the Host and Content-Type it sets. Returns the 2xx status; EgressFailed(outcome) otherwise (the remote
-    text is logged, never returned)."""
-    try:
-        dest = destination(url)
-    except Unresolved as exc:  # a name server away is an outage like any other: retried, not refused
-        log.warning("egress to %s: %s", url, exc)
-        raise EgressFailed(Outcome.UNREACHABLE) from None
-    except EgressRefused as exc:
-        log.warning("egress refused %s: %s", url, exc)
-        raise EgressFailed(Outcome.REFUSED) from None
+def exchange(method: str, url: str, *, body: bytes | None, timeout: float, headers: dict[str, str] | None = None,
+             max_answer: int = 512 * 1024, exempt: frozenset[tuple[str, int]] = frozenset()) -> Answer:
+    """One request to `url` at the address checked now, never following a redirect: the answer whatever its
+    status (its body cut at `max_answer`). EgressRefused (a subclass, Unresolved, for a name that does not
+    resolve now) before connecting; EgressFailed(UNREACHABLE or TIMEOUT) when no answer came (the reason
+    is logged, never returned)."""
+    dest = destination(url, exempt=exempt)
     kwargs = dict(port=dest.port, timeout=urllib3.Timeout(connect=timeout, read=timeout), retries=False, maxsize=1)
     if dest.scheme == "https":
         pool = urllib3.HTTPSConnectionPool(str(dest.address), server_hostname=dest.host, assert_hostname=dest.host,
@@ -228,12 +253,10 @@ def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 
     else:
         pool = urllib3.HTTPConnectionPool(str(dest.address), **kwargs)
     try:
-        response = pool.urlopen("POST", dest.path, body=body, redirect=False, retries=False, preload_content=False,
-                                assert_same_host=False,
-                                headers={**(headers or {}), "Host": dest.host_header,
-                                         "Content-Type": "application/json"})
+        response = pool.urlopen(method, dest.path, body=body, redirect=False, retries=False, preload_content=False,
+                                assert_same_host=False, headers={**(headers or {}), "Host": dest.host_header})
         try:
-            response.read(max_answer)
+            content = response.read(max_answer)
         finally:
             response.release_conn()
     except urllib3.exceptions.NewConnectionError as exc:  # before its base class, ConnectTimeoutError
@@ -247,10 +270,28 @@ def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 
         raise EgressFailed(Outcome.UNREACHABLE) from None
     finally:
         pool.close()
-    if 300 <= response.status < 400:
-        raise EgressFailed(Outcome.REDIRECT)
-    if 400 <= response.status < 500:
-        raise EgressFailed(Outcome.ANSWERED_4XX)
-    if response.status >= 500 or response.status < 200:
-        raise EgressFailed(Outcome.ANSWERED_5XX)
-    return response.status
+    return Answer(status=response.status, headers=response.headers, body=content)
+
+
+def post_json(url: str, body: bytes, *, timeout: float, max_answer: int = 512 * 1024,
+              headers: dict[str, str] | None = None) -> int:
+    """POST `body` to `url` at the address checked now, never following a redirect, with `headers` beside
+    the Host and Content-Type it sets. Returns the 2xx status; EgressFailed(outcome, status) otherwise (the
+    remote text is logged, never returned)."""
+    try:
+        answer = exchange("POST", url, body=body, timeout=timeout, max_answer=max_answer,
+                          headers={**(headers or {}), "Content-Type": "application/json"})
+    except Unresolved as exc:  # a name server away is an outage like any other: retried, not refused
+        log.warning("egress to %s: %s", url, exc)
+        raise EgressFailed(Outcome.UNREACHABLE) from None
+    except EgressRefused as exc:
+        log.warning("egress refused %s: %s", url, exc)
+        raise EgressFailed(Outcome.REFUSED) from None
+    status = answer.status
+    if 300 <= status < 400:
+        raise EgressFailed(Outcome.REDIRECT, status)
+    if 400 <= status < 500:
+        raise EgressFailed(Outcome.ANSWERED_4XX, status)
+    if status >= 500 or status < 200:
+        raise EgressFailed(Outcome.ANSWERED_5XX, status)
+    return status

@@ -3,7 +3,7 @@ request to Gemini carries the API key (in a header, or `?key=` when a proxy rewr
 from __future__ import annotations
 
 import re
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.conf import settings
 
@@ -21,6 +21,31 @@ _PATTERNS = (
 )
 
 
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>]+")
+
+
+def redact_url(url: str) -> str:
+    """`url` as it may be shown or stored beside who set it: without the user part (credentials) and with
+    its query and fragment replaced by "…" (a receiver's token often rides there). Where, never with what."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return REDACTED
+    if not parts.scheme or not parts.netloc:
+        return url if "?" not in url else url.split("?", 1)[0] + "?…"
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    if parts.username is not None or parts.password is not None:
+        netloc = f"{REDACTED}@{netloc}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) + ("?…" if parts.query or parts.fragment else "")
+
+
+def redact_urls(text: str) -> str:
+    """`text` with every URL in it redacted (redact_url)."""
+    return _URL.sub(lambda m: redact_url(m.group(0)), text) if text else text
+
+
 def scrub_secrets(text: str) -> str:
     """`text` with the configured GEMINI_API_KEY and anything shaped like a key or password replaced by
     "[redacted]". Pattern based beyond the configured key: a secret of an unknown shape can get through."""
@@ -32,4 +57,4 @@ def scrub_secrets(text: str) -> str:
             text = text.replace(form, REDACTED)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
-    return text
+    return redact_urls(text)

@@ -17,6 +17,7 @@ class AgentPull(Connector):
     name, label = "agent_pull", "the team's agent (pull)"
     kinds = frozenset(CompensationItem.Kind.values)
     resumes_safely = True  # offering twice is one offer: the delivery row is the offer
+    schema = {}  # no options: the agent comes to kintsugi, kintsugi connects nowhere
 
     def send(self, item, options: dict) -> Outcome:
         return Outcome(DeliveryState.AWAITING_ACK, detail="offered to the team's agent")

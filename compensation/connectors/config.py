@@ -3,40 +3,23 @@
 A workspace's choice (WorkspaceConnector, set by a Workspace admin through
 compensation.deliveries.set_connector, audited) wins; otherwise the deployment's default from
 KINTSUGI_CONNECTORS (e.g. "refund_reversal=stripe,correction_email=smtp"), otherwise the sandbox ledger
-for money and the outbox for email. Secrets never live in the database: options name an environment
-variable, whose value is the secret, or whose `<NAME>_FILE` twin names a file holding it."""
+for money and the outbox for email. Secrets never live in the database: options name a secret of the
+operator's registry (core.secret_registry), never a variable or a file of their own choosing."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
 from compensation.connectors.base import connector
 from compensation.models import CompensationItem
+from core import secret_registry
+from core.scrub import redact_url
 
 K = CompensationItem.Kind
 SANDBOX_DEFAULTS = {K.REFUND_REVERSAL: "sandbox_ledger", K.REPLACEMENT_REFUND: "sandbox_ledger",
                     K.CORRECTION_EMAIL: "outbox", K.REPLACEMENT_EMAIL: "outbox",
                     K.MANUAL_COMPENSATION: "manual"}
-
-
-def secret(name: str) -> str:
-    """The secret an environment variable holds, or the first line of the file `<name>_FILE` names."""
-    if not name:
-        return ""
-    value = os.environ.get(name, "")
-    if value:
-        return value
-    path = os.environ.get(f"{name}_FILE", "")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError:
-            return ""
-    return ""
 
 
 def defaults() -> dict[str, str]:
@@ -57,16 +40,29 @@ def choice(*, workspace_id: int, kind: str) -> tuple[str, dict]:
     return defaults().get(kind, "manual"), {}
 
 
+def _workspace_name(workspace_id: int) -> str:
+    from provenance.models import Workspace
+
+    return Workspace.objects.filter(pk=workspace_id).values_list("name", flat=True).first() or ""
+
+
+def configured(name: str, options: dict, *, workspace: str) -> bool:
+    """Whether connector `name` has what it needs; False for an unknown connector or an option the
+    connector or the secret registry no longer accepts."""
+    try:
+        return connector(name).configured(options, workspace=workspace)
+    except (ValueError, KeyError):  # SecretRefused is a ValueError
+        return False
+
+
 def listing(*, workspace_id: int) -> dict[str, dict]:
     """Every item kind: its connector and whether that connector has what it needs to deliver."""
     out = {}
+    workspace = _workspace_name(workspace_id)
     for kind in K.values:
         name, options = choice(workspace_id=workspace_id, kind=kind)
-        try:
-            configured = connector(name).configured(options)
-        except ValueError:
-            configured = False
-        out[kind] = {"connector": name, "configured": configured}
+        configured_now = configured(name, options, workspace=workspace)
+        out[kind] = {"connector": name, "configured": configured_now}
     return out
 
 
@@ -81,17 +77,20 @@ class ConnectorRow:
     chosen: bool  # the workspace's own choice (else the deployment's default)
     configured: bool
     options: tuple[tuple[str, str], ...]  # non-secret settings, a URL without its query
-    secrets: tuple[tuple[str, str, bool], ...]  # (option, environment variable, set?)
+    secrets: tuple[tuple[str, str, bool], ...]  # (option, registered secret name, set?)
     choices: tuple[tuple[str, str], ...]  # the connectors that can deliver this kind
 
 
 def _shown(key: str, value) -> str:
-    text = str(value)
-    if key == "url":
-        # A query string may carry a receiver's token: the page shows where, never with what.
-        parts = urlsplit(text)
-        return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")) + ("?…" if parts.query else "")
-    return text[:200]
+    # A query string or the user part may carry a receiver's token: the page shows where, never with what.
+    return redact_url(str(value))[:200] if key == "url" else str(value)[:200]
+
+
+def _is_set(name: str, *, workspace: str) -> bool:
+    try:
+        return bool(secret_registry.value(name, workspace=workspace))
+    except secret_registry.SecretRefused:
+        return False
 
 
 def rows(*, workspace_id: int) -> list[ConnectorRow]:
@@ -100,6 +99,7 @@ def rows(*, workspace_id: int) -> list[ConnectorRow]:
     from compensation.delivery_models import WorkspaceConnector
 
     connector("sandbox_ledger")  # registers the built-in connectors
+    workspace = _workspace_name(workspace_id)
     chosen = {r.kind: r for r in WorkspaceConnector.objects.filter(workspace_id=workspace_id)}
     fallback = defaults()
     out = []
@@ -107,15 +107,15 @@ def rows(*, workspace_id: int) -> list[ConnectorRow]:
         row = chosen.get(kind)
         name, options = (row.connector, dict(row.options)) if row else (fallback.get(kind, "manual"), {})
         try:
-            found = connector(name)
-            configured, label = found.configured(options), found.label
+            found, label = connector(name), connector(name).label
         except ValueError:
-            found, configured, label = None, False, f"{name} (unknown)"
-        secrets = tuple((opt, options.get(opt) or env, bool(secret(options.get(opt) or env)))
-                        for opt, env in (found.secret_options.items() if found else ()))
+            found, label = None, f"{name} (unknown)"
+        secrets = tuple((opt, str(options.get(opt) or default)[:100],
+                         _is_set(str(options.get(opt) or default), workspace=workspace))
+                        for opt, default in (found.secret_options.items() if found else ()))
         shown = tuple((k, _shown(k, v)) for k, v in sorted(options.items()) if not k.lower().endswith("_env"))
         out.append(ConnectorRow(kind=kind, kind_label=kind_label, connector=name, label=label, chosen=row is not None,
-                                configured=configured, options=shown, secrets=secrets,
+                                configured=configured(name, options, workspace=workspace), options=shown, secrets=secrets,
                                 choices=tuple((c.name, c.label) for c in sorted(CONNECTORS.values(), key=lambda c: c.name)
                                               if kind in c.kinds)))
     return out

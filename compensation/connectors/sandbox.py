@@ -10,6 +10,8 @@ K = CompensationItem.Kind
 
 
 class Registered(Connector):
+    schema = {}  # no options: nothing leaves the deployment's own database
+
     def send(self, item, options: dict) -> Outcome:
         done = effect_kinds.item_kind(item.kind).deliver(item)
         reference = str(done.get("ledger_entry") or done.get("outbox") or ("manual" if done.get("manual") else ""))

@@ -7,15 +7,19 @@
 Every request carries an Idempotency-Key derived from the item's execution key (one per step), so a
 resume after a crash, a timeout or a 500 repeats the request and Stripe returns the first answer: one
 refund or invoice per item, whatever happens in between. The object's later states come from signed
-webhooks (compensation.provider_events)."""
+webhooks (compensation.provider_events).
+
+Every request goes through core.egress (EgressClient): the API base (Stripe's, or the operator's
+KINTSUGI_STRIPE_API_BASE) is checked when the connector is chosen and on each request, at the address
+connected to; the API key comes from the secret registry (core.secret_registry)."""
 from __future__ import annotations
 
 import stripe
 from django.conf import settings
 
-from compensation.connectors.base import Connector, Outcome, PermanentFailure, TemporaryFailure, register
-from compensation.connectors.config import secret
+from compensation.connectors.base import Connector, Option, Outcome, PermanentFailure, TemporaryFailure, register
 from compensation.models import CompensationItem
+from core import egress, secret_registry
 
 K = CompensationItem.Kind
 REFUND_STATES = {"pending": "pending", "requires_action": "pending", "succeeded": "succeeded",
@@ -26,12 +30,46 @@ API_KEY_ENV = "KINTSUGI_STRIPE_API_KEY"
 WEBHOOK_SECRET_ENV = "KINTSUGI_STRIPE_WEBHOOK_SECRET"
 
 
-def client(options: dict) -> stripe.StripeClient:
-    base = settings.KINTSUGI_STRIPE_API_BASE
+STRIPE_API = "https://api.stripe.com"
+
+
+def api_base() -> str:
+    return settings.KINTSUGI_STRIPE_API_BASE or STRIPE_API
+
+
+class EgressClient(stripe.HTTPClient):
+    """The `stripe` library's HTTP client through core.egress: each request resolved and checked, sent to
+    the address checked, redirects not followed. A refused destination raises EgressRefused (not retried);
+    no answer raises the library's APIConnectionError."""
+
+    name = "kintsugi-egress"
+
+    def __init__(self, *, timeout: float):
+        super().__init__()
+        self.timeout = timeout
+
+    def request(self, method, url, headers, post_data=None):
+        try:
+            answer = egress.exchange(method.upper(), url, body=post_data, headers=dict(headers or {}),
+                                     timeout=self.timeout, max_answer=4 * 1024 * 1024)
+        except egress.Unresolved:
+            raise stripe.APIConnectionError("Stripe unreachable", should_retry=False) from None
+        except egress.EgressFailed as exc:
+            raise stripe.APIConnectionError(f"Stripe {exc.outcome}", should_retry=False) from None
+        return answer.body, answer.status, answer.headers
+
+    def request_stream(self, method, url, headers, post_data=None):
+        raise NotImplementedError("streamed Stripe answers are not used")
+
+    def close(self):
+        pass
+
+
+def client(options: dict, *, workspace: str) -> stripe.StripeClient:
     return stripe.StripeClient(
-        secret(options.get("api_key_env", API_KEY_ENV)), max_network_retries=0,
-        base_addresses={"api": base} if base else None,
-        http_client=stripe.RequestsClient(timeout=settings.KINTSUGI_DELIVERY_TIMEOUT_SECONDS))
+        secret_registry.value(options.get("api_key_env") or API_KEY_ENV, workspace=workspace), max_network_retries=0,
+        base_addresses={"api": api_base()},
+        http_client=EgressClient(timeout=settings.KINTSUGI_DELIVERY_TIMEOUT_SECONDS))
 
 
 def _metadata(item) -> dict:
@@ -69,14 +107,24 @@ class Stripe(Connector):
     kinds = frozenset(CompensationItem.MONEY_KINDS)
     resumes_safely = True
     secret_options = {"api_key_env": API_KEY_ENV}
+    schema = {"api_key_env": Option(str, role="secret"), "webhook_secret_env": Option(str, role="secret")}
+    base_setting = "KINTSUGI_STRIPE_API_BASE"
 
-    def configured(self, options: dict) -> bool:
-        return bool(secret(options.get("api_key_env", API_KEY_ENV)))
+    def destinations(self, options: dict) -> list[str]:
+        return [api_base()]
+
+    def configured(self, options: dict, *, workspace: str) -> bool:
+        return bool(self.secret(options, "api_key_env", workspace=workspace))
 
     def send(self, item, options: dict) -> Outcome:
-        c = client(options)
+        try:
+            c = client(options, workspace=item.incident.workspace.name)
+        except secret_registry.SecretRefused:
+            raise PermanentFailure("the connector names a secret that is not registered for its workspace") from None
         try:
             return _refund(c, item) if item.kind == K.REPLACEMENT_REFUND else _invoice(c, item)
+        except egress.EgressRefused:
+            raise PermanentFailure(egress.Outcome.REFUSED) from None
         except (stripe.APIConnectionError, stripe.RateLimitError) as e:
             raise TemporaryFailure("Stripe unreachable", status_code=getattr(e, "http_status", None)) from None
         except stripe.StripeError as e:

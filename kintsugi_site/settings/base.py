@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import environ
 
-from core import db_roles, embedded, logcontext
+from core import db_roles, embedded, logcontext, secret_registry
 from core.egress import parse_allow_list
 from kintsugi_site.client_ip import trusted_proxies
 
@@ -280,9 +280,18 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid
 # Delivery of approved items (compensation.connectors). Each item kind's default connector, e.g.
 # "refund_reversal=stripe,replacement_refund=stripe,correction_email=smtp"; unset kinds use the sandbox
 # ledger (money) and the outbox (email). A workspace admin may choose otherwise per workspace. Secrets
-# come from the environment (KINTSUGI_STRIPE_API_KEY, KINTSUGI_STRIPE_WEBHOOK_SECRET,
-# KINTSUGI_WEBHOOK_SECRET, KINTSUGI_SMTP_USERNAME / _PASSWORD) or files (the same names + _FILE).
+# are named by options from a registry (core.secret_registry, docs/connectors.md): the built-in
+# KINTSUGI_STRIPE_API_KEY, KINTSUGI_STRIPE_WEBHOOK_SECRET, KINTSUGI_WEBHOOK_SECRET, KINTSUGI_SMTP_USERNAME
+# / _PASSWORD (each its variable or the file its _FILE twin names), and those KINTSUGI_SECRETS lists,
+# e.g. "acme_stripe@acme=env:ACME_STRIPE_KEY,hook=file:/run/secrets/hook". Checked here: an entry naming
+# one of the deployment's own settings stops the start.
 KINTSUGI_CONNECTORS = env("KINTSUGI_CONNECTORS", default="")
+KINTSUGI_SECRETS = env("KINTSUGI_SECRETS", default="")
+secret_registry.parse(KINTSUGI_SECRETS, audit_key=KINTSUGI_AUDIT_SIGNING_KEY)
+# An email provider's Django backend (e.g. "anymail.backends.postmark.EmailBackend") for the smtp
+# connector instead of SMTP: the operator's choice, never a workspace's option (an option naming code
+# would make the worker import it).
+KINTSUGI_EMAIL_BACKEND = env("KINTSUGI_EMAIL_BACKEND", default="")
 EMAIL_HOST = env("KINTSUGI_SMTP_HOST", default="")
 EMAIL_PORT = env.int("KINTSUGI_SMTP_PORT", default=25)
 EMAIL_USE_TLS = env.bool("KINTSUGI_SMTP_TLS", default=False)

@@ -4,7 +4,13 @@ reverse proxy that terminates TLS and says so in X-Forwarded-Proto (README: "Pro
 DATABASE_URL is the application's own login role (SELECT/INSERT on the audit table, no UPDATE, DELETE
 or TRUNCATE); DATABASE_OWNER_URL, the owner's, is only needed where `migrate` runs. The audit signing key
 must exist at KINTSUGI_AUDIT_SIGNING_KEY (never generated here: the first audited write without it fails
-with a clear error) and be readable by the app only."""
+with a clear error) and be readable by the app only.
+
+KINTSUGI_SECRETS lists the secrets a workspace's connector may name (`name=env:VARIABLE`,
+`name=file:/path`, `name@workspace|other=...`; docs/connectors.md), beside the built-in
+KINTSUGI_STRIPE_*, KINTSUGI_WEBHOOK_SECRET and KINTSUGI_SMTP_* names. The settings above (the secret key,
+the database, FalkorDB and broker URLs, the audit key...) are never among them: base.py refuses to start
+when an entry names one."""
 from django.core.exceptions import ImproperlyConfigured
 
 from core import db_roles

@@ -323,11 +323,13 @@ def test_a_body_that_is_not_json_is_400(canonical):
 SECRET = "whsec_team_receiver_not_real"
 
 
-def test_the_webhook_carries_compensates_and_the_receiver_helper_verifies_its_signature(canonical, monkeypatch):
+def test_the_webhook_carries_compensates_and_the_receiver_helper_verifies_its_signature(canonical, monkeypatch,
+                                                                                       settings):
     incident = canonical.incident
     received, port = [], free_port()
     server = serve_webhooks("127.0.0.1", port, SECRET, received.append, block=False)
     try:
+        settings.KINTSUGI_SECRETS = "TEAM_WEBHOOK_SECRET=env:TEAM_WEBHOOK_SECRET"  # the operator's registry
         monkeypatch.setenv("TEAM_WEBHOOK_SECRET", SECRET)
         use_connectors(incident.workspace_id, **{K.REFUND_REVERSAL: (
             "webhook", {"url": f"http://127.0.0.1:{port}/kintsugi", "secret_env": "TEAM_WEBHOOK_SECRET"})})

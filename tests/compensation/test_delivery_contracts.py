@@ -25,16 +25,23 @@ def _json(*args) -> dict:
     return json.loads(out.getvalue())
 
 
-def test_connectors_lists_every_kind_with_its_connector_and_whether_it_is_configured(canonical, monkeypatch):
+def test_connectors_lists_every_kind_with_its_connector_and_whether_it_is_configured(canonical, monkeypatch,
+                                                                                     settings, capsys):
     name = canonical.incident.workspace.name
     listing = _json("connectors", "--workspace", name, "--json")
     assert set(listing) == set(K.values)
     assert listing[K.REFUND_REVERSAL] == {"connector": "sandbox_ledger", "configured": True}
     assert listing[K.CORRECTION_EMAIL] == {"connector": "outbox", "configured": True}
     admin = create_user("conn-admin", WORKSPACE_ADMIN, workspaces=[canonical.incident.workspace])
+    settings.KINTSUGI_SECRETS = f"TEAM_STRIPE_KEY@{name}=env:TEAM_STRIPE_KEY"  # the operator's registry
+    with pytest.raises(SystemExit):  # a key itself is no option: refused, and never echoed
+        call_command("connectors", "--workspace", name, "--set", "refund_reversal=stripe", "--options",
+                     '{"api_key_env": "TEAM_STRIPE_KEY", "api_key": "sk_live_leak"}', "--user", admin.username,
+                     "--reason", "we use Stripe")
+    assert "sk_live_leak" not in capsys.readouterr().err and not WorkspaceConnector.objects.exists()
     listing = _json("connectors", "--workspace", name, "--set", "refund_reversal=stripe", "--options",
-                    '{"api_key_env": "TEAM_STRIPE_KEY", "api_key": "sk_live_leak"}', "--user", admin.username,
-                    "--reason", "we use Stripe", "--json")
+                    '{"api_key_env": "TEAM_STRIPE_KEY"}', "--user", admin.username, "--reason", "we use Stripe",
+                    "--json")
     assert listing[K.REFUND_REVERSAL] == {"connector": "stripe", "configured": False}
     monkeypatch.setenv("TEAM_STRIPE_KEY", "sk_test_x")
     assert _json("connectors", "--workspace", name, "--json")[K.REFUND_REVERSAL]["configured"] is True

@@ -88,7 +88,8 @@ def test_a_webhook_without_a_valid_signature_is_400_and_changes_nothing(desk, cl
     assert (cache.get(REFUSED_COUNTER) or 0) == before + 2
 
 
-def test_unknown_events_and_another_workspaces_objects_change_nothing_and_are_kept(desk, client, monkeypatch):
+def test_unknown_events_and_another_workspaces_objects_change_nothing_and_are_kept(desk, client, monkeypatch,
+                                                                                   settings):
     item = _delivered_reversal(desk)
     invoice = desk.stripe.objects["invoice"][item.delivery.reference]
     body, sig = signed_event("customer.created", {"id": "cus_x", "object": "customer"}, WEBHOOK_SECRET)
@@ -103,6 +104,7 @@ def test_unknown_events_and_another_workspaces_objects_change_nothing_and_are_ke
     other = Workspace.objects.create(name="delivery-other")
     WorkspaceConnector.objects.create(workspace=other, kind=K.REFUND_REVERSAL, connector="stripe",
                                       options={"webhook_secret_env": "OTHER_WHSEC"})
+    settings.KINTSUGI_SECRETS = "OTHER_WHSEC@delivery-other=env:OTHER_WHSEC"  # the operator's registry
     monkeypatch.setenv("OTHER_WHSEC", "whsec_other_team")
     monkeypatch.delenv("KINTSUGI_STRIPE_WEBHOOK_SECRET")
     body, sig = signed_event("invoice.paid", {**invoice, "status": "paid"}, "whsec_other_team")

@@ -11,9 +11,10 @@ from provenance.services import get_workspace
 
 class Command(KintsugiCommand):
     help = ("List which connector delivers each item kind in a workspace, and whether it has what it needs "
-            "(keys come from the environment, never from here). With --set KIND=CONNECTOR (and --options JSON "
-            "of non-secret settings such as a webhook URL or the names of the variables holding keys), choose "
-            "one, as --user (the workspace's Workspace admin) with a --reason; audited.")
+            "(keys come from the operator's secret registry, never from here). With --set KIND=CONNECTOR (and "
+            "--options JSON of the connector's options, such as a webhook URL or the registered names of its "
+            "keys: docs/connectors.md), choose one, as --user (the workspace's Workspace admin) with a --reason; "
+            "audited. Options the connector refuses (schema, secret registry, egress policy) exit 2.")
 
     def add_arguments(self, parser):
         parser.add_argument("--workspace", required=True)
