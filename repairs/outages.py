@@ -56,9 +56,12 @@ def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int
     now = timezone.now()
     rows = (Incident.objects.filter(status__in=(IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION))
             .exclude(workspace__falkordb_server__in=skip_servers).order_by("pk")
-            .values_list("pk", "status", "attempts", "updated_at"))
-    return [pk for pk, status, attempts, updated in rows
-            if status == IncidentStatus.NEEDS_ATTENTION or (now - updated).total_seconds() >= backoff_seconds(attempts)]
+            .values_list("pk", "status", "attempts", "updated_at", "replay_failures"))
+    # One needing attention because its store was away is resumed at once (its server answers: it is not
+    # in skip_servers); one whose remote agent was away tries that agent again on the capped backoff.
+    return [pk for pk, status, attempts, updated, replay_failures in rows
+            if (status == IncidentStatus.NEEDS_ATTENTION and not replay_failures)
+            or (now - updated).total_seconds() >= backoff_seconds(attempts)]
 
 
 def unreachable_servers() -> dict[str, str]:
