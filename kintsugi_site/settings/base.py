@@ -360,9 +360,13 @@ KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
 # is allowed here; production's settings allow nothing beyond public addresses unless told. The
 # deployment's own services stay refused whatever this says.
 KINTSUGI_EGRESS_ALLOW = parse_allow_list(env.list("KINTSUGI_EGRESS_ALLOW", default=["127.0.0.0/8", "::1/128"]))
-# How many times one incident's repair may fail to reach a remote agent before it fails instead of
-# blocking again (each failure is counted on the incident).
-KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=5)
+# A remote agent whose replay endpoint does not answer is an outage: the repair blocks and retries on the
+# outage schedule (KINTSUGI_RETRY_BACKOFF_*, then the sweep) until the agent has been unreachable for
+# KINTSUGI_REPLAY_OUTAGE_SECONDS, or failed KINTSUGI_REPLAY_MAX_ATTEMPTS times; then it needs attention
+# (alerted) and the sweep still resumes it, at most every KINTSUGI_RETRY_BACKOFF_MAX_SECONDS, once the
+# agent answers.
+KINTSUGI_REPLAY_OUTAGE_SECONDS = env.float("KINTSUGI_REPLAY_OUTAGE_SECONDS", default=3600)
+KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=40)
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 
