@@ -262,6 +262,9 @@ class ApiTokenLease(models.Model):
     token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="lease")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
+    # The token row holds only its key's digest (provenance.tokens); these first characters of the key
+    # are what people tell their tokens apart by.
+    prefix = models.CharField(max_length=12, blank=True, default="")
 
     def __str__(self) -> str:
-        return f"lease of {self.token_id[:6]}…"
+        return f"lease of {self.prefix or '?'}…"

@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     # Registers OpClass as an index wrapper: without it the case search's trigram indexes render invalid SQL.
     "django.contrib.postgres",
     "rest_framework",
+    # Before rest_framework.authtoken: its drf_create_token, over keys stored as digests.
+    "provenance.token_cli",
     "rest_framework.authtoken",
     "axes",
     "drf_spectacular",
