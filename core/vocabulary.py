@@ -131,6 +131,8 @@ class AuditAction(models.TextChoices):
     # a person's API token (provenance.tokens)
     API_TOKEN_ISSUED = "api_token.issued"
     API_TOKEN_ROTATED = "api_token.rotated"
+    # a home restored from a backup (compensation.restore)
+    BACKUP_RESTORED = "backup.restored"
     # looks and refusals
     WHAT_IF_VIEWED = "what_if.viewed"
     REFUSED = "refused"

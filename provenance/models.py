@@ -3,6 +3,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from core.secret_box import SealedTextField
 from core.vocabulary import RecordingStatus
 from provenance.placement import new_workspace_server
 
@@ -161,9 +162,10 @@ class AgentRegistration(models.Model):
     name = models.CharField(max_length=64)
     replay_url = models.URLField(max_length=500)
     timeout_seconds = models.PositiveIntegerField(default=30)
-    # Kept in the clear because kintsugi signs each replay POST with it (an HMAC needs the key itself);
-    # shown once, when created or rotated, and never in a form, a serializer, an export or the audit record.
-    replay_secret = models.CharField(max_length=64, default=new_replay_secret, editable=False)
+    # Not hashed, because kintsugi signs each replay POST with it (an HMAC needs the key itself): sealed
+    # in the row with a key that is in neither the database nor a backup (core.secret_box); shown once,
+    # when created or rotated, and never in a form, a serializer, an export or the audit record.
+    replay_secret = SealedTextField(default=new_replay_secret, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -260,6 +262,9 @@ class ApiTokenLease(models.Model):
     token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="lease")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
+    # The token row holds only its key's digest (provenance.tokens); these first characters of the key
+    # are what people tell their tokens apart by.
+    prefix = models.CharField(max_length=12, blank=True, default="")
 
     def __str__(self) -> str:
-        return f"lease of {self.token_id[:6]}…"
+        return f"lease of {self.prefix or '?'}…"

@@ -186,6 +186,9 @@ SHUTDOWN_POLL_SECONDS = 0.02
 
 
 def _replay(agent: RemoteAgent, rec, payload: dict) -> dict:
+    if not agent.replay_secret:  # sealed with a key this home does not have (core.secret_box)
+        raise ReplayFailed(f"agent {agent.agent_name!r}'s replay secret cannot be opened with this home's "
+                           f"KINTSUGI_SECRET_BOX_KEY: bring the key it was sealed with, or rotate the secret")
     session = rec._session
     replay = _Replay(agent, rec, perform=session.effects_mode == "live")
     server = _server(replay)

@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     # Registers OpClass as an index wrapper: without it the case search's trigram indexes render invalid SQL.
     "django.contrib.postgres",
     "rest_framework",
+    # Before rest_framework.authtoken: its drf_create_token, over keys stored as digests.
+    "provenance.token_cli",
     "rest_framework.authtoken",
     "axes",
     "drf_spectacular",
@@ -261,6 +263,9 @@ KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str
 KINTSUGI_AUDIT_ANCHOR_LOG = env("KINTSUGI_AUDIT_ANCHOR_LOG", default=str(_AUDIT_HOME.parent / "audit-anchor" / "anchor.jsonl"))
 KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))
 KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED", default=False)
+# The key that seals agents' replay secrets in the database (core.secret_box): a Fernet key file beside
+# the signing key, generated on first use, never in a backup; a restored home brings the same file.
+KINTSUGI_SECRET_BOX_KEY = env("KINTSUGI_SECRET_BOX_KEY", default=str(_AUDIT_HOME / "secret-box.key"))
 # How far the signed head may trail the newest committed audit row (seconds).
 KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
 # Refused attempts written to the audit record per actor per minute; beyond it they are counted, not written.
