@@ -38,7 +38,7 @@ from django.utils import timezone
 from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries
+from provenance import containment, queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
@@ -150,6 +150,7 @@ def _failed(incident: Incident, exc: Exception) -> Incident:
 def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
     graph = workspace_graph(incident.workspace.name)
+    containment.ensure(incident_id=incident.pk, via=Incident.Via.WORKER)  # a flag that could not contain at once
     if incident.plan is None:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
@@ -232,6 +233,8 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
         if catch_up.catch_up(incident, graph):
             incident.refresh_from_db()
             apply_plan(incident, graph)
+        # Everything the containment held is repaired now: live reads see the repaired facts.
+        containment.replace_with_repair(incident_id=incident.pk, graph=graph)
         catch_up.release_ids(graph)
     offer_to_idle_workers("record_baseline_task", incident.pk)
     offer_to_idle_workers("draft_ahead_task", incident.pk)
@@ -273,6 +276,7 @@ def finish(incident: Incident) -> Incident:
                    compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
         enter_phase(incident.pk, P.DONE)
+        containment.settle(incident_id=incident.pk)  # held effects: performed if the clean run made them too
         repair_finished.send(sender=Incident, incident=incident)
         waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
                                                waiting_for__isnull=False).values_list("pk", flat=True))

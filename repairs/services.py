@@ -8,7 +8,7 @@ from core import locks
 from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from core.vocabulary import IncidentStatus, Via
-from provenance import capabilities, quarantine, tenancy, validation
+from provenance import capabilities, containment, quarantine, tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
@@ -61,6 +61,9 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
         raise IncidentAlreadyOpen(existing)
     try:
         with transaction.atomic():
+            # The graph's lock before the incident's row (which locks the workspace's row for its key),
+            # as every writer of the graph takes them: the containment below is written under it.
+            graph_held = containment.hold_graph(workspace)
             incident = Incident.objects.create(workspace=workspace, run_number=workspace.run_number,
                                                source_id=source_id, reason=reason, flagged_by=actor,
                                                flagged_via=via)
@@ -70,6 +73,14 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
             # closes the incident as a false alarm.
             quarantine.quarantine_source(workspace=workspace, source_id=source_id, incident_id=incident.pk,
                                          actor=actor, reason=reason, via=via)
+            # ...and what it already put into memory is contained: live reads resolve around it and the
+            # effects of recordings that read through it are held, until the repair lands or a lead
+            # closes the incident as a false alarm.
+            contained = containment.contain(workspace=workspace, incident_id=incident.pk, source_id=source_id,
+                                            flagged_at=incident.created_at, actor=actor, reason=reason, via=via,
+                                            locked=graph_held)
+            if contained.contained_at is None:
+                transaction.on_commit(lambda: containment.ensure_quietly(incident_id=incident.pk, via=via))
             transaction.on_commit(lambda: enqueue_repair(incident.pk))
     except IntegrityError:
         # Two flags raced past the check above; the partial unique index let exactly one through.
@@ -110,10 +121,12 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str, false_al
             # quarantine: a false alarm found later lifts it, and only that.
             if false_alarm and quarantine.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}",
                                                via=via):
+                containment.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
                 return incident
             raise RefusedTransition(f"incident #{incident.pk} is already closed")
         if false_alarm:
             quarantine.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
+            containment.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
         transition(incident, IncidentStatus.CLOSED, actor=actor, via=via,
                    reason=f"false alarm: {reason}" if false_alarm else reason)
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=via)
