@@ -186,3 +186,21 @@ def test_over_http_reads_resolve_around_the_containment_and_effects_answer_held(
     assert shown["holding"] is True and shown["contained_facts"] > 0
     assert shown["held_effects"]["held"] == 3 and shown["held_effects"]["held_refund_cents"] == {"USD": 36000}
     assert 0 <= shown["flag_to_containment_seconds"] < 2
+
+
+def test_the_incident_page_and_metrics_show_the_containment_and_its_held_money(client, django_user_model):
+    desk_run(workspace="cpage")
+    incident = open_incident("cpage")
+    for p in _vip_payloads("cpage", 2):
+        record_root(workspace="cpage", agent="triage", payload=p)
+    held = HeldEffect.objects.filter(incident_id=incident.pk, status="held")
+    refunds = sum(held.filter(kind="refund").values_list("amount_cents", flat=True))
+    client.force_login(django_user_model.objects.create_superuser("c-page", "p@example.com", "pass-1234-kintsugi"))
+    page = client.get(f"/admin/repairs/incident/{incident.pk}/change/").content.decode()
+    row = Containment.objects.get(incident_id=incident.pk)
+    assert f'id="containment" data-holding="true" data-facts="{row.facts}" data-held="{held.count()}"' in page
+    assert (f"${refunds / 100:,.2f} in refunds" in page) == bool(refunds)
+    text = client.get("/metrics").content.decode()
+    assert f"kintsugi_contained_facts {float(row.facts)}" in text
+    assert f"kintsugi_held_effects {float(held.count())}" in text
+    assert "kintsugi_flag_to_containment_seconds_count 1.0" in text
