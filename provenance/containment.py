@@ -167,6 +167,16 @@ def lift(*, incident_id: int, actor, reason: str, via: str) -> bool:
     return True
 
 
+def end_with_run(*, workspace: Workspace) -> None:
+    """A desk run replaces the graph the workspace's containments marked: they end with it, and the
+    effects they held (of work the new run records again) are dropped."""
+    now = timezone.now()
+    Containment.objects.filter(workspace=workspace, ended=Containment.Ended.HOLDING).update(
+        ended=Containment.Ended.RUN_REPLACED, ended_at=now, end_reason="the desk run was replaced")
+    HeldEffect.objects.filter(workspace=workspace, status=HeldEffect.Status.HELD).update(
+        status=HeldEffect.Status.DROPPED, settled_at=now)
+
+
 def _perform(held: list[HeldEffect], graph: Graph, status: str) -> None:
     from provenance.effects import dispatch_effects
 
@@ -184,25 +194,26 @@ def _perform(held: list[HeldEffect], graph: Graph, status: str) -> None:
 
 # --- what the lead sees ------------------------------------------------------------------------------------
 def state_of(*, incident_id: int) -> dict | None:
-    """The incident's containment as its page and the API show it (None: the flag predates containment)."""
+    """The incident's containment as its page and the API show it (None: the flag predates containment).
+    Two queries: the row, and its held effects grouped by status, kind and currency."""
     row = Containment.objects.filter(incident_id=incident_id).select_related("ended_by").first()
     if row is None:
         return None
-    effects = HeldEffect.objects.filter(incident_id=incident_id)
-    by_status = dict(effects.values_list("status").annotate(n=Count("pk")))
-    held = effects.filter(status=HeldEffect.Status.HELD)
-    money = {c: n for c, n in held.filter(kind="refund").values_list("currency").annotate(n=Sum("amount_cents"))}
+    effects = {s: 0 for s in HeldEffect.Status.values}
+    money: dict[str, int] = {}
+    for status, kind, currency, n, cents in (HeldEffect.objects.filter(incident_id=incident_id).order_by()
+                                             .values_list("status", "kind", "currency")
+                                             .annotate(n=Count("pk"), cents=Sum("amount_cents"))):
+        effects[status] += n
+        if status == HeldEffect.Status.HELD and kind == "refund":
+            money[currency] = money.get(currency, 0) + cents
     return {
         "holding": row.ended == Containment.Ended.HOLDING, "ended": row.ended or None,
         "ended_at": row.ended_at, "ended_by": row.ended_by.get_username() if row.ended_by else None,
         "end_reason": row.end_reason, "contained_at": row.contained_at,
         "flag_to_containment_seconds": row.seconds, "contained_facts": row.facts,
         "sample": [{"key": k, "version": v} for k, v in row.sample],
-        "held_effects": {"held": by_status.get(HeldEffect.Status.HELD, 0),
-                         "performed": by_status.get(HeldEffect.Status.PERFORMED, 0),
-                         "dropped": by_status.get(HeldEffect.Status.DROPPED, 0),
-                         "released": by_status.get(HeldEffect.Status.RELEASED, 0),
-                         "held_refund_cents": money},
+        "held_effects": effects | {"held_refund_cents": money},
     }
 
 

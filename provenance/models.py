@@ -276,6 +276,7 @@ class Containment(models.Model):
         HOLDING = "", "holding"
         REPAIRED = "repaired", "replaced by the repaired facts"
         FALSE_ALARM = "false_alarm", "lifted: a false alarm"
+        RUN_REPLACED = "run_replaced", "gone with the desk run it contained"
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="containments")
     incident_id = models.BigIntegerField(unique=True)

@@ -168,6 +168,7 @@ def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
     busy = workspace.incidents.filter(status=IncidentStatus.REPAIRING, pk__in=running).first()
     if busy:
         raise RepairInProgress(f"incident #{busy.pk} is repairing workspace {workspace.name!r}; try again when it is done")
+    containment.end_with_run(workspace=workspace)
     for incident in workspace.incidents.open():
         transition(incident, IncidentStatus.CLOSED, actor=actor, via=Incident.Via.CLI if actor else Incident.Via.WORKER,
                     reason=f"{reason}: workspace run replaced")

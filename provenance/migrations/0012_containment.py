@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                 ('seconds', models.FloatField(blank=True, help_text='From the flag to the containment.', null=True)),
                 ('facts', models.PositiveIntegerField(default=0, help_text='Fact versions the flag contained.')),
                 ('sample', models.JSONField(blank=True, default=list, help_text='The first contained versions: [key, version].')),
-                ('ended', models.CharField(blank=True, choices=[('', 'holding'), ('repaired', 'replaced by the repaired facts'), ('false_alarm', 'lifted: a false alarm')], default='', max_length=16)),
+                ('ended', models.CharField(blank=True, choices=[('', 'holding'), ('repaired', 'replaced by the repaired facts'), ('false_alarm', 'lifted: a false alarm'), ('run_replaced', 'gone with the desk run it contained')], default='', max_length=16)),
                 ('ended_at', models.DateTimeField(blank=True, null=True)),
                 ('end_reason', models.TextField(blank=True)),
                 ('ended_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),

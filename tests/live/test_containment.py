@@ -80,6 +80,12 @@ def test_a_recording_committed_between_flag_and_apply_pays_nothing_live_and_the_
     performed = held.filter(status="performed")
     assert _payments("ct") == paid + performed.filter(kind="refund").count()
     assert Containment.objects.get(incident_id=incident.pk).ended == "repaired"
+    # The catch-up re-ran what read through the containment, and the desk is its clean run.
+    assert incident.plan["caught_up"] >= len(payloads)
+    desk_run(workspace="ct-clean", exclude_source=POISONED_PAGE)
+    for p in payloads:
+        record_root(workspace="ct-clean", agent="triage", payload=p)
+    assert export_state(workspace="ct") == export_state(workspace="ct-clean")
     assert POISON not in json.dumps(_read_probe("ct"))
 
 
