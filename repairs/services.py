@@ -107,7 +107,8 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
 
 def close_incident(*, incident: Incident, actor, reason: str, via: str, false_alarm: bool = False) -> Incident:
     """Close an incident (not while it is repairing); a reason is required and recorded. Its source
-    stays quarantined unless the lead closes it as a false alarm, which lets the source be read again."""
+    stays quarantined, and what it wrote contained, unless the lead closes it as a false alarm, which lets
+    the source be read again and lifts the containment (provenance.containment)."""
     reason = validation.reason(reason)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
