@@ -121,6 +121,8 @@ class AuditAction(models.TextChoices):
     SOURCE_QUARANTINED = "source.quarantined"
     SOURCE_QUARANTINE_REFUSED = "source.quarantine_refused"
     SOURCE_QUARANTINE_LIFTED = "source.quarantine_lifted"
+    SOURCE_CONTAINED = "source.contained"
+    CONTAINMENT_ENDED = "source.containment_ended"
     TICKET_CREATED = "ticket.created"
     TICKET_CHANGED = "ticket.changed"
     AGENT_REGISTERED = "agent.registered"

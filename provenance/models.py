@@ -268,3 +268,72 @@ class ApiTokenLease(models.Model):
 
     def __str__(self) -> str:
         return f"lease of {self.prefix or '?'}…"
+
+
+class Containment(models.Model):
+    """What a flag contained at once (provenance.containment): every fact version whose lineage includes
+    the flagged source is hidden from live reads of the workspace, and the effects of recordings that read
+    through it are held. The versions themselves are marked on their Fact nodes (a read filters them in the
+    query it makes anyway); this row is what the incident page, the API and the metrics read.
+    `incident_id` is the repairs Incident's id (kept as a number: provenance sits below repairs)."""
+
+    class Ended(models.TextChoices):
+        HOLDING = "", "holding"
+        REPAIRED = "repaired", "replaced by the repaired facts"
+        FALSE_ALARM = "false_alarm", "lifted: a false alarm"
+        RUN_REPLACED = "run_replaced", "gone with the desk run it contained"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="containments")
+    incident_id = models.BigIntegerField(unique=True)
+    source_id = models.CharField(max_length=200)
+    flagged_at = models.DateTimeField()
+    contained_at = models.DateTimeField(null=True, blank=True, help_text="Empty: not contained yet (the graph was "
+                                                                          "away at the flag; the repair contains first).")
+    seconds = models.FloatField(null=True, blank=True, help_text="From the flag to the containment.")
+    facts = models.PositiveIntegerField(default=0, help_text="Fact versions the flag contained.")
+    sample = models.JSONField(default=list, blank=True, help_text="The first contained versions: [key, version].")
+    ended = models.CharField(max_length=16, choices=Ended.choices, blank=True, default=Ended.HOLDING)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                 related_name="+")
+    end_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-flagged_at"]
+
+    def __str__(self) -> str:
+        return f"containment of {self.source_id} (incident #{self.incident_id})"
+
+
+class HeldEffect(models.Model):
+    """An effect a live recording asked for after reading through a containment: recorded in the graph,
+    never dispatched, until the repair settles it (performed when the clean run makes it too, dropped
+    otherwise) or a false alarm releases it."""
+
+    class Status(models.TextChoices):
+        HELD = "held"
+        PERFORMED = "performed"
+        DROPPED = "dropped"
+        RELEASED = "released"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="held_effects")
+    incident_id = models.BigIntegerField(db_index=True)
+    run_number = models.PositiveIntegerField()
+    effect_id = models.BigIntegerField()
+    action_id = models.BigIntegerField()
+    kind = models.CharField(max_length=64)
+    ticket = models.CharField(max_length=200, blank=True)
+    amount_cents = models.BigIntegerField(default=0)
+    currency = models.CharField(max_length=3, default="USD")
+    details = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.HELD)
+    held_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["effect_id"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "run_number", "effect_id"],
+                                               name="held_effect_once")]
+
+    def __str__(self) -> str:
+        return f"held {self.kind} effect {self.effect_id} (incident #{self.incident_id})"

@@ -39,7 +39,7 @@ from django.utils import timezone
 from core import audit, locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries
+from provenance import containment, queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
@@ -173,6 +173,7 @@ def _failed(incident: Incident, exc: Exception) -> Incident:
 def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
     graph = workspace_graph(incident.workspace.name)
+    containment.ensure(incident_id=incident.pk, via=Incident.Via.WORKER)  # a flag that could not contain at once
     if incident.plan is None:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
@@ -255,6 +256,8 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
         if catch_up.catch_up(incident, graph):
             incident.refresh_from_db()
             apply_plan(incident, graph)
+        # Everything the containment held is repaired now: live reads see the repaired facts.
+        containment.replace_with_repair(incident_id=incident.pk, graph=graph)
         catch_up.release_ids(graph)
     offer_to_idle_workers("record_baseline_task", incident.pk)
     offer_to_idle_workers("draft_ahead_task", incident.pk)
@@ -303,6 +306,7 @@ def finish(incident: Incident) -> Incident:
                    progress_done=1, progress_total=1)
         enter_phase(incident.pk, P.DONE)
         if not differs:
+            containment.settle(incident_id=incident.pk)  # held effects: performed if the clean run made them too
             repair_finished.send(sender=Incident, incident=incident)
         waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, waiting_for__isnull=False,
                                                status__in=(IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION)).values_list("pk", flat=True))
