@@ -1,13 +1,20 @@
 """A backup of everything a kintsugi home holds, and its restore into a fresh home.
 
 What a backup directory holds (`manifest.json` names each part):
-  postgres.dump        pg_dump (custom format) of the owner's database: every table, the audit record
-                       included, as one consistent snapshot;
+  postgres.dump        pg_dump (custom format) of the database the application is connected to (the
+                       embedded server over its socket, or DATABASE_URL's): every table, the audit
+                       record included, as one consistent snapshot; the manifest counts the main
+                       tables' rows in that snapshot, and the dump is read back to hold as many;
   falkordb/<server>/   DUMP of every graph (and its stamp) under KINTSUGI_GRAPH_PREFIX on each FalkorDB
                        server workspaces are placed on: provenance graphs, baselines, model caches;
   checkpoints.jsonl    the audit record's signed checkpoint log, and signing-key.pub.pem, the public key
                        that verifies it (the private key is a secret and is not copied: the new home
                        brings its own, or the same one from the secret store).
+
+Not in a backup, on purpose: the audit signing key and the key that seals agents' replay secrets
+(core.secret_box); API and recording token keys are only in it as hashes; session rows are left out
+(a restored home asks everyone to log in again). The directory is 0700 and every file in it 0600,
+whatever the umask.
 
 Consistency across the stores: the backup takes every workspace's writer lock (the advisory lock that
 recording and repairs take, provenance.services.workspace_lock) before pg_dump starts its snapshot and
@@ -32,14 +39,27 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections, transaction
 
-from core import checkpoints
+from compensation.backup_check import BackupError, Snapshot, check_dump, identity, target_of
+from core import checkpoints, secret_box
 
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2
+SKIPPED_DATA = ("django_session",)  # live logins: a copy of them would be a way in
 
 
-class BackupError(RuntimeError):
-    pass
+def private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `path` readable by this user only, whatever the umask (and whatever was there)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 # --- Postgres ---------------------------------------------------------------------------------------
@@ -91,16 +111,8 @@ def pg_tool(tool: str, *, major: int) -> Path:
     return by_major[usable[0]]
 
 
-def _pg_env(db: dict) -> tuple[list[str], dict]:
-    args = ["-h", db["HOST"] or "127.0.0.1", "-p", str(db["PORT"] or 5432), "-U", db["USER"]]
-    env = dict(os.environ)
-    if db.get("PASSWORD"):
-        env["PGPASSWORD"] = db["PASSWORD"]
-    return args, env
-
-
 def _run(cmd: list[str], env: dict) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, umask=0o077)
     if done.returncode != 0:
         raise BackupError(f"{Path(cmd[0]).name} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
 
@@ -139,7 +151,8 @@ def _dump_graphs(root: Path) -> dict:
     prefix, out = settings.KINTSUGI_GRAPH_PREFIX, {}
     for key, url in _servers().items():
         conn, folder = _connection(url), root / "falkordb" / _safe(key)
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder.parent)
+        private_dir(folder)
         graphs = {}
         for name in _graphs(url, prefix):
             entry = {}
@@ -148,7 +161,7 @@ def _dump_graphs(root: Path) -> dict:
                 if blob is None:
                     continue
                 path = folder / f"{_safe(name)}.{part}"
-                path.write_bytes(blob)
+                write_private(path, blob)
                 entry[part] = {"file": str(path.relative_to(root)), "bytes": len(blob), "sha256": _sha256(path)}
             graphs[name] = entry
         out[key] = {"graphs": graphs}
@@ -169,46 +182,65 @@ def _lock_workspaces(conn, wait_seconds: float) -> int:
     return len(ids)
 
 
+def _dump_postgres(directory: Path, app) -> dict:
+    """pg_dump of the database `app` is connected to, in a snapshot whose row counts it is checked
+    against (compensation.backup_check)."""
+    # Where the application's own connection is (a socket directory, a host), logged in as the owner.
+    target = target_of(app, login=_owner().settings_dict)
+    with app.cursor() as cur:
+        expect = identity(cur)
+    major = server_major(app)
+    dump_tool, restore_tool = pg_tool("pg_dump", major=major), pg_tool("pg_restore", major=major)
+    snapshot = Snapshot(target, expect=expect)
+    try:
+        counts = snapshot.counts()
+        dump = directory / "postgres.dump"
+        _run([str(dump_tool), "--format=custom", "--no-owner", "--no-privileges", f"--snapshot={snapshot.id}",
+              *[f"--exclude-table-data={t}" for t in SKIPPED_DATA], "-f", str(dump), target.dbname], target.env())
+    finally:
+        snapshot.close()
+    os.chmod(dump, 0o600)
+    check_dump(restore_tool, dump, counts)
+    return {"file": dump.name, "database": target.dbname, "server_major": major, "pg_dump": str(dump_tool),
+            "bytes": dump.stat().st_size, "sha256": _sha256(dump), "rows": counts,
+            "sessions_left_out": list(SKIPPED_DATA)}
+
+
 def backup(directory: Path, *, lock_wait_seconds: float = 60) -> dict:
     """Write a backup of this home into `directory` (created; must be empty) and return its manifest."""
     directory = Path(directory)
     if directory.exists() and any(directory.iterdir()):
         raise BackupError(f"{directory} is not empty; a backup goes into a new directory")
-    directory.mkdir(parents=True, exist_ok=True)
-    # pg_dump logs in as the owner (it reads every table); the locks are taken on the application's
-    # connection, which writers share the advisory lock space with.
-    db, conn = _owner().settings_dict, connections["default"]
+    private_dir(directory)
+    # pg_dump logs in as the owner (it reads every table), on the server and database the owner's live
+    # connection reaches; the locks are taken on the application's connection, which writers share the
+    # advisory lock space with.
+    conn = connections["default"]
     checkpoints.flush()  # sign what this process has pending before the log is copied
     with transaction.atomic(using=conn.alias):
         locked = _lock_workspaces(conn, lock_wait_seconds)
-        major = server_major(conn)
-        tool = pg_tool("pg_dump", major=major)
-        args, env = _pg_env(db)
-        dump = directory / "postgres.dump"
-        _run([str(tool), *args, "--format=custom", "--no-owner", "--no-privileges", "-f", str(dump), db["NAME"]], env)
+        postgres = _dump_postgres(directory, conn)
         graphs = _dump_graphs(directory)
         log = checkpoints.log_path()
         cps = directory / "checkpoints.jsonl"
-        if log.exists():
-            shutil.copyfile(log, cps)
-        else:
-            cps.write_bytes(b"")
+        write_private(cps, log.read_bytes() if log.exists() else b"")
     public = directory / "signing-key.pub.pem"
     pub_src = checkpoints.public_key_path()
     if not pub_src.exists():
         checkpoints.signing_key()  # exports its public half
-    shutil.copyfile(checkpoints.public_key_path(), public)
+    write_private(public, checkpoints.public_key_path().read_bytes())
     manifest = {
         "format": FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "graph_prefix": settings.KINTSUGI_GRAPH_PREFIX,
         "workspaces_locked": locked,
-        "postgres": {"file": dump.name, "database": db["NAME"], "server_major": major,
-                     "pg_dump": str(tool), "bytes": dump.stat().st_size, "sha256": _sha256(dump)},
+        "postgres": postgres,
         "falkordb": graphs,
         "checkpoints": {"file": cps.name, "database": checkpoints.database_name(),
                         "lines": sum(1 for _ in open(cps, "rb")), "sha256": _sha256(cps),
                         "public_key": public.name, "key": checkpoints.fingerprint(checkpoints.load_public_key(public))},
+        # Which key opens the replay secrets in the dump (the key itself is not in the backup).
+        "secret_box_key": secret_box.fingerprint(),
     }
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_private(directory / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     return manifest

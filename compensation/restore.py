@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
-from compensation.backup import MANIFEST, BackupError, _owner, _pg_env, _run, _servers, _sha256, pg_tool, server_major
-from core import checkpoints
+from compensation.backup import (MANIFEST, BackupError, _owner, _run, _servers, _sha256, pg_tool, private_dir,
+                                 server_major, write_private)
+from compensation.backup_check import target_of
+from core import audit, checkpoints, secret_box
+from core.vocabulary import AuditAction, Via
 
 
 def _read_manifest(directory: Path) -> dict:
@@ -47,9 +50,10 @@ def _ensure_empty_database() -> None:
         conn.close()
     import psycopg
 
-    args = {"host": db["HOST"] or "127.0.0.1", "port": db["PORT"] or 5432, "user": db["USER"],
-            "password": db.get("PASSWORD") or None, "dbname": "postgres", "autocommit": True}
-    with psycopg.connect(**args) as admin:
+    # The server the home is configured for, socket directory included (Django's own reading of it).
+    params = conn.get_connection_params()
+    args = {k: params[k] for k in ("host", "port", "user", "password") if params.get(k)}
+    with psycopg.connect(**args, dbname="postgres", autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
 
 
@@ -59,9 +63,9 @@ def _restore_postgres(directory: Path, manifest: dict) -> None:
     _ensure_empty_database()
     conn = _owner()
     tool = pg_tool("pg_restore", major=max(server_major(conn), manifest["postgres"]["server_major"]))
-    args, env = _pg_env(conn.settings_dict)
-    _run([str(tool), *args, "--no-owner", "--no-privileges", "--exit-on-error", "-d", conn.settings_dict["NAME"],
-          str(directory / manifest["postgres"]["file"])], env)
+    target = target_of(conn)
+    _run([str(tool), "--no-owner", "--no-privileges", "--exit-on-error", "-d", target.dbname,
+          str(directory / manifest["postgres"]["file"])], target.env())
     connections.close_all()
     ensure_app_role(using=conn.alias, verbosity=0)  # the application role's grants, as migrate gives them
 
@@ -102,20 +106,20 @@ def _restore_graphs(directory: Path, manifest: dict) -> int:
 
 
 def _restore_checkpoints(directory: Path, manifest: dict) -> int:
-    """Carry the signed checkpoint log over; under another database name, re-anchor each chain: verify
-    it against the backup's checkpoint with the backup's key, then sign its head for this database."""
+    """Carry the signed checkpoint log over (0600) and re-anchor each chain: verify it against the
+    backup's checkpoint with the backup's key, then sign its head again with this home's key, for this
+    database; appending those lines records the log's end in this home's anchor (core.anchor)."""
     from core import chains
 
     source = directory / manifest["checkpoints"]["file"]
     log = checkpoints.log_path()
     if log.exists() and log.stat().st_size:
         raise BackupError(f"the checkpoint log {log} is not empty; restore into a fresh home")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, log)
+    private_dir(log.parent)
+    write_private(log, source.read_bytes())
     old_db, new_db = manifest["checkpoints"]["database"], checkpoints.database_name()
-    if old_db == new_db:
-        return 0
     key = checkpoints.load_public_key(directory / manifest["checkpoints"]["public_key"])
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     carried = []
     for label, cp in checkpoints.latest(database=old_db, path=source).items():
         m = re.fullmatch(r"workspace:(\d+)", label)
@@ -124,12 +128,35 @@ def _restore_checkpoints(directory: Path, manifest: dict) -> int:
         if status.broken is not None:
             raise BackupError(f"audit chain {label} does not verify against the backup's checkpoint: "
                               f"{status.broken}")
-        unsigned = checkpoints.Checkpoint(database=new_db, chain=cp.chain, workspace=cp.workspace, seq=cp.seq,
-                                          hash=cp.hash, at=cp.at, key=checkpoints.signing_fingerprint())
-        carried.append(checkpoints.Checkpoint(**{**unsigned.as_dict(),
-                                                 "signature": checkpoints.sign(unsigned.signed_bytes())}))
-    checkpoints._append(carried)
+        carried.append(checkpoints.Checkpoint(database=new_db, chain=cp.chain, workspace=cp.workspace, seq=cp.seq,
+                                              hash=cp.hash, at=now, key=checkpoints.signing_fingerprint(),
+                                              counts=cp.counts))
+    checkpoints._append(carried)  # signs each line, chains it, and anchors the log's new end
     return len(carried)
+
+
+def _audit_restore(directory: Path, manifest: dict, carried: int) -> None:
+    """The restore itself, in the system chain (its head is signed like any other)."""
+    with transaction.atomic():
+        audit.record(action=AuditAction.BACKUP_RESTORED, subject_type="backup", subject_id=manifest["created_at"],
+                     via=Via.CLI, reason=f"restored from the backup of {manifest['created_at']}", workspace=None,
+                     data={"from_database": manifest["postgres"].get("database"), "chains_reanchored": carried,
+                           "rows": manifest["postgres"].get("rows", {}),
+                           "manifest_sha256": _sha256(directory / MANIFEST)})
+    checkpoints.flush()
+
+
+def _secret_box_problem(manifest: dict) -> str | None:
+    """Why this home cannot open the replay secrets in the restored rows, or None."""
+    wanted, have = manifest.get("secret_box_key"), secret_box.fingerprint(create=False)
+    if wanted is None or wanted == have:
+        return None
+    where = secret_box.key_path()
+    if have is None:
+        return (f"no key at {where} (KINTSUGI_SECRET_BOX_KEY): copy the old home's key there (fingerprint "
+                f"{wanted}) or agents' replay secrets stay sealed until rotated")
+    return (f"the key at {where} is not the one the replay secrets were sealed with (fingerprint {wanted}): "
+            f"bring that key, or rotate the agents' replay secrets")
 
 
 def restore(directory: Path) -> dict:
@@ -139,5 +166,7 @@ def restore(directory: Path) -> dict:
     _restore_postgres(directory, manifest)
     graphs = _restore_graphs(directory, manifest)
     carried = _restore_checkpoints(directory, manifest)
+    _audit_restore(directory, manifest, carried)
     connection.close()
-    return {"database": _owner().settings_dict["NAME"], "graphs": graphs, "checkpoints_carried": carried}
+    return {"database": _owner().settings_dict["NAME"], "graphs": graphs, "checkpoints_carried": carried,
+            "secret_box_problem": _secret_box_problem(manifest)}

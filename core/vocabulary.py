@@ -121,6 +121,8 @@ class AuditAction(models.TextChoices):
     SOURCE_QUARANTINED = "source.quarantined"
     SOURCE_QUARANTINE_REFUSED = "source.quarantine_refused"
     SOURCE_QUARANTINE_LIFTED = "source.quarantine_lifted"
+    SOURCE_CONTAINED = "source.contained"
+    CONTAINMENT_ENDED = "source.containment_ended"
     TICKET_CREATED = "ticket.created"
     TICKET_CHANGED = "ticket.changed"
     AGENT_REGISTERED = "agent.registered"
@@ -131,6 +133,8 @@ class AuditAction(models.TextChoices):
     # a person's API token (provenance.tokens)
     API_TOKEN_ISSUED = "api_token.issued"
     API_TOKEN_ROTATED = "api_token.rotated"
+    # a home restored from a backup (compensation.restore)
+    BACKUP_RESTORED = "backup.restored"
     # looks and refusals
     WHAT_IF_VIEWED = "what_if.viewed"
     REFUSED = "refused"

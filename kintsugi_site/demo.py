@@ -1,7 +1,8 @@
 """`make demo`: embedded services up, canonical scenario recorded, the admin, the API and MCP (at /mcp) on
 127.0.0.1:8000 through the production server (gunicorn with uvicorn workers, static files by
-whitenoise) with a Celery worker and the beat in a process of its own, restarted if it dies (its sweep resumes
-whatever an outage stopped). Ctrl-C stops everything this command started; data stays under .kintsugi/."""
+whitenoise) with a Celery worker and the beat in a process of its own. Every process it starts, and every
+embedded store, is restarted with backoff when it dies (kintsugi_site.supervise; docs/operations.md); it
+says ready once every store answers. Ctrl-C stops everything this command started; data stays under .kintsugi/."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from kintsugi_site.supervise import Supervised
+from kintsugi_site.supervise import Supervised, SupervisedStore
 
 ROOT = Path(__file__).resolve().parent.parent
 # Its trusted proxies (KINTSUGI_TRUSTED_PROXIES), not gunicorn's default of believing loopback's X-Forwarded-For.
@@ -125,21 +126,64 @@ def main() -> int:
     subprocess.run(manage + ["demo_setup"], check=True)
     subprocess.run(manage + ["collectstatic", "--noinput", "-v", "0"], check=True)
     celery = [py, "-m", "celery", "-A", "kintsugi_site"]
+    # Every child is restarted when it dies (a worker that lost the broker mid-acknowledgement among them).
     children.append(Supervised("celery worker", celery + ["worker", "-l", "warning", "-c", "2", "-n", "demo@%h"],
-                               restart=False).start())
+                               restart=True).start())
     # The beat in a process of its own, restarted when it dies: without it nothing heals after an outage.
     children.append(Supervised("celery beat", celery + ["beat", "-l", "warning", "-s",
                                                         settings.CELERY_BEAT_SCHEDULE_FILENAME],
                                restart=True).start())
-    children.append(Supervised("web server", web_server_command(py), restart=False).start())
-    print("admin: http://127.0.0.1:8000/admin/   (Ctrl-C stops everything)", flush=True)
+    children.append(Supervised("web server", web_server_command(py), restart=True).start())
+    stores = _stores()
+    _wait_until_ready()
+    print("admin: http://127.0.0.1:8000/admin/   (every store ready; Ctrl-C stops everything)", flush=True)
     while True:
-        for child in children:
+        for child in [*children, *stores]:
             news = child.check()
             if news:
-                print(news + ("" if child.restart else "; stopping"), flush=True)
-                if not child.restart:
-                    shutdown()
+                print(news, flush=True)
+        time.sleep(1)
+
+
+def _stores() -> list[SupervisedStore]:
+    """The embedded stores this demo runs on (those not configured elsewhere), watched and restarted."""
+    from core import embedded
+
+    stores = []
+    if not os.environ.get("FALKORDB_URL"):
+        stores.append(SupervisedStore("FalkorDB", ensure=embedded.ensure_falkordb,
+                                      alive=lambda: embedded._port_held(embedded.FALKORDB_PORT)))
+    if not os.environ.get("CELERY_BROKER_URL"):
+        stores.append(SupervisedStore("broker", ensure=embedded.ensure_broker,
+                                      alive=lambda: embedded._port_held(embedded.BROKER_PORT)))
+    if not os.environ.get("DATABASE_URL"):
+        stores.append(SupervisedStore("Postgres", ensure=embedded.ensure_postgres,
+                                      alive=lambda: _postmaster_running(embedded.kintsugi_home() / "postgres")))
+    return stores
+
+
+def _postmaster_running(pgdata: Path) -> bool:
+    try:
+        os.kill(int((pgdata / "postmaster.pid").read_text().split()[0]), 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
+def _wait_until_ready(timeout: float = 600) -> None:
+    """Until every store answers (a FalkorDB loading a large append-only file takes a while): the demo
+    says ready only then."""
+    from provenance.graph import GraphUnavailable, ping
+
+    deadline, said = time.monotonic() + timeout, False
+    while time.monotonic() < deadline:
+        try:
+            ping()
+            return
+        except GraphUnavailable as exc:
+            if not said:
+                print(f"waiting for FalkorDB: {str(exc).splitlines()[0]}", flush=True)
+                said = True
         time.sleep(1)
 
 

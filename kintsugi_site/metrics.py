@@ -121,6 +121,23 @@ def _recording():
                               sum_value=agg["total"].total_seconds() if agg["total"] else 0.0)
 
 
+def _containment():
+    from provenance import containment
+
+    now = containment.totals()
+    yield GaugeMetricFamily("kintsugi_contained_facts", "Fact versions held out of live reads by flags whose "
+                            "repair has not landed (and no false alarm lifted).", value=now["contained_facts"])
+    yield GaugeMetricFamily("kintsugi_held_effects", "Effects of recordings that read through a containment, "
+                            "held for their repair to settle.", value=now["held_effects"])
+    yield GaugeMetricFamily("kintsugi_containment_pending", "Flags whose containment is not in place yet (the "
+                            "graph was away at the flag).", value=now["pending"])
+    seconds = now["seconds"]
+    yield SummaryMetricFamily("kintsugi_flag_to_containment_seconds", "Time from a flag to its containment.",
+                              count_value=len(seconds), sum_value=sum(seconds))
+    yield GaugeMetricFamily("kintsugi_flag_to_containment_seconds_max", "The slowest flag to containment.",
+                            value=max(seconds, default=0))
+
+
 def _audit():
     from core import checkpoints
     from compensation.models import AuditEvent
@@ -150,6 +167,7 @@ class KintsugiCollector:
         yield from _incidents()
         yield from _review()
         yield from _recording()
+        yield from _containment()
         yield from _audit()
         yield CounterMetricFamily("kintsugi_sweep_runs", "Outage sweeps run (since the cache was emptied).",
                                   value=sweep_marks.sweep_runs())

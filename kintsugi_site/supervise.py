@@ -1,5 +1,6 @@
-"""A child process the demo keeps alive: the beat (the outage sweep's clock) is restarted when it dies,
-so healing never silently stops; its last sweep is visible at /readyz and in /metrics."""
+"""The demo keeps every process it starts alive: a child (web server, worker, beat) that dies is restarted
+with backoff and logged, and so is an embedded store (broker, FalkorDB, Postgres) that stops answering
+and no longer holds its port. Only Ctrl-C or SIGTERM stops the whole."""
 from __future__ import annotations
 
 import subprocess
@@ -48,3 +49,32 @@ class Supervised:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class SupervisedStore:
+    """An embedded store started through `ensure` (core.embedded.ensure_*): `check()` starts it again once
+    `alive()` says it is gone, with the same doubling backoff as Supervised. A store that is frozen or
+    still loading holds its port and is left alone (ensure refuses to start a second one beside it)."""
+
+    def __init__(self, name: str, *, alive, ensure, backoff: float = 1.0, max_backoff: float = 30.0):
+        self.name, self.alive, self.ensure = name, alive, ensure
+        self.backoff, self.max_backoff = backoff, max_backoff
+        self.restarts, self._next_start, self._wait = 0, 0.0, backoff
+
+    def check(self) -> str | None:
+        if self.alive():
+            self._wait = self.backoff
+            return None
+        now = time.monotonic()
+        if not self._next_start:
+            self._next_start = now + self._wait
+            return f"{self.name} is down; restarting in {self._wait:g} s"
+        if now < self._next_start:
+            return None
+        self._next_start, self._wait = 0.0, min(self._wait * 2, self.max_backoff)
+        try:
+            self.ensure()
+        except Exception as exc:  # noqa: BLE001 - said and tried again after the backoff
+            return f"{self.name} did not start again: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        self.restarts += 1
+        return f"{self.name} restarted (restart {self.restarts})"

@@ -37,6 +37,9 @@ class Read:
     key: str
     fact_id: int | None
     writer: int | None
+    # The incidents whose containment this read resolved around (provenance.containment): it saw the
+    # contained view, which its repair's catch-up re-runs against the repaired facts.
+    contained: tuple[int, ...] = ()
 
 
 @dataclass

@@ -13,8 +13,9 @@ class ProvenanceConfig(AppConfig):
     verbose_name = "Provenance"
 
     def ready(self) -> None:
-        from provenance import agents
+        from provenance import agents, tokens
 
         agents.load_agent_modules()
+        tokens.connect_signals()  # API token keys are stored as digests, however a token is made
         # After every migrate (as the owner): the application role's grants, the audit table append-only.
         post_migrate.connect(_grant_app_role, sender=self, dispatch_uid="kintsugi.db_roles.ensure_app_role")

@@ -151,6 +151,7 @@ def record(*, token: AgentToken, actions) -> dict:
             ws = Workspace.objects.select_for_update().get(pk=ws.pk)
             session = remote._new_session(ws)
             session.quarantined = quarantine.held(workspace=ws)
+            session.facts.contain = True  # reads resolve around what a flag contains, as every live read does
             hits = session.quarantine_hits
             remote.number_provisionally(ws, session)
             first = session.next_action

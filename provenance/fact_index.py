@@ -30,6 +30,7 @@ class FactVersion:
     system_at: str | None = None
     invalidated_at: str | None = None
     invalidated_by: int | None = None
+    contained: list[int] | None = None  # incidents whose containment hides it from live reads
 
     @classmethod
     def from_row(cls, f) -> FactVersion:
@@ -42,7 +43,12 @@ class FactIndex:
     """Every version of every fact in a workspace, ordered by (seq, version), for read resolution.
 
     Writes arrive almost always in order, so add() appends in O(1) (a bisect otherwise) and the
-    next version number is kept per key: a key written by every action stays linear."""
+    next version number is kept per key: a key written by every action stays linear.
+
+    With `contain` (a live recording's view, provenance.containment) a read resolves as if a contained
+    version did not exist; `skipped` says which incidents' containment the last read passed over."""
+
+    contain = False
 
     def __init__(self) -> None:
         self.by_key: dict[str, list[FactVersion]] = defaultdict(list)
@@ -64,9 +70,13 @@ class FactIndex:
         and outside `hidden`. Never one the reader wrote itself: its writes of this execution are answered
         by the Recorder from the record, and a stored one is of an earlier execution (the original run a
         repair re-runs), which may carry the very poison being repaired."""
+        self.skipped: tuple[int, ...] = ()
         for fv in reversed(self.by_key.get(key, ())):
             if fv.active and fv.seq < seq and fv.writer != reader:
                 if hidden is not None and hidden[0] <= fv.seq < hidden[1]:
+                    continue
+                if self.contain and fv.contained and fv.writer != reader:
+                    self.skipped = tuple(sorted(set(self.skipped).union(fv.contained)))
                     continue
                 return fv
         return None
@@ -98,9 +108,9 @@ class KeyedFactIndex(FactIndex):
     hidden, or after a retire) reads the key's whole history and resolves again. A key written by every
     recording then costs each recording the same at its thousandth version as at its first."""
 
-    def __init__(self, graph, *, below: float | None = None) -> None:
+    def __init__(self, graph, *, below: float | None = None, contain: bool = False) -> None:
         super().__init__()
-        self._graph, self._below = graph, below
+        self._graph, self._below, self.contain = graph, below, contain
         self._loaded: set[str] = set()
         self._whole: set[str] = set()
         self._head: dict[str, tuple[float, int]] = {}  # (seq, version) of each key's newest active stored version

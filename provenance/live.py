@@ -24,7 +24,7 @@ from collections import defaultdict
 from django.db import transaction
 from django.db.models import F
 
-from provenance import quarantine, queries, top_ids
+from provenance import contained_view, quarantine, queries, top_ids
 from provenance.fact_index import KeyedFactIndex
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
@@ -87,7 +87,7 @@ class LiveRecording:
     def _stale(self) -> bool:
         if self.run_number != Workspace.objects.filter(pk=self.workspace.pk).values_list("run_number", flat=True).get():
             return True  # a desk run replaced the graph the snapshot was taken of
-        return retired_reads(self.graph, self.session.staged, self.first[1])
+        return retired_reads(self.graph, self.session.staged, self.first[1]) or read_ended(self.session.staged)
 
     def commit(self, *, wait_seconds: int = 600) -> list[int]:
         """Write the recording after everything committed so far; returns its action ids. Waits for a
@@ -113,8 +113,15 @@ class LiveRecording:
 
 def snapshot_facts(graph, snapshot: float) -> KeyedFactIndex:
     """A recording's view of memory: each key as it was at the snapshot, read when the recording first
-    touches the key (what commits later is at or above the snapshot's seq)."""
-    return KeyedFactIndex(graph, below=snapshot)
+    touches the key (what commits later is at or above the snapshot's seq), without the versions a flag
+    contains (provenance.containment)."""
+    return KeyedFactIndex(graph, below=snapshot, contain=True)
+
+
+def read_ended(records: list[ActionRecord]) -> bool:
+    """Whether these records read through a containment that has ended since: the repaired facts (or the
+    lifted ones) are what they should read now."""
+    return contained_view.ended_since({i for rec in records for r in rec.reads for i in r.contained})
 
 
 def retired_reads(graph, records: list[ActionRecord], first_fact: int) -> bool:
@@ -147,7 +154,11 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
     def read(r: Read) -> Read:
         if r.fact_id is None or r.fact_id < fact0:
             return r  # of the snapshot: committed ids
-        return Read(r.key, r.fact_id + df, final_id.get(r.writer, r.writer))
+        return Read(r.key, r.fact_id + df, final_id.get(r.writer, r.writer), r.contained)
+
+    # Versions it read that a flag contained since (under the graph's lock: no flag meanwhile).
+    base.contained_facts = contained_view.marks_of(graph, (r.fact_id for record in records for r in record.reads
+                                                        if r.fact_id is not None and r.fact_id < fact0))
 
     # Under the graph's lock: the written keys' versions in one round trip, not one per key.
     base.facts.prefetch(w["key"] for record in records for w in record.writes)

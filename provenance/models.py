@@ -3,6 +3,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from core.secret_box import SealedTextField
 from core.vocabulary import RecordingStatus
 from provenance.placement import new_workspace_server
 
@@ -161,9 +162,10 @@ class AgentRegistration(models.Model):
     name = models.CharField(max_length=64)
     replay_url = models.URLField(max_length=500)
     timeout_seconds = models.PositiveIntegerField(default=30)
-    # Kept in the clear because kintsugi signs each replay POST with it (an HMAC needs the key itself);
-    # shown once, when created or rotated, and never in a form, a serializer, an export or the audit record.
-    replay_secret = models.CharField(max_length=64, default=new_replay_secret, editable=False)
+    # Not hashed, because kintsugi signs each replay POST with it (an HMAC needs the key itself): sealed
+    # in the row with a key that is in neither the database nor a backup (core.secret_box); shown once,
+    # when created or rotated, and never in a form, a serializer, an export or the audit record.
+    replay_secret = SealedTextField(default=new_replay_secret, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -260,6 +262,78 @@ class ApiTokenLease(models.Model):
     token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="lease")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
+    # The token row holds only its key's digest (provenance.tokens); these first characters of the key
+    # are what people tell their tokens apart by.
+    prefix = models.CharField(max_length=12, blank=True, default="")
 
     def __str__(self) -> str:
-        return f"lease of {self.token_id[:6]}…"
+        return f"lease of {self.prefix or '?'}…"
+
+
+class Containment(models.Model):
+    """What a flag contained at once (provenance.containment): every fact version whose lineage includes
+    the flagged source is hidden from live reads of the workspace, and the effects of recordings that read
+    through it are held. The versions themselves are marked on their Fact nodes (a read filters them in the
+    query it makes anyway); this row is what the incident page, the API and the metrics read.
+    `incident_id` is the repairs Incident's id (kept as a number: provenance sits below repairs)."""
+
+    class Ended(models.TextChoices):
+        HOLDING = "", "holding"
+        REPAIRED = "repaired", "replaced by the repaired facts"
+        FALSE_ALARM = "false_alarm", "lifted: a false alarm"
+        RUN_REPLACED = "run_replaced", "gone with the desk run it contained"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="containments")
+    incident_id = models.BigIntegerField(unique=True)
+    source_id = models.CharField(max_length=200)
+    flagged_at = models.DateTimeField()
+    contained_at = models.DateTimeField(null=True, blank=True, help_text="Empty: not contained yet (the graph was "
+                                                                          "away at the flag; the repair contains first).")
+    seconds = models.FloatField(null=True, blank=True, help_text="From the flag to the containment.")
+    facts = models.PositiveIntegerField(default=0, help_text="Fact versions the flag contained.")
+    sample = models.JSONField(default=list, blank=True, help_text="The first contained versions: [key, version].")
+    ended = models.CharField(max_length=16, choices=Ended.choices, blank=True, default=Ended.HOLDING)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                 related_name="+")
+    end_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-flagged_at"]
+
+    def __str__(self) -> str:
+        return f"containment of {self.source_id} (incident #{self.incident_id})"
+
+
+class HeldEffect(models.Model):
+    """An effect a live recording asked for after reading through a containment: recorded in the graph,
+    never dispatched, until the repair settles it (performed when the clean run makes it too, dropped
+    otherwise) or a false alarm releases it."""
+
+    class Status(models.TextChoices):
+        HELD = "held"
+        PERFORMED = "performed"
+        DROPPED = "dropped"
+        RELEASED = "released"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="held_effects")
+    incident_id = models.BigIntegerField(db_index=True)
+    run_number = models.PositiveIntegerField()
+    effect_id = models.BigIntegerField()
+    action_id = models.BigIntegerField()
+    kind = models.CharField(max_length=64)
+    ticket = models.CharField(max_length=200, blank=True)
+    amount_cents = models.BigIntegerField(default=0)
+    currency = models.CharField(max_length=3, default="USD")
+    details = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.HELD)
+    held_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["effect_id"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "run_number", "effect_id"],
+                                               name="held_effect_once")]
+
+    def __str__(self) -> str:
+        return f"held {self.kind} effect {self.effect_id} (incident #{self.incident_id})"

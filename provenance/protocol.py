@@ -113,6 +113,7 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
         # Checked now, not when a repair drafts its correction from them and finds nothing to correct.
         raise InvalidCall(f"a {body.get('kind')} effect needs details {{{', '.join(needs)}}} as strings; "
                           f"missing or not a string: {', '.join(missing)}")
+    contained = rec.contained_by() if perform else ()
     if perform:
         validation.effect_ticket(workspace=rec.workspace, ticket=body.get("ticket") or rec.ticket,
                                  external=body.get("external"))
@@ -129,8 +130,11 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
     else:
         index = keys[key] = before
     effect = record.effects[index]
-    return {"effect": index, "idempotency_key": key, "kind": effect["kind"], "ticket": effect["ticket"],
-            "amount": effect["amount"], "currency": effect["currency"], "perform": perform, "held": not perform}
+    answer = {"effect": index, "idempotency_key": key, "kind": effect["kind"], "ticket": effect["ticket"],
+              "amount": effect["amount"], "currency": effect["currency"], "perform": perform and not contained,
+              "held": not perform or bool(contained)}
+    # Read through a flag's containment: held until the incident's repair settles it (provenance.containment).
+    return answer | ({"incident": contained[0]} if contained else {})
 
 
 def finish(record: ActionRecord, body: Any) -> None:
@@ -150,7 +154,8 @@ def dump_record(record: ActionRecord) -> dict:
     return {
         "id": record.id, "agent": record.agent, "payload": record.payload, "seq": record.seq,
         "parent": record.parent, "ticket": record.ticket,
-        "reads": [[r.key, r.fact_id, r.writer] for r in record.reads], "writes": record.writes,
+        "reads": [[r.key, r.fact_id, r.writer] + ([list(r.contained)] if r.contained else []) for r in record.reads],
+        "writes": record.writes,
         "handoffs": [[a, p] for a, p in record.handoffs], "effects": record.effects, "ingested": record.ingested,
         "decision": record.decision, "dhash": record.dhash, "hidden": record.hidden,
     }
@@ -159,7 +164,8 @@ def dump_record(record: ActionRecord) -> dict:
 def load_record(data: dict) -> ActionRecord:
     return ActionRecord(
         id=data["id"], agent=data["agent"], payload=data["payload"], seq=data["seq"], parent=data["parent"],
-        ticket=data["ticket"], reads=[Read(*r) for r in data["reads"]], writes=data["writes"],
+        ticket=data["ticket"], reads=[Read(*r[:3], tuple(r[3]) if len(r) > 3 else ()) for r in data["reads"]],
+        writes=data["writes"],
         handoffs=[(a, p) for a, p in data["handoffs"]], effects=data["effects"], ingested=data["ingested"],
         decision=data["decision"], dhash=data["dhash"],
         hidden=tuple(data["hidden"]) if data.get("hidden") else None)

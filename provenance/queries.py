@@ -34,14 +34,14 @@ UNWIND $rows AS r
 CREATE (:Action {id: r.id, agent: r.agent, seq: toFloat(r.seq), ticket: r.ticket, payload: r.payload,
                  decision: r.decision, dhash: r.dhash, status: r.status, root: r.root, parent: r.parent,
                  read_keys: r.read_keys, recorded_at: r.recorded_at, incident: r.incident,
-                 snap: r.snap, rstart: r.rstart})
+                 snap: r.snap, rstart: r.rstart, contained: r.contained})
 """
 CREATE_FACTS = """
 UNWIND $rows AS r
 MATCH (a:Action {id: r.writer})
 CREATE (a)-[:WROTE]->(:Fact {id: r.id, key: r.key, value: r.value, version: r.version, seq: toFloat(r.seq),
                              active: true, valid_from: r.valid_from, valid_until: r.valid_until,
-                             known_at: r.known_at, system_at: r.system_at})
+                             known_at: r.known_at, system_at: r.system_at, contained: r.contained})
 """
 CREATE_READS = """
 UNWIND $rows AS r
@@ -78,7 +78,7 @@ CREATE (a)-[:CAUSED]->(:Effect {id: r.id, kind: r.kind, ticket: r.ticket, amount
 LOAD_FACTS = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact)
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
-       f.system_at, f.invalidated_at, f.invalidated_by
+       f.system_at, f.invalidated_at, f.invalidated_by, f.contained
 """, rows.StoredFact)
 # Of each of several fact keys (its versions below $below; all of them when null): the highest version
 # number and the active versions at the seq of the newest active one, a row without a fact when none is
@@ -88,7 +88,7 @@ MATCH (f:Fact) WHERE f.key IN $keys AND ($below IS NULL OR f.seq < $below)
 WITH f.key AS key, max(f.version) AS top, max(CASE WHEN f.active THEN f.seq END) AS head
 OPTIONAL MATCH (w:Action)-[:WROTE]->(f:Fact {key: key}) WHERE f.active AND f.seq = head
 RETURN top, f.id, key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
-       f.system_at, f.invalidated_at, f.invalidated_by
+       f.system_at, f.invalidated_at, f.invalidated_by, f.contained
 """, rows.FactHead)
 # Every version of several fact keys (the columns of LOAD_FACTS; the IN list is answered from the key
 # index): a read that the versions above can't decide.
@@ -96,7 +96,7 @@ LOAD_FACTS_OF_KEYS = Query("""
 MATCH (w:Action)-[:WROTE]->(f:Fact)
 WHERE f.key IN $keys
 RETURN f.id, f.key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
-       f.system_at, f.invalidated_at, f.invalidated_by
+       f.system_at, f.invalidated_at, f.invalidated_by, f.contained
 """, rows.StoredFact)
 # The highest ids in use, counting those a repair applying its plan has set aside (:Reserved).
 MAX_IDS = Query("""

@@ -14,7 +14,7 @@ import logging
 from collections import defaultdict
 from typing import Any, Iterable
 
-from provenance import queries, top_ids, validation
+from provenance import contained_view, queries, top_ids, validation
 from provenance.action_record import ActionRecord, Read  # noqa: F401 - Read: part of the recorder's API
 from provenance.agents import NAME_PATTERN, get_agent, registered_names
 from provenance.decisions import MalformedDecision, check_decision, decision_hash, now_iso  # noqa: F401 - part of the recorder's API
@@ -66,8 +66,10 @@ class Recorder:
         for write in reversed(self._record.writes):
             if write["key"] == key:
                 return write["value"]
-        fv = self._session.facts.resolve(key, self._record.seq, self._record.id, self._record.hidden)
-        self._record.reads.append(Read(key, fv.id if fv else None, fv.writer if fv else None))
+        facts = self._session.facts
+        fv = facts.resolve(key, self._record.seq, self._record.id, self._record.hidden)
+        self._record.reads.append(Read(key, fv.id if fv else None, fv.writer if fv else None,
+                                       getattr(facts, "skipped", ())))
         value = fv.value if fv else default
         self._facts_read[key] = fv.value if fv else None
         return value
@@ -109,6 +111,10 @@ class Recorder:
             "kind": kind, "amount": amount, "ticket": ticket, "currency": currency, "details": details,
         })
 
+    def contained_by(self) -> tuple[int, ...]:
+        """The incidents whose containment holds this action's effects (provenance.containment)."""
+        return contained_view.contained_by(self._session, self._record)
+
     def ask(self, task: str, input: dict) -> dict:
         """A model call whose cache key covers the facts this action has read so far."""
         # The session's graph already says which server the workspace is on: its cache is there too.
@@ -139,6 +145,11 @@ class RecordingSession:
         # to count and audit.
         self.quarantined: dict[str, int] = {}
         self.quarantine_hits: list[tuple[str, int]] = []
+        # Containment (provenance.containment): the actions of this session that read through one ({id:
+        # incidents}), the committed versions found contained after they were read, and the effects held.
+        self.tainted: dict[int, tuple[int, ...]] = {}
+        self.contained_facts: dict[int, tuple[int, ...]] = {}
+        self._held: list[tuple[dict, dict, tuple[int, ...]]] = []
         self.incident = incident
         self.facts = FactIndex()
         self.next_action = self.next_fact = self.next_effect = 1
@@ -268,6 +279,10 @@ class RecordingSession:
         """
         at = now_iso()
         pending = self._pending if sink is None else sink
+        contained = contained_view.taint_of(self, record)
+        if contained:
+            self.tainted[record.id] = contained
+        mark = {"contained": list(contained)} if contained and self.effects_mode == "live" else {}
         if create:
             pending["actions"].append({
                 "id": record.id, "agent": record.agent, "seq": record.seq, "ticket": record.ticket,
@@ -277,7 +292,7 @@ class RecordingSession:
                 "recorded_at": at, "incident": self.incident,
                 "snap": record.hidden[0] if record.hidden else None,
                 "rstart": record.hidden[1] if record.hidden else None,
-            })
+            } | mark)
         if record.parent is not None and create:
             pending["handoffs"].append({"parent": record.parent, "child": record.id})
         for source in record.ingested:
@@ -299,7 +314,7 @@ class RecordingSession:
                 "id": fv.id, "writer": record.id, "key": fv.key, "value": json.dumps(fv.value, sort_keys=True),
                 "version": fv.version, "seq": fv.seq, "valid_from": fv.valid_from, "valid_until": fv.valid_until,
                 "known_at": fv.known_at, "system_at": fv.system_at,
-            })
+            } | mark)
         effects = []
         for eff in record.effects:
             row = {
@@ -311,7 +326,11 @@ class RecordingSession:
             self.next_effect += 1
             pending["effects"].append(row)
             effects.append(row)
-            if self.effects_mode == "live":
+            if mark:  # read through a containment: recorded, held for its repair to settle
+                row.update(held=True, incident=contained[0])
+                if sink is None:
+                    self._held.append((row, eff["details"], contained))
+            elif self.effects_mode == "live":
                 self._outgoing.append((row, eff["details"]))
         self.recorded.append(record.id)
         self.ops += 1 + len(record.reads) + len(record.writes) + len(record.handoffs) + len(record.effects)
@@ -326,6 +345,7 @@ class RecordingSession:
         a caller whose recording failed part-way: Postgres rolls its rows back, this does the graph's."""
         self._pending.clear()
         self._outgoing.clear()
+        self._held.clear()
         a, f, e = self._loaded_ids
         try:
             self.graph.query(queries.DISCARD_ABOVE, {"action": a, "fact": f, "effect": e})
@@ -367,3 +387,6 @@ class RecordingSession:
         get_client().flush()
         outgoing, self._outgoing = self._outgoing, []
         dispatch_effects(workspace=self.workspace, run_number=self.run_number, effects=outgoing)
+        held, self._held = self._held, []
+        if held:
+            contained_view.hold_effects(workspace=self.workspace, run_number=self.run_number, effects=held)

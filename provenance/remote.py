@@ -34,7 +34,7 @@ from provenance.agents import registered_names
 from provenance.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.protocol import CallConflict, dump_record, load_record
-from provenance.live import LazySources, retired_reads, snapshot_facts, write_records
+from provenance.live import LazySources, read_ended, retired_reads, snapshot_facts, write_records
 from provenance.recorder import ActionRecord, Recorder, RecordingSession
 from provenance.services import workspace_lock
 
@@ -347,7 +347,8 @@ def _commit(row: Recording) -> list[int]:
     records = [load_record(r) for r in row.state["records"]]
     base = row.state["base"]
     graph = workspace_graph(ws.name)
-    if ws.run_number != row.state.get("run_number", ws.run_number) or retired_reads(graph, records, base[1] + 1):
+    if (ws.run_number != row.state.get("run_number", ws.run_number) or retired_reads(graph, records, base[1] + 1)
+            or read_ended(records)):
         _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
         raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
                            "nothing of it was recorded: record the root action again")

@@ -21,8 +21,8 @@ children and replays each one in turn, as it does for in-process agents.
 
 The answer to the POST may come before or after `finish`; the replay ends when the action is finished.
 No answer, an error status or no `finish` within the registration's timeout raises ReplayUnavailable, a
-GraphUnavailable: the repair blocks with that reason and resumes like any repair an outage stopped, up to
-KINTSUGI_REPLAY_MAX_ATTEMPTS failures (repairs.job). The POST goes through core.egress: the
+GraphUnavailable: the repair blocks with that reason and resumes like any repair an outage stopped; past
+the agent's outage schedule it needs attention and is still resumed once the agent answers (repairs.job). The POST goes through core.egress: the
 replay URL is checked again against the egress policy, pinned to the address checked, never redirected,
 and a failure is told in that module's fixed words, never the remote text.
 """
@@ -186,6 +186,9 @@ SHUTDOWN_POLL_SECONDS = 0.02
 
 
 def _replay(agent: RemoteAgent, rec, payload: dict) -> dict:
+    if not agent.replay_secret:  # sealed with a key this home does not have (core.secret_box)
+        raise ReplayFailed(f"agent {agent.agent_name!r}'s replay secret cannot be opened with this home's "
+                           f"KINTSUGI_SECRET_BOX_KEY: bring the key it was sealed with, or rotate the secret")
     session = rec._session
     replay = _Replay(agent, rec, perform=session.effects_mode == "live")
     server = _server(replay)

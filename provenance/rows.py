@@ -80,6 +80,7 @@ class StoredFact(NamedTuple):
     system_at: str | None
     invalidated_at: str | None
     invalidated_by: int | None
+    contained: list[int] | None = None  # the incidents whose containment hides it from live reads
 
 
 class FactHead(NamedTuple):
@@ -99,6 +100,7 @@ class FactHead(NamedTuple):
     system_at: str | None
     invalidated_at: str | None
     invalidated_by: int | None
+    contained: list[int] | None = None
 
     @property
     def fact(self) -> StoredFact | None:
@@ -239,6 +241,22 @@ class HiddenSeqs(NamedTuple):
 
 class FactId(NamedTuple):
     id: int
+
+
+class ContainedFact(NamedTuple):
+    id: int
+    key: str
+    version: int
+
+
+class FactMarks(NamedTuple):
+    id: int
+    contained: list[int]
+
+
+class EffectLive(NamedTuple):
+    id: int
+    live: bool
 
 
 class Edge(NamedTuple):

@@ -2,6 +2,12 @@
 (a workspace's, provenance.onboarding) may carry an expiry, are rotated by issuing a new key that
 replaces the old one, and show when they were last used.
 
+Only a digest of an API token's key is stored (Token.key holds api_key_digest(key)), as recording tokens
+store only their key's SHA-256: a copy of the database (a backup, a dump) holds nothing that logs in.
+The key is shown once, when issued; every lookup digests the key presented. Every way a Token row is
+created (issue_api_token, `drf_create_token`, the admin) is digested on save (hash_new_keys, a pre_save
+signal), the key kept on the instance as `plain_key` for that one showing.
+
 Expiry is checked wherever a token is accepted (the REST API's authentication, the MCP endpoint, the
 recording API). Last use is written at most once a minute per token (LAST_USE_EVERY), and only when the
 token row read for authentication says it is older than that: a busy agent costs one UPDATE a minute,
@@ -9,6 +15,7 @@ not one a request.
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import timedelta
 
@@ -20,6 +27,43 @@ from provenance import validation
 
 LAST_USE_EVERY = timedelta(minutes=1)
 MAX_EXPIRY_DAYS = 3650
+DIGEST_MARK = "h"  # a key is hex (DRF's and ours): a stored value starting so is a digest, never a key
+PREFIX_CHARS = 6
+
+
+def api_key_digest(key: str) -> str:
+    """What Token.key stores for `key`: 39 hex characters of its SHA-256 (156 bits) behind the mark,
+    within DRF's 40-character column."""
+    return DIGEST_MARK + hashlib.sha256(key.encode()).hexdigest()[:39]
+
+
+def is_digest(value: str) -> bool:
+    return len(value) == 40 and value.startswith(DIGEST_MARK)
+
+
+def hash_new_keys(sender, instance, **kwargs) -> None:
+    """pre_save of Token: a key about to be stored in the clear is stored as its digest instead."""
+    if instance.key and not is_digest(instance.key):
+        instance.plain_key = instance.key
+        instance.key = api_key_digest(instance.key)
+
+
+def lease_new_keys(sender, instance, created, **kwargs) -> None:
+    """post_save of Token: a new token's lease, with the first characters of its key to tell it apart."""
+    from provenance.models import ApiTokenLease
+
+    plain = getattr(instance, "plain_key", None)
+    if created and plain:
+        ApiTokenLease.objects.update_or_create(token_id=instance.pk, defaults={"prefix": plain[:PREFIX_CHARS]})
+
+
+def connect_signals() -> None:
+    from django.db.models.signals import post_save, pre_save
+    from rest_framework.authtoken.models import Token, TokenProxy
+
+    for model in (Token, TokenProxy):
+        pre_save.connect(hash_new_keys, sender=model, dispatch_uid=f"kintsugi.tokens.hash.{model.__name__}")
+        post_save.connect(lease_new_keys, sender=model, dispatch_uid=f"kintsugi.tokens.lease.{model.__name__}")
 
 
 class TokenExpired(PermissionError):
@@ -57,7 +101,8 @@ def api_token_user(key: str):
 
     from provenance.models import ApiTokenLease
 
-    token = Token.objects.select_related("user", "lease").filter(key=key).first() if isinstance(key, str) else None
+    token = (Token.objects.select_related("user", "lease").filter(key=api_key_digest(key)).first()
+             if isinstance(key, str) else None)
     if token is None or not token.user.is_active:
         return None
     lease = getattr(token, "lease", None)
@@ -90,20 +135,23 @@ def issue_api_token(*, user, expires_in_days=None, actor, reason: str, via: str)
         old = Token.objects.filter(user=user).first()
         if old is not None:
             old.delete()
-        token = Token.objects.create(user=user, key=secrets.token_hex(20))
-        ApiTokenLease.objects.create(token=token, expires_at=until)
+        key = secrets.token_hex(20)
+        token = Token.objects.create(user=user, key=key)  # stored as its digest (hash_new_keys)
+        token.lease, _ = ApiTokenLease.objects.update_or_create(
+            token=token, defaults={"expires_at": until, "prefix": key[:PREFIX_CHARS]})
         _audit(workspace=None, action=AuditAction.API_TOKEN_ROTATED if old else AuditAction.API_TOKEN_ISSUED,
                subject_type="api_token", subject_id=user.pk, actor=actor, reason=reason, via=via,
-               data={"user": user.get_username(), "prefix": token.key[:6],
+               data={"user": user.get_username(), "prefix": key[:PREFIX_CHARS],
                      "expires_at": until.isoformat() if until else None})
-    return token, token.key
+    return token, key
 
 
 def api_token_rows() -> list[dict]:
     """Every API token without its key: prefix, owner, created, expiry and last use (for operators)."""
     from rest_framework.authtoken.models import Token
 
-    return [{"prefix": t.key[:6], "user": t.user.get_username(), "created": t.created,
+    return [{"prefix": getattr(getattr(t, "lease", None), "prefix", "") or "?", "user": t.user.get_username(),
+             "created": t.created,
              "expires_at": getattr(getattr(t, "lease", None), "expires_at", None),
              "last_used_at": getattr(getattr(t, "lease", None), "last_used_at", None)}
             for t in Token.objects.select_related("user", "lease").order_by("user__username")]

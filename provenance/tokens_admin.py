@@ -1,6 +1,6 @@
 """The admin's API token list (rest_framework.authtoken's) with each token's expiry and last use
 (provenance.tokens keeps them beside the token)."""
-from django.contrib import admin
+from django.contrib import admin, messages
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
@@ -11,7 +11,15 @@ class LeasedTokenAdmin(TokenAdmin):
 
     @admin.display(description="key")
     def key_prefix(self, obj) -> str:
-        return f"{obj.key[:6]}…"
+        lease = getattr(obj, "lease", None)
+        return f"{lease.prefix if lease and lease.prefix else '?'}…"
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change and getattr(obj, "plain_key", None):
+            # Only the key's digest is stored: this is the one time it can be shown.
+            messages.warning(request, f"The new API token for {obj.user}: {obj.plain_key} (shown this once; "
+                                      f"copy it now)")
 
     @admin.display(description="expires")
     def expires_at(self, obj):

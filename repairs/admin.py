@@ -18,7 +18,7 @@ from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance import capabilities, quarantine, tenancy
+from provenance import capabilities, containment, quarantine, tenancy
 from repairs import downstream, explain, phases, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
@@ -158,6 +158,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "effects_more": max(0, (incident.effects_invalidated or 0) - len(effects)),
             "transitions": selectors.transition_rows(incident=incident),
             "quarantine": held,
+            "containment": containment.state_of(incident_id=incident.pk),
             "item_counts": counts,
             "review_url": compensation.review_queue_url(incident=incident, pending=True),
             "review_all_url": compensation.review_queue_url(incident=incident),

@@ -18,7 +18,7 @@ from django.db import transaction
 from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries, top_ids
+from provenance import containment_queries as cq, queries, top_ids
 from provenance.graph import Graph
 from provenance.selectors import ingesters
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD
@@ -97,6 +97,13 @@ def catch_up(incident: Incident, graph: Graph) -> bool:
 def catch_up_plan(incident: Incident, graph: Graph, excluded: set[str], since: float) -> dict:
     """The plan for the live actions at or above `since` that depend on what the repair changed."""
     late = [r.id for r in graph.ro_query(queries.ACTIONS_SINCE, {"since": since, "dead": list(DEAD)})]
+    # The live actions that read through this incident's containment saw neither the poisoned facts nor
+    # the repaired ones: re-run each against the repaired facts (wherever it sits in the desk's order),
+    # which settles its held effects. Those the walk itself re-ran are done already.
+    walked = set(incident.outcomes.values_list("action_id", flat=True))
+    through = [r.id for r in graph.ro_query(cq.READ_THROUGH, {"incident": incident.pk, "dead": list(DEAD)})
+               if r.id not in walked]
+    late = sorted(set(late) | set(through))
     if not late:
         return {"steps": [], "outcomes": [], "effects": [], "counts": {k: 0 for k in COUNT_KEYS}, "upstream": {},
                 "next_ids": []}
@@ -113,6 +120,9 @@ def catch_up_plan(incident: Incident, graph: Graph, excluded: set[str], since: f
         if not walk.preds[aid].isdisjoint(walk.changed):
             seeds.append(aid)
     late_set = set(late)
+    for aid in through:
+        walk.forced.add(aid)
+        seeds.append(aid)
     for aid in ingesters(graph, incident.source_id):
         if aid in late_set and walk.nodes[aid].status not in DEAD:
             if walk.nodes[aid].ticket:

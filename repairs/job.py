@@ -36,10 +36,10 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from core import locks
+from core import audit, locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries
+from provenance import containment, queries
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
@@ -106,24 +106,45 @@ def run_repair(*, incident_id: int) -> Incident | None:
                 return _failed(incident, exc)
 
 
+REPLAY_UNREACHABLE = "remote agent unreachable"
+
+
 def _replay_failed(incident: Incident, message: str) -> Incident:
-    """A remote agent did not take its replay: block and retry, as for an outage, but only up to
-    KINTSUGI_REPLAY_MAX_ATTEMPTS times per incident; then the repair fails (a person retries it)."""
-    failures, most = incident.replay_failures + 1, settings.KINTSUGI_REPLAY_MAX_ATTEMPTS
-    if failures >= most:
-        message = f"{message} (failure {failures} of {most}: gave up; retry the repair once the agent answers)"
-        return transition(incident, IncidentStatus.FAILED, actor=None, via=Incident.Via.WORKER,
-                          reason="remote agent gave up", error=message, replay_failures=failures)
-    message = f"{message} (failure {failures} of {most}; the repair retries once the agent answers)"
-    transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message,
-               error=message, replay_failures=failures)
+    """A remote agent did not take its replay: an outage of that agent. The repair blocks and retries on
+    the outage schedule (the task's backoff, then the sweep) until the agent has been unreachable for
+    KINTSUGI_REPLAY_OUTAGE_SECONDS or KINTSUGI_REPLAY_MAX_ATTEMPTS failures; then it needs attention
+    (alerted), and the sweep still resumes it once the agent answers. Never failed for an agent that is
+    merely down."""
+    failures = incident.replay_failures + 1
+    waited = (timezone.now() - (_unreachable_since(incident) or timezone.now())).total_seconds()
+    if failures >= settings.KINTSUGI_REPLAY_MAX_ATTEMPTS or waited >= settings.KINTSUGI_REPLAY_OUTAGE_SECONDS:
+        message = (f"{message} (unreachable for {waited:.0f} s, failure {failures}: needs attention; the sweep "
+                   f"resumes the repair once the agent answers, or retry it)")
+        log.error("alert: incident %s needs attention: %s", incident.pk, message)
+        return transition(incident, IncidentStatus.NEEDS_ATTENTION, actor=None, via=Incident.Via.WORKER,
+                          reason=f"{REPLAY_UNREACHABLE} past its outage schedule", error=message,
+                          replay_failures=failures)
+    message = f"{message} (failure {failures}; the repair retries once the agent answers)"
+    transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER,
+               reason=f"{REPLAY_UNREACHABLE}: {message}", error=message, replay_failures=failures)
     raise ReplayUnavailable(message)
+
+
+def _unreachable_since(incident: Incident):
+    """When this run of the repair first found a remote agent unreachable (since its flag or last retry)."""
+    opened = incident.transitions.filter(to_status=IncidentStatus.OPEN).order_by("-at").values_list("at", flat=True).first()
+    first = incident.transitions.filter(reason__startswith=REPLAY_UNREACHABLE)
+    if opened is not None:
+        first = first.filter(at__gte=opened)
+    return first.order_by("at").values_list("at", flat=True).first()
 
 
 def blocked_reason(exc: Exception) -> str:
     """What a blocked incident says: which store is away, then the error's first line."""
     text = scrub_secrets(str(exc).splitlines()[0]) if str(exc).strip() else type(exc).__name__
     if isinstance(exc, OperationalError):
+        if (getattr(exc.__cause__, "sqlstate", None) or "")[:2] == "40":
+            return f"Postgres rolled the step back (retried): {text}"
         return f"Postgres unreachable: {text}"
     if isinstance(exc, redis.exceptions.RedisError):
         return f"FalkorDB unreachable: {type(exc).__name__}: {text}"
@@ -133,12 +154,13 @@ def blocked_reason(exc: Exception) -> str:
 def outage(exc: Exception) -> bool:
     """Whether an error is a store being away (retry later) rather than one retrying cannot mend: every
     GraphUnavailable, and the Postgres errors of a lost or refused connection (no SQLSTATE, class 08),
-    an operator's shutdown (57) or exhausted resources (53). A limit the data exceeds (54, say a jsonb
+    an operator's shutdown (57), exhausted resources (53) or a transaction Postgres rolled back to
+    break a deadlock or a serialisation conflict (40: the next attempt goes through). A limit the data exceeds (54, say a jsonb
     value over 256 MB) fails the repair instead of blocking it for ever."""
     if isinstance(exc, (GraphUnavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         return True  # FalkorDB refused, reset or went silent past its timeout (a frozen server)
     state = getattr(exc.__cause__, "sqlstate", None)
-    return state is None or state[:2] in ("08", "53", "57")
+    return state is None or state[:2] in ("08", "40", "53", "57")
 
 
 def _failed(incident: Incident, exc: Exception) -> Incident:
@@ -151,6 +173,7 @@ def _failed(incident: Incident, exc: Exception) -> Incident:
 def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
     graph = workspace_graph(incident.workspace.name)
+    containment.ensure(incident_id=incident.pk, via=Incident.Via.WORKER)  # a flag that could not contain at once
     if incident.plan is None:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
@@ -233,6 +256,8 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
         if catch_up.catch_up(incident, graph):
             incident.refresh_from_db()
             apply_plan(incident, graph)
+        # Everything the containment held is repaired now: live reads see the repaired facts.
+        containment.replace_with_repair(incident_id=incident.pk, graph=graph)
         catch_up.release_ids(graph)
     offer_to_idle_workers("record_baseline_task", incident.pk)
     offer_to_idle_workers("draft_ahead_task", incident.pk)
@@ -270,6 +295,7 @@ def finish(incident: Incident) -> Incident:
     differs is never repaired: it needs attention, the differences on it, and its approved items stay
     held (compensation.gates). Either way the repair is in the graph: enqueue the repairs that waited."""
     with transaction.atomic():
+        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
         differs = verification_differs(incident.verification)
@@ -280,9 +306,10 @@ def finish(incident: Incident) -> Incident:
                    progress_done=1, progress_total=1)
         enter_phase(incident.pk, P.DONE)
         if not differs:
+            containment.settle(incident_id=incident.pk)  # held effects: performed if the clean run made them too
             repair_finished.send(sender=Incident, incident=incident)
-        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, status=IncidentStatus.BLOCKED,
-                                               waiting_for__isnull=False).values_list("pk", flat=True))
+        waiting = list(Incident.objects.filter(workspace_id=incident.workspace_id, waiting_for__isnull=False,
+                                               status__in=(IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION)).values_list("pk", flat=True))
         transaction.on_commit(lambda: [enqueue_repair(pk) for pk in waiting])
     return incident
 
@@ -302,9 +329,17 @@ def _half_applied_overlap(incident: Incident) -> Incident | None:
 def _wait_for(incident: Incident, other: Incident) -> Incident:
     """Block the incident until the other repair finishes (the sweep, or that repair's end, enqueues it
     again); a repeated wait for the same reason records nothing new."""
-    message = (f"waiting for incident #{other.pk} ({other.status}): its repair of this workspace is half-applied; "
-               f"it resumes on its own after an outage, a failed one needs a retry or a close")
-    if incident.status == IncidentStatus.BLOCKED and incident.waiting_for_id == other.pk and incident.error == message:
+    if other.status == IncidentStatus.FAILED:
+        # Nothing resumes a failed repair on its own: say so where people look (needs attention is alerted
+        # on), instead of waiting in silence; its retry or close wakes this one (finish(), the sweep).
+        status = IncidentStatus.NEEDS_ATTENTION
+        message = (f"waiting for incident #{other.pk} (failed): its repair of this workspace is half-applied; "
+                   f"retry or close incident #{other.pk} and this one resumes")
+    else:
+        status = IncidentStatus.BLOCKED
+        message = (f"waiting for incident #{other.pk} ({other.status}): its repair of this workspace is half-applied; "
+                   f"it resumes on its own after an outage")
+    if incident.status == status and incident.waiting_for_id == other.pk and incident.error == message:
         return incident
-    return transition(incident, IncidentStatus.BLOCKED, actor=None, via=Incident.Via.WORKER, reason=message, error=message,
+    return transition(incident, status, actor=None, via=Incident.Via.WORKER, reason=message, error=message,
                       waiting_for=other)

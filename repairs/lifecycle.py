@@ -29,6 +29,10 @@ def transition(incident: Incident, to: str, *, actor, via: str, reason: str, **f
     """Change status and record who, from where and why, in one transaction."""
     before = incident.status
     with transaction.atomic():
+        # The chain's lock before the incident's row, as every audited transaction takes them: executing
+        # an approved item locks the chain and then its incident's row, and a repair finishing in the
+        # other order deadlocked with it.
+        audit.lock_chain(incident.workspace_id)
         incident.status = to
         for name, value in fields.items():
             setattr(incident, name, value)
@@ -45,11 +49,12 @@ def enqueue_repair(incident_id: int) -> None:
     refused = send(repair_incident, incident_id, what=f"the repair of incident {incident_id}")
     if refused is not None:
         error = f"could not enqueue the repair: {refused}"
+        workspace_id = Incident.objects.values_list("workspace_id", flat=True).get(pk=incident_id)
         with transaction.atomic():
+            audit.lock_chain(workspace_id)  # chain first, as in transition()
             if Incident.objects.filter(pk=incident_id, status=IncidentStatus.OPEN).update(status=IncidentStatus.BLOCKED, error=error):
                 record_transition(incident_id=incident_id, actor=None, via=Via.WORKER, from_status=IncidentStatus.OPEN,
-                                  to_status=IncidentStatus.BLOCKED, reason=error,
-                                  workspace_id=Incident.objects.values_list("workspace_id", flat=True).get(pk=incident_id))
+                                  to_status=IncidentStatus.BLOCKED, reason=error, workspace_id=workspace_id)
 
 
 def offer_to_idle_workers(task_name: str, *args: int) -> None:

@@ -58,17 +58,25 @@ def blocked_by_outage(*, skip_servers: frozenset[str] = frozenset()) -> list[int
             .exclude(workspace__falkordb_server__in=skip_servers)
             # Applied whole and verified different from the clean run: no outage to wait out, a person looks.
             .exclude(status=IncidentStatus.NEEDS_ATTENTION, finished_at__isnull=False).order_by("pk")
-            .values_list("pk", "status", "attempts", "updated_at"))
-    return [pk for pk, status, attempts, updated in rows
-            if status == IncidentStatus.NEEDS_ATTENTION or (now - updated).total_seconds() >= backoff_seconds(attempts)]
+            .values_list("pk", "status", "attempts", "updated_at", "replay_failures"))
+    # One needing attention because its store was away is resumed at once (its server answers: it is not
+    # in skip_servers); one whose remote agent was away tries that agent again on the capped backoff.
+    return [pk for pk, status, attempts, updated, replay_failures in rows
+            if (status == IncidentStatus.NEEDS_ATTENTION and not replay_failures)
+            or (now - updated).total_seconds() >= backoff_seconds(attempts)]
 
 
 def unreachable_servers() -> dict[str, str]:
     """The placement keys whose FalkorDB server does not answer, each with the reason ('' is the
-    default server; keys naming the same server are asked once)."""
+    default server; keys naming the same server are asked once). Never raises for a server that is
+    away: the embedded one frozen or still loading its data is named here like any other."""
     by_url: dict[str, list[str]] = {}
     down: dict[str, str] = {}
-    for key in ["", *placement_servers()]:
+    try:
+        keys = ["", *placement_servers()]
+    except GraphUnavailable as exc:  # the default server is the only one and it does not answer yet
+        return {"": str(exc).splitlines()[0]}
+    for key in keys:
         try:
             by_url.setdefault(server_url(key), []).append(key)
         except UnknownServer:
@@ -83,6 +91,17 @@ def unreachable_servers() -> dict[str, str]:
     return down
 
 
+def _every_server_down(down: dict[str, str]) -> bool:
+    """Whether no configured FalkorDB server answers (asking for the list may itself find the default
+    server away)."""
+    if not down:
+        return False
+    try:
+        return set(down) >= {"", *placement_servers()}
+    except GraphUnavailable:
+        return True
+
+
 def heal_outages() -> Healed:
     """Re-enqueue blocked and orphaned repairs of the workspaces whose FalkorDB server answers, and
     execute their approved items that have waited longer than one sweep. Limits: a repair that still
@@ -90,7 +109,7 @@ def heal_outages() -> Healed:
     record_sweep_run()
     down = unreachable_servers()
     error = "; ".join(sorted(set(down.values()))) or None
-    if down and set(down) >= {"", *placement_servers()}:
+    if _every_server_down(down):
         log.warning("sweep: FalkorDB still unavailable, nothing resumed: %s", error)
         return Healed(error, [], [], 0)
     skip = frozenset(down)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.db import IntegrityError, connection, transaction
 
-from core import locks
+from core import audit, locks
 from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from core.vocabulary import IncidentStatus, Via
-from provenance import capabilities, quarantine, tenancy, validation
+from provenance import capabilities, containment, quarantine, tenancy, validation
 from provenance.models import Source, Workspace
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
@@ -61,6 +61,9 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
         raise IncidentAlreadyOpen(existing)
     try:
         with transaction.atomic():
+            # The graph's lock before the incident's row (which locks the workspace's row for its key),
+            # as every writer of the graph takes them: the containment below is written under it.
+            graph_held = containment.hold_graph(workspace)
             incident = Incident.objects.create(workspace=workspace, run_number=workspace.run_number,
                                                source_id=source_id, reason=reason, flagged_by=actor,
                                                flagged_via=via)
@@ -70,6 +73,14 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
             # closes the incident as a false alarm.
             quarantine.quarantine_source(workspace=workspace, source_id=source_id, incident_id=incident.pk,
                                          actor=actor, reason=reason, via=via)
+            # ...and what it already put into memory is contained: live reads resolve around it and the
+            # effects of recordings that read through it are held, until the repair lands or a lead
+            # closes the incident as a false alarm.
+            contained = containment.contain(workspace=workspace, incident_id=incident.pk, source_id=source_id,
+                                            flagged_at=incident.created_at, actor=actor, reason=reason, via=via,
+                                            locked=graph_held)
+            if contained.contained_at is None:
+                transaction.on_commit(lambda: containment.ensure_quietly(incident_id=incident.pk, via=via))
             transaction.on_commit(lambda: enqueue_repair(incident.pk))
     except IntegrityError:
         # Two flags raced past the check above; the partial unique index let exactly one through.
@@ -83,6 +94,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     reason = validation.reason(reason, required=False)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
+        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         # "needs attention" is blocked past its bound of attempts, and retried like it (Incident.RETRYABLE).
         if not incident.may_retry():
@@ -96,10 +108,12 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
 
 def close_incident(*, incident: Incident, actor, reason: str, via: str, false_alarm: bool = False) -> Incident:
     """Close an incident (not while it is repairing); a reason is required and recorded. Its source
-    stays quarantined unless the lead closes it as a false alarm, which lets the source be read again."""
+    stays quarantined, and what it wrote contained, unless the lead closes it as a false alarm, which lets
+    the source be read again and lifts the containment (provenance.containment)."""
     reason = validation.reason(reason)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
+        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         if not incident.may_close() and incident.status != IncidentStatus.CLOSED:
             raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")
@@ -110,10 +124,12 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str, false_al
             # quarantine: a false alarm found later lifts it, and only that.
             if false_alarm and quarantine.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}",
                                                via=via):
+                containment.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
                 return incident
             raise RefusedTransition(f"incident #{incident.pk} is already closed")
         if false_alarm:
             quarantine.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
+            containment.lift(incident_id=incident.pk, actor=actor, reason=f"false alarm: {reason}", via=via)
         transition(incident, IncidentStatus.CLOSED, actor=actor, via=via,
                    reason=f"false alarm: {reason}" if false_alarm else reason)
         incident_closed.send(sender=Incident, incident=incident, actor=actor, reason=reason, via=via)
@@ -155,6 +171,7 @@ def close_for_replaced_run(*, workspace: Workspace, actor, reason: str) -> None:
     busy = workspace.incidents.filter(status=IncidentStatus.REPAIRING, pk__in=running).first()
     if busy:
         raise RepairInProgress(f"incident #{busy.pk} is repairing workspace {workspace.name!r}; try again when it is done")
+    containment.end_with_run(workspace=workspace)
     for incident in workspace.incidents.open():
         transition(incident, IncidentStatus.CLOSED, actor=actor, via=Incident.Via.CLI if actor else Incident.Via.WORKER,
                     reason=f"{reason}: workspace run replaced")

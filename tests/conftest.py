@@ -150,7 +150,7 @@ def two_falkordb_servers(settings, falkordb_url, second_falkordb_url):
 
 @pytest.fixture(scope="session", autouse=True)
 def _audit_home(_no_leftover_processes):
-    """The signing key and checkpoint log never land in the project's KINTSUGI_HOME; the processes the
+    """The signing key, the secret box's key and the checkpoint log never land in the project's KINTSUGI_HOME; the processes the
     tests start inherit these."""
     from django.conf import settings
 
@@ -158,6 +158,7 @@ def _audit_home(_no_leftover_processes):
     key, log = str(home / "signing-key.pem"), str(home / "checkpoints.jsonl")
     os.environ["KINTSUGI_AUDIT_SIGNING_KEY"] = settings.KINTSUGI_AUDIT_SIGNING_KEY = key
     os.environ["KINTSUGI_AUDIT_CHECKPOINT_LOG"] = settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = log
+    os.environ["KINTSUGI_SECRET_BOX_KEY"] = settings.KINTSUGI_SECRET_BOX_KEY = str(home / "secret-box.key")
     yield home
     shutil.rmtree(home, ignore_errors=True)
 

@@ -212,8 +212,9 @@ REPLAY_CALLBACK_TEXT = (
     "Answers: any 2xx is taken, and the replay then ends at `finish`: a 200 sent after finish (as "
     "kintsugi_client.Desk does) and a 202 sent at once (then finish within the registration's timeout_seconds) "
     "work the same. A 4xx or 5xx, no answer, or no finish within timeout_seconds: the repair blocks with a "
-    "fixed-words reason (never the agent's text) and retries like an outage, up to KINTSUGI_REPLAY_MAX_ATTEMPTS "
-    "failures, then fails. A call the recorder refuses during the replay fails the repair.")
+    "fixed-words reason (never the agent's text) and retries like an outage until the agent has been "
+    "unreachable for KINTSUGI_REPLAY_OUTAGE_SECONDS (or KINTSUGI_REPLAY_MAX_ATTEMPTS failures), then needs attention "
+    "and is resumed once the agent answers. A call the recorder refuses during the replay fails the repair.")
 
 
 class AgentRegisterSerializer(views.ReasonSerializer):

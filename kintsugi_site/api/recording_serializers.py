@@ -127,9 +127,13 @@ class EffectAnswerSerializer(serializers.Serializer):
     ticket = serializers.CharField(allow_null=True)
     amount = serializers.IntegerField()
     currency = serializers.CharField()
-    perform = serializers.BooleanField(help_text="True: perform it now; false (in every replay): it is held for a "
-                                                 "person's approval, never perform it.")
+    perform = serializers.BooleanField(help_text="True: perform it now; false (in every replay, and for an action "
+                                                 "that read through a flag's containment): it is held, never "
+                                                 "perform it.")
     held = serializers.BooleanField()
+    incident = serializers.IntegerField(required=False, help_text="Present when the action read through this "
+                                                                  "incident's containment: its repair settles the "
+                                                                  "effect (performed if the clean run makes it too).")
 
 
 DECISION_KEYS_TEXT = (

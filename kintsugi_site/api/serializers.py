@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from compensation import review_numbers
-from provenance import quarantine
+from provenance import containment, quarantine
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
 from repairs.models import Incident
@@ -213,6 +213,36 @@ class QuarantineSerializer(serializers.Serializer):
     lift_reason = serializers.CharField(allow_blank=True)
 
 
+class ContainedVersionSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    version = serializers.IntegerField()
+
+
+class HeldEffectsSerializer(serializers.Serializer):
+    held = serializers.IntegerField(help_text="Effects held now: asked for by recordings that read through the "
+                                              "containment, waiting for the repair.")
+    performed = serializers.IntegerField(help_text="Settled by the repair: the clean run made them too.")
+    dropped = serializers.IntegerField(help_text="Settled by the repair: the clean run did not make them.")
+    released = serializers.IntegerField(help_text="Performed as asked when the flag was closed as a false alarm.")
+    held_refund_cents = serializers.DictField(child=serializers.IntegerField(),
+                                              help_text="Money the held refunds would move, per currency, in cents.")
+
+
+class ContainmentSerializer(serializers.Serializer):
+    holding = serializers.BooleanField(help_text="True: live reads resolve around the contained versions.")
+    ended = serializers.CharField(allow_null=True, help_text='"repaired" (replaced by the repaired facts) or '
+                                                             '"false_alarm" (lifted); null while holding.')
+    ended_at = serializers.DateTimeField(allow_null=True)
+    ended_by = serializers.CharField(allow_null=True)
+    end_reason = serializers.CharField(allow_blank=True)
+    contained_at = serializers.DateTimeField(allow_null=True, help_text="Null: not contained yet (the graph was "
+                                                                        "away at the flag).")
+    flag_to_containment_seconds = serializers.FloatField(allow_null=True)
+    contained_facts = serializers.IntegerField(help_text="Fact versions whose lineage includes the source.")
+    sample = ContainedVersionSerializer(many=True, help_text="The first contained versions.")
+    held_effects = HeldEffectsSerializer()
+
+
 class ReviewSerializer(serializers.Serializer):
     items_pending = serializers.IntegerField(help_text="Review items still waiting for a decision.")
     amount_pending_cents = serializers.IntegerField(help_text="Money those items move, in cents.")
@@ -245,12 +275,15 @@ class IncidentSerializer(serializers.Serializer):
         "Each phase the repair has entered (walking, applying, verifying; drafting runs inside verifying), "
         "in order."))
     quarantine = QuarantineSerializer(allow_null=True, help_text="The flagged source's quarantine (null: none).")
+    containment = ContainmentSerializer(allow_null=True, help_text="What the flag contained at once and the effects "
+                                                                   "it holds (null: flagged before containment).")
     review = ReviewSerializer(help_text="What still waits for a person (compensation.review_numbers).")
 
     def to_representation(self, incident: Incident) -> dict:
         found = review_numbers.review(incident=incident)
         data = incident_summary(incident) | {
             "quarantine": quarantine.state_of(incident_id=incident.pk),
+            "containment": containment.state_of(incident_id=incident.pk),
             "review": found.as_dict() | {"status_text": review_numbers.status_text(incident, found)},
             "id": incident.pk, "workspace_id": incident.workspace_id, "reason": incident.reason,
             "flagged_by": incident.flagged_by.get_username(), "flagged_via": incident.flagged_via,

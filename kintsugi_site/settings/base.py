@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     # Registers OpClass as an index wrapper: without it the case search's trigram indexes render invalid SQL.
     "django.contrib.postgres",
     "rest_framework",
+    # Before rest_framework.authtoken: its drf_create_token, over keys stored as digests.
+    "provenance.token_cli",
     "rest_framework.authtoken",
     "axes",
     "drf_spectacular",
@@ -261,6 +263,9 @@ KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str
 KINTSUGI_AUDIT_ANCHOR_LOG = env("KINTSUGI_AUDIT_ANCHOR_LOG", default=str(_AUDIT_HOME.parent / "audit-anchor" / "anchor.jsonl"))
 KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))
 KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = env.bool("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED", default=False)
+# The key that seals agents' replay secrets in the database (core.secret_box): a Fernet key file beside
+# the signing key, generated on first use, never in a backup; a restored home brings the same file.
+KINTSUGI_SECRET_BOX_KEY = env("KINTSUGI_SECRET_BOX_KEY", default=str(_AUDIT_HOME / "secret-box.key"))
 # How far the signed head may trail the newest committed audit row (seconds).
 KINTSUGI_AUDIT_CHECKPOINT_DELAY = env.float("KINTSUGI_AUDIT_CHECKPOINT_DELAY", default=1.0)
 # Refused attempts written to the audit record per actor per minute; beyond it they are counted, not written.
@@ -360,9 +365,13 @@ KINTSUGI_MCP_PORT = env.int("KINTSUGI_MCP_PORT", default=8765)
 # is allowed here; production's settings allow nothing beyond public addresses unless told. The
 # deployment's own services stay refused whatever this says.
 KINTSUGI_EGRESS_ALLOW = parse_allow_list(env.list("KINTSUGI_EGRESS_ALLOW", default=["127.0.0.0/8", "::1/128"]))
-# How many times one incident's repair may fail to reach a remote agent before it fails instead of
-# blocking again (each failure is counted on the incident).
-KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=5)
+# A remote agent whose replay endpoint does not answer is an outage: the repair blocks and retries on the
+# outage schedule (KINTSUGI_RETRY_BACKOFF_*, then the sweep) until the agent has been unreachable for
+# KINTSUGI_REPLAY_OUTAGE_SECONDS, or failed KINTSUGI_REPLAY_MAX_ATTEMPTS times; then it needs attention
+# (alerted) and the sweep still resumes it, at most every KINTSUGI_RETRY_BACKOFF_MAX_SECONDS, once the
+# agent answers.
+KINTSUGI_REPLAY_OUTAGE_SECONDS = env.float("KINTSUGI_REPLAY_OUTAGE_SECONDS", default=3600)
+KINTSUGI_REPLAY_MAX_ATTEMPTS = env.int("KINTSUGI_REPLAY_MAX_ATTEMPTS", default=40)
 # Who issues the MCP bearer tokens (this site: they are the REST API's tokens).
 KINTSUGI_MCP_ISSUER_URL = env("KINTSUGI_MCP_ISSUER_URL", default="http://127.0.0.1:8000")
 

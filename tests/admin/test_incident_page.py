@@ -20,8 +20,9 @@ def test_incident_page_shows_the_articles_outcome_in_eleven_queries_at_most(lead
                                                                             django_assert_max_num_queries):
     url = reverse("admin:repairs_incident_change", args=[repaired.pk])
     # The tenth: the customers' names of the page of tickets, for their before → after in words. The
-    # eleventh: the quarantine of the flagged source (held or lifted, and the ingests it refused).
-    with django_assert_max_num_queries(12):
+    # eleventh: the quarantine of the flagged source (held or lifted, and the ingests it refused). The
+    # twelfth and thirteenth: what the flag contained, and the effects it held.
+    with django_assert_max_num_queries(14):
         response = lead_client.get(url)
     html = response.content.decode()
     values = outcome_values(html)

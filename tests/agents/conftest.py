@@ -27,7 +27,7 @@ EXAMPLE = ROOT / "examples" / "remote_agent.py"
 @pytest.fixture
 def admin_token(django_user_model) -> str:
     user = django_user_model.objects.create_superuser("desk-admin", "admin@example.com", "pass-1234-kintsugi")
-    return Token.objects.create(user=user).key
+    return Token.objects.create(user=user).plain_key
 
 
 class RemoteDesk:

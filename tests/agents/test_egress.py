@@ -190,7 +190,7 @@ def banner_server() -> int:
     return sock.getsockname()[1]
 
 
-def test_a_repair_stores_fixed_words_and_gives_up_after_the_bounded_attempts(settings):
+def test_a_repair_stores_fixed_words_and_needs_attention_after_the_bounded_attempts(settings):
     settings.KINTSUGI_REPLAY_MAX_ATTEMPTS = 3
     ws = recorded("egress-gives-up", Agent(lambda request: None))
     before = graph_dump(ws.name)
@@ -204,16 +204,18 @@ def test_a_repair_stores_fixed_words_and_gives_up_after_the_bounded_attempts(set
         assert incident.status == "blocked" and incident.replay_failures == attempt
         errors.append(incident.error)
     AgentRegistration.objects.filter(workspace=ws).update(replay_url=f"http://127.0.0.1:{free_port()}/replay")
-    assert run_repair(incident_id=incident.pk).status == "failed"
+    assert run_repair(incident_id=incident.pk).status == "needs_attention"  # never failed: the agent is only down
     incident.refresh_from_db()
     errors.append(incident.error)
-    assert incident.replay_failures == 3 and "gave up" in incident.error
+    assert incident.replay_failures == 3 and "needs attention" in incident.error
     for error in errors:
         assert error.startswith("agent 'reader' unreachable: replay of action"), error
         for remote in ("SSH", "bastion", "refused", "Errno", "closed", "Remote end"):
             assert remote not in error, error
     assert graph_dump(ws.name) == before
-    assert run_repair(incident_id=incident.pk).status == "failed"  # no further attempt by itself
+    # The sweep's next attempt finds the agent still down: it still needs attention, never failed.
+    assert run_repair(incident_id=incident.pk).status == "needs_attention"
+    assert not incident.transitions.filter(to_status="failed").exists()
 
 
 def test_a_url_the_policy_refuses_at_connection_fails_the_repair_at_once(settings):

@@ -15,7 +15,7 @@ from tests.helpers import create_user
 def make_user(django_user_model):
     def make(username: str, *, roles=(), workspaces=(), superuser: bool = False):
         user = create_user(username, *roles, workspaces=workspaces, staff=superuser, is_superuser=superuser)
-        Token.objects.create(user=user)
+        user.api_key = Token.objects.create(user=user).plain_key  # shown once: the row holds its digest
         return user
     return make
 

@@ -5,7 +5,7 @@ import pytest
 
 from compensation.models import AuditEvent
 from repairs.models import Incident
-from tests.helpers import client_for
+from tests.helpers import api_key, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -99,7 +99,7 @@ def test_the_token_may_also_be_sent_as_bearer(make_user, record_desk):
     ws, _ = record_desk("api-acc-bearer")
     user = make_user("lead", roles=["Support lead"], workspaces=[ws])
     client = client_for()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {user.auth_token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key(user)}")
     assert client.get("/api/v1/incidents/").status_code == 200
 
 

@@ -17,7 +17,7 @@ from django.db import connection
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
 from repairs.models import Incident
-from tests.helpers import ROOT, client_for, free_port, worker_env
+from tests.helpers import ROOT, api_key, client_for, free_port, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,7 +91,7 @@ def desk(make_user, record_desk):
 
 def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url, desk):
     ws, source, lead = desk
-    token = lead.auth_token.key
+    token = api_key(lead)
     tools = {t.name for t in call(mcp_url, token).tools}
     assert {"blast_radius", "explain_path", "flag_source", "incident_status", "review_items", "approve_item",
             "reject_item", "what_if", "suspicious_sources", "open_action",
@@ -114,7 +114,7 @@ def test_mcp_client_gets_the_canonical_blast_radius_and_an_explain_path(mcp_url,
 
 def test_mcp_flag_source_opens_an_incident_and_incident_status_follows_it(mcp_url, desk):
     ws, source, lead = desk
-    token = lead.auth_token.key
+    token = api_key(lead)
     flagged = call(mcp_url, token, "flag_source", {"workspace": ws.name, "source": POISONED_PAGE,
                                                    "reason": "the partner blog invented a VIP rule"})
     assert not flagged.is_error, flagged.content
@@ -130,13 +130,13 @@ def test_mcp_flag_source_opens_an_incident_and_incident_status_follows_it(mcp_ur
 def test_mcp_applies_the_same_roles_and_tenancy(mcp_url, desk, make_user, record_desk):
     ws, source, lead = desk
     auditor = make_user("mcp-auditor", roles=["Auditor"], workspaces=[ws])
-    refused = call(mcp_url, auditor.auth_token.key, "flag_source",
+    refused = call(mcp_url, api_key(auditor), "flag_source",
                    {"workspace": ws.name, "source": POISONED_PAGE, "reason": "x"})
     assert refused.is_error and "may not flag" in refused.content[0].text
     refusal = AuditEvent.objects.get(action="refused", actor=auditor)
     assert refusal.via == "mcp" and refusal.data["status"] == 403 and "may not flag" in refusal.reason
     outsider = make_user("mcp-outsider", roles=["Support lead"])
-    hidden = call(mcp_url, outsider.auth_token.key, "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
+    hidden = call(mcp_url, api_key(outsider), "blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})
     assert hidden.is_error and "unknown workspace" in hidden.content[0].text
     assert not Incident.objects.exists()
 
@@ -145,10 +145,10 @@ def test_mcp_refuses_missing_tokens_and_foreign_host_or_origin(mcp_url, desk):
     ws, source, lead = desk
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    auth = {"Authorization": f"Bearer {lead.auth_token.key}"}
+    auth = {"Authorization": f"Bearer {api_key(lead)}"}
     assert httpx2.post(mcp_url, json=body, headers=headers | auth).status_code == 200
     # The REST API's scheme is accepted too, so one header serves both endpoints.
-    token_scheme = {"Authorization": f"Token {lead.auth_token.key}"}
+    token_scheme = {"Authorization": f"Token {api_key(lead)}"}
     assert httpx2.post(mcp_url, json=body, headers=headers | token_scheme).status_code == 200
     assert httpx2.post(mcp_url, json=body, headers=headers).status_code == 401
     assert httpx2.post(mcp_url, json=body, headers=headers | {"Authorization": "Bearer nope"}).status_code == 401
@@ -185,7 +185,7 @@ def test_mcp_review_tools_list_and_decide_items_under_the_admins_rules(mcp_url, 
 
     ws, incident, lead = repaired_desk
     reviewer = make_user("mcp-reviewer", roles=["Reviewer"], workspaces=[ws])
-    listed = call(mcp_url, reviewer.auth_token.key, "review_items", {"workspace": ws.name, "incident": incident.pk})
+    listed = call(mcp_url, api_key(reviewer), "review_items", {"workspace": ws.name, "incident": incident.pk})
     assert not listed.is_error, listed.content
     page = listed.structured_content
     assert page["total"] == 14 and {i["kind"] for i in page["items"]} >= {"refund_reversal", "correction_email"}
@@ -199,22 +199,22 @@ def test_mcp_review_tools_list_and_decide_items_under_the_admins_rules(mcp_url, 
     assert {e["kind"] for e in reversal["compensates"]} == {"refund"}
     assert all(e["idempotency_key"] for e in reversal["compensates"] if e["role"] == "invalidated")
 
-    approved = call(mcp_url, reviewer.auth_token.key, "approve_item", {"item": reversal["id"], "reason": "matches"})
+    approved = call(mcp_url, api_key(reviewer), "approve_item", {"item": reversal["id"], "reason": "matches"})
     assert not approved.is_error, approved.content
     assert approved.structured_content["status"] == "approved"
     assert approved.structured_content["decided_by"] == "mcp-reviewer"
     assert approved.structured_content["compensates"] == reversal["compensates"]
     event = AuditEvent.objects.get(action="item.approved", subject_id=str(reversal["id"]))
     assert event.via == "mcp" and event.actor == reviewer and event.reason == "matches"
-    rejected = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": email["id"], "reason": "too stiff"})
+    rejected = call(mcp_url, api_key(reviewer), "reject_item", {"item": email["id"], "reason": "too stiff"})
     assert rejected.structured_content["status"] == "rejected"
-    again = call(mcp_url, reviewer.auth_token.key, "approve_item", {"item": email["id"]})
+    again = call(mcp_url, api_key(reviewer), "approve_item", {"item": email["id"]})
     assert again.is_error and "already rejected" in again.content[0].text
     t06 = CompensationItem.objects.get(incident=incident, ticket_id="t06", kind="refund_reversal")
-    no_reason = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": t06.pk, "reason": " "})
+    no_reason = call(mcp_url, api_key(reviewer), "reject_item", {"item": t06.pk, "reason": " "})
     assert no_reason.is_error and "reason is required" in no_reason.content[0].text
     t07 = CompensationItem.objects.get(incident=incident, ticket_id="t07", kind="refund_reversal")
-    warned = call(mcp_url, reviewer.auth_token.key, "reject_item", {"item": t07.pk, "reason": "kept"})
+    warned = call(mcp_url, api_key(reviewer), "reject_item", {"item": t07.pk, "reason": "kept"})
     assert "will not go out as written" in warned.structured_content["warning"]
 
 
@@ -226,17 +226,17 @@ def test_mcp_review_keeps_four_eyes_roles_and_tenancy(mcp_url, repaired_desk, ma
     ws, incident, lead = repaired_desk
     item = CompensationItem.objects.filter(incident=incident, kind="refund_reversal").order_by("pk").first()
     lead.groups.add(Group.objects.get(name="Reviewer"))  # both roles: only four-eyes stops the flagger
-    own = call(mcp_url, lead.auth_token.key, "approve_item", {"item": item.pk, "reason": "mine"})
+    own = call(mcp_url, api_key(lead), "approve_item", {"item": item.pk, "reason": "mine"})
     assert own.is_error and "four-eyes" in own.content[0].text
     auditor = make_user("mcp-review-auditor", roles=["Auditor"], workspaces=[ws])
-    role = call(mcp_url, auditor.auth_token.key, "approve_item", {"item": item.pk})
+    role = call(mcp_url, api_key(auditor), "approve_item", {"item": item.pk})
     assert role.is_error and "Reviewer role needed" in role.content[0].text
     outsider = make_user("mcp-review-outsider", roles=["Reviewer"])
-    hidden = call(mcp_url, outsider.auth_token.key, "approve_item", {"item": item.pk})
+    hidden = call(mcp_url, api_key(outsider), "approve_item", {"item": item.pk})
     assert hidden.is_error and f"unknown compensation item {item.pk}" in hidden.content[0].text
-    listing = call(mcp_url, outsider.auth_token.key, "review_items", {"workspace": ws.name})
+    listing = call(mcp_url, api_key(outsider), "review_items", {"workspace": ws.name})
     assert listing.is_error and "unknown workspace" in listing.content[0].text
-    bad = call(mcp_url, auditor.auth_token.key, "review_items", {"workspace": ws.name, "status": "maybe"})
+    bad = call(mcp_url, api_key(auditor), "review_items", {"workspace": ws.name, "status": "maybe"})
     assert bad.is_error and "status must be one of" in bad.content[0].text
     item.refresh_from_db()
     assert item.status == "pending" and not AuditEvent.objects.filter(action="item.approved").exists()
@@ -246,19 +246,19 @@ def test_mcp_review_keeps_four_eyes_roles_and_tenancy(mcp_url, repaired_desk, ma
 
 def test_mcp_what_if_tells_the_exact_outcome_and_changes_nothing(mcp_url, desk, make_user):
     ws, source, lead = desk
-    answer = call(mcp_url, lead.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    answer = call(mcp_url, api_key(lead), "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
     assert not answer.is_error, answer.content
     wi = answer.structured_content
     assert (wi["blast_radius"], wi["compensations"], wi["amount_reversed"]) == (25, 10, {"USD": 40000})
     assert len(wi["tickets_changed"]) == 5 and wi["fingerprint"]
     assert AuditEvent.objects.filter(action="what_if.viewed", via="mcp", actor=lead).count() == 1
-    ranked = call(mcp_url, lead.auth_token.key, "suspicious_sources", {"workspace": ws.name})
+    ranked = call(mcp_url, api_key(lead), "suspicious_sources", {"workspace": ws.name})
     assert ranked.structured_content["sources"][0]["source"] == POISONED_PAGE
     auditor = make_user("mcp-wi-auditor", roles=["Auditor"], workspaces=[ws])
-    refused = call(mcp_url, auditor.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    refused = call(mcp_url, api_key(auditor), "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
     assert refused.is_error and "Support lead" in refused.content[0].text
     outsider = make_user("mcp-wi-outsider", roles=["Support lead"])
-    hidden = call(mcp_url, outsider.auth_token.key, "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
+    hidden = call(mcp_url, api_key(outsider), "what_if", {"workspace": ws.name, "source": POISONED_PAGE})
     assert hidden.is_error and "unknown workspace" in hidden.content[0].text
     assert not Incident.objects.exists()
 
@@ -270,10 +270,10 @@ def test_mcp_refuses_a_member_without_a_role_what_the_api_refuses(mcp_url, repai
 
     ws, incident, lead = repaired_desk
     member = make_user("mcp-no-role", workspaces=[ws])
-    api = APIClient().get("/api/v1/review-items/", HTTP_AUTHORIZATION=f"Token {member.auth_token.key}")
+    api = APIClient().get("/api/v1/review-items/", HTTP_AUTHORIZATION=f"Token {api_key(member)}")
     assert api.status_code == 403
     for tool, arguments in (("review_items", {"workspace": ws.name}), ("incident_status", {"incident": incident.pk}),
                             ("blast_radius", {"workspace": ws.name, "source": POISONED_PAGE})):
-        answer = call(mcp_url, member.auth_token.key, tool, arguments)
+        answer = call(mcp_url, api_key(member), tool, arguments)
         text = answer.content[0].text
         assert answer.is_error and "may not" in text and "@" not in text, (tool, text)

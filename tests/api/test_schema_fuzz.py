@@ -10,7 +10,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 
-from tests.helpers import client_for
+from tests.helpers import api_key, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,7 @@ def fuzz_workspace(django_db_setup, django_db_blocker):
 
 @pytest.fixture
 def token(make_user, fuzz_workspace):
-    return make_user("fuzzer", roles=["Support lead"], workspaces=[fuzz_workspace]).auth_token.key
+    return api_key(make_user("fuzzer", roles=["Support lead"], workspaces=[fuzz_workspace]))
 
 
 @pytest.fixture

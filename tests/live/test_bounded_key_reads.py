@@ -148,7 +148,7 @@ MATCH (f:Fact) WHERE f.key IN $keys AND ($below IS NULL OR f.seq < $below)
 WITH f.key AS key, max(f.version) AS top, max(CASE WHEN f.active THEN f.version END) AS head
 OPTIONAL MATCH (w:Action)-[:WROTE]->(f:Fact {key: key}) WHERE f.version = head
 RETURN top, f.id, key, f.value, f.version, f.seq, f.active, w.id, f.valid_from, f.valid_until, f.known_at,
-       f.system_at, f.invalidated_at, f.invalidated_by
+       f.system_at, f.invalidated_at, f.invalidated_by, f.contained
 """
 _TOP_OF_HEAD = queries.LOAD_FACT_HEADS.replace("RETURN top, f.id", "RETURN coalesce(f.version, 0), f.id")
 _PAST_SNAPSHOT = queries.LOAD_FACT_HEADS.replace("AND ($below IS NULL OR f.seq < $below)", "")

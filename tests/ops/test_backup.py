@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -38,9 +41,11 @@ def state(ws):
     return json.loads(out.getvalue())
 
 before = verify()
+from compensation.models import AuditEvent
+restores = list(AuditEvent.objects.filter(action="backup.restored", workspace=None).values_list("data", flat=True))
 states = {{ws: state(ws) for ws in {workspaces!r}}}
 resumed = run_repair(incident_id={incident}).status
-print(json.dumps({{"verified_before": before, "states": states, "resumed": resumed, "verified_after": verify()}}))
+print(json.dumps({{"verified_before": before, "restores": restores, "states": states, "resumed": resumed, "verified_after": verify()}}))
 """
 
 
@@ -57,8 +62,9 @@ def _state(workspace: str) -> dict:
 
 @pytest.fixture
 def fresh_home(tmp_path, second_falkordb_url):
-    """Another home: its own database (on the same Postgres server), FalkorDB server and checkpoint log;
-    the same signing key, as a restored deployment brings its key from the secret store."""
+    """Another home: its own database (on the same Postgres server), FalkorDB server, checkpoint log and
+    anchor (empty: a new home has no record of any log); the same signing key and secret box key, as a
+    restored deployment brings its keys from the secret store."""
     import psycopg
 
     db = settings.DATABASES["owner"]
@@ -66,6 +72,7 @@ def fresh_home(tmp_path, second_falkordb_url):
     prefix, graph_url = settings.KINTSUGI_GRAPH_PREFIX, second_falkordb_url
     env = worker_env(name, FALKORDB_URL=graph_url, KINTSUGI_CACHE_PREFIX=f"{prefix}r",
                      KINTSUGI_AUDIT_CHECKPOINT_LOG=str(tmp_path / "new-home" / "checkpoints.jsonl"),
+                     KINTSUGI_AUDIT_ANCHOR_LOG=str(tmp_path / "new-home-anchor" / "anchor.jsonl"),
                      KINTSUGI_REPAIR_HELPERS="0", CELERY_TASK_ALWAYS_EAGER="1")
     conninfo = dict(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"], dbname="postgres",
                     autocommit=True)
@@ -98,8 +105,15 @@ def test_a_backup_restores_into_a_fresh_home(tmp_path, fresh_home):
     assert {f"{prefix}:ops-bk-a", f"{prefix}:ops-bk-b"} <= names
     assert manifest["checkpoints"]["lines"] > 0
 
-    restored = _manage(fresh_home, "restore", str(backup_dir))
+    old = os.umask(0o022)
+    try:
+        restored = _manage(fresh_home, "restore", str(backup_dir))
+    finally:
+        os.umask(old)
     assert restored.returncode == 0, restored.stderr
+    assert "warning" not in restored.stderr  # the same secret box key: the replay secrets open
+    new_log = Path(fresh_home["KINTSUGI_AUDIT_CHECKPOINT_LOG"])
+    assert stat.S_IMODE(new_log.stat().st_mode) == 0o600
     # The restored home's own commands, in one process of its own: the record verifies, each workspace
     # exports the same state as here, the waiting repair resumes and the record still verifies after it.
     there = _manage(fresh_home, "shell", "-c", RESTORED_HOME_CHECKS.format(workspaces=["ops-bk-a", "ops-bk-b"],
@@ -107,6 +121,9 @@ def test_a_backup_restores_into_a_fresh_home(tmp_path, fresh_home):
     assert there.returncode == 0, there.stderr[-2000:]
     checks = json.loads(there.stdout.strip().splitlines()[-1])
     assert checks["verified_before"] == 0, checks
+    # The restore is in the record: which backup, and every chain re-anchored under this home's key.
+    [restore_event] = checks["restores"]
+    assert restore_event["chains_reanchored"] >= 2 and restore_event["rows"] == manifest["postgres"]["rows"]
     assert checks["states"] == {ws: _state(ws) for ws in ("ops-bk-a", "ops-bk-b")}
     assert checks["resumed"] == "repaired" and checks["verified_after"] == 0, checks
 

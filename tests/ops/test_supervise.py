@@ -43,3 +43,40 @@ def test_a_child_that_is_not_restarted_is_reported_once_it_exits():
     web.proc.wait()
     assert web.check() == "web server exited with 3"
     assert web.restarts == 0
+
+
+def test_a_killed_broker_is_started_again_and_the_other_children_stay_up(tmp_path):
+    import os
+
+    from core import embedded
+    from kintsugi_site.supervise import SupervisedStore
+    from tests.helpers import free_port
+
+    port, data = free_port(), tmp_path / "broker"
+    first = embedded.start_redis_server(data_dir=data, port=port, with_graph=False, die_with_parent=True)
+    restarted = []
+
+    def ensure():
+        restarted.append(embedded.start_redis_server(data_dir=data, port=port, with_graph=False, die_with_parent=True))
+
+    broker = SupervisedStore("broker", alive=lambda: embedded._port_held(port), ensure=ensure, backoff=0.1)
+    worker = Supervised("celery worker", SLEEPER, restart=True, backoff=0.1).start()
+    try:
+        assert broker.check() is None
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        assert "broker is down; restarting in 0.1 s" == _until(broker.check)
+        assert _until(broker.check) == "broker restarted (restart 1)"
+        assert embedded._port_answers(port) and restarted[0] is not None
+        assert worker.check() is None and worker.restarts == 0  # untouched by the broker's restart
+        worker.proc.send_signal(signal.SIGKILL)
+        worker.proc.wait()
+        assert _until(worker.check) == "celery worker exited with -9; restarting in 0.1 s"
+        assert _until(worker.check) == "celery worker restarted (restart 1)"
+        assert broker.check() is None and broker.restarts == 1
+    finally:
+        worker.stop()
+        for proc in restarted:
+            if proc is not None:
+                proc.kill()
+                proc.wait()

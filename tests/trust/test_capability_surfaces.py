@@ -24,7 +24,7 @@ from provenance.models import Source
 from provenance.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.services import flag_source
-from tests.helpers import create_user
+from tests.helpers import api_key, create_user
 
 ROLES = {"lead": [SUPPORT_LEAD], "reviewer": [REVIEWER], "auditor": [AUDITOR], "workspace_admin": [WORKSPACE_ADMIN],
          "no_role": []}
@@ -72,7 +72,7 @@ def _admin(method: str, url: str):
 def _api(method: str, url: str, data=None):
     def ask(user, d):
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {user.auth_token.key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_key(user)}")
         code = getattr(client, method)(url.format(d=d), data or {}, format="json").status_code
         return REFUSED if code == 403 else ALLOWED
     return ask
@@ -196,7 +196,7 @@ def test_the_table_names_permissions_the_roles_grant():
 def test_a_member_without_a_role_gets_no_review_item_through_mcp(desk):
     """The red case: the review queue holds customer emails, drafts and amounts."""
     user = desk.people["no_role"]
-    assert APIClient().get("/api/v1/review-items/", HTTP_AUTHORIZATION=f"Token {user.auth_token.key}").status_code == 403
+    assert APIClient().get("/api/v1/review-items/", HTTP_AUTHORIZATION=f"Token {api_key(user)}").status_code == 403
     with pytest.raises(PermissionError, match="may not"):
         mcp_server.review_items(user=user, workspace=desk.ws.name, incident=None, status=None, limit=50, offset=0)
     with pytest.raises(PermissionError):

@@ -10,7 +10,7 @@ from core.audit import chain_events
 from core.roles import SUPPORT_LEAD
 from provenance.models import Workspace
 from repairs.models import Incident
-from tests.helpers import create_user
+from tests.helpers import api_key, create_user
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +43,7 @@ def teams(settings, clock):
 def _retry(user, incident) -> int:
     client = APIClient()
     if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {user.auth_token.key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_key(user)}")
     return client.post(f"/api/v1/incidents/{incident.pk}/retry/", {"reason": "again"}, format="json").status_code
 
 

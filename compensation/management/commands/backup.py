@@ -5,9 +5,11 @@ from core.commands import KintsugiCommand
 
 
 class Command(KintsugiCommand):
-    help = ("Back up this home into DIR (new or empty): a pg_dump of the database, every FalkorDB graph of each "
-            "server and the audit checkpoint log, named in DIR/manifest.json (keys postgres, falkordb, "
-            "checkpoints). Writers of each workspace wait while its graphs are copied.")
+    help = ("Back up this home into DIR (new or empty, made 0700; every file 0600): a pg_dump of the database the "
+            "application is connected to, every FalkorDB graph of each server and the audit checkpoint log, named "
+            "in DIR/manifest.json (keys postgres, falkordb, checkpoints). The main tables' rows are counted in the "
+            "dump's own snapshot and read back from the dump; a dump that does not hold them fails (exit 2). "
+            "Writers of each workspace wait while its graphs are copied.")
 
     def add_arguments(self, parser):
         parser.add_argument("directory", type=Path)
@@ -24,7 +26,9 @@ class Command(KintsugiCommand):
             self.print_json(manifest)
             return
         graphs = sum(len(s["graphs"]) for s in manifest["falkordb"].values())
+        rows = manifest["postgres"]["rows"]
         self.stdout.write(f"backed up database {manifest['postgres']['database']} "
-                          f"({manifest['postgres']['bytes']} bytes), {graphs} graphs on "
+                          f"({manifest['postgres']['bytes']} bytes; {rows['tickets']} tickets, {rows['incidents']} "
+                          f"incidents, {rows['audit_events']} audit events, checked in the dump), {graphs} graphs on "
                           f"{len(manifest['falkordb'])} FalkorDB server(s) and {manifest['checkpoints']['lines']} "
                           f"checkpoints into {o['directory']}")

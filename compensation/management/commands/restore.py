@@ -20,3 +20,5 @@ class Command(KintsugiCommand):
             self._fail(str(exc))
         self.stdout.write(f"restored database {done['database']}, {done['graphs']} graphs, "
                           f"{done['checkpoints_carried']} checkpoints re-anchored")
+        if done["secret_box_problem"]:
+            self.stderr.write(f"warning: {done['secret_box_problem']}")

@@ -1,0 +1,144 @@
+"""The embedded FalkorDB, killed and started again, replays its append-only file before it answers: that
+server is starting, not failed. A repair on it blocks and then resumes to repaired, the sweep reports it
+without raising, and nobody starts a second server on its port. Also the sweep against an embedded
+server that is frozen."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+import redis
+
+from core import embedded
+from provenance import graph
+from provenance.graph import GraphUnavailable
+from provenance.services import desk_run
+from repairs.job import run_repair
+from repairs.models import Incident
+from repairs.outages import heal_outages
+from tests.helpers import free_port, open_incident, wait_for
+
+# Actions written one batch a query into the incremental append-only file: replaying them takes seconds
+# (the slow load of a large desk, shortened).
+SLOW_LOAD_ACTIONS = 10000
+RECORD = ("UNWIND $rows AS r CREATE (a:Bulk {id: r.id, payload: r.payload}) "
+          "WITH a, r MATCH (p:Bulk {id: r.prev}) CREATE (p)-[:FEEDS]->(a)")
+
+
+@pytest.fixture
+def embedded_falkordb(tmp_path, monkeypatch, settings):
+    """The embedded FalkorDB (no FALKORDB_URL: clients find or start it under KINTSUGI_HOME) on a port of
+    the test's own."""
+    port = free_port()
+    monkeypatch.setenv("KINTSUGI_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(embedded, "FALKORDB_PORT", port)
+    settings.FALKORDB_URL = ""
+    settings.KINTSUGI_FALKORDB_URLS = []
+    settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS = 2.0
+    state = {"proc": embedded.start_redis_server(data_dir=embedded.kintsugi_home() / "falkordb", port=port,
+                                                 with_graph=True, die_with_parent=True)}
+    graph._dbs.clear()
+    yield state, port
+    graph._dbs.clear()
+    for pid in _servers_on(port):  # started here or by a client, loading or not
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGKILL)
+    if state["proc"] is not None:
+        state["proc"].wait(timeout=20)
+
+
+def _servers_on(port: int) -> list[int]:
+    """The redis-server processes started for `port`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            # A running redis-server shows its address in place of its arguments.
+            if argv and b"redis-server" in argv[0] and (f":{port}".encode() in argv[0] or str(port).encode() in argv):
+                found.append(int(entry))
+    return found
+
+
+def _record_bulk(port: int, actions: int) -> None:
+    client = redis.Redis.from_url(embedded.server_url(port))
+    client.execute_command("GRAPH.QUERY", "bulk", "CREATE INDEX FOR (a:Bulk) ON (a.id)")
+    for start in range(0, actions, 20):
+        rows = [{"id": f"a{i}", "payload": "x" * 200, "prev": f"a{max(i - 1, 0)}"}
+                for i in range(start, min(start + 20, actions))]
+        params = json.dumps(rows).replace('"id"', "id").replace('"payload"', "payload").replace('"prev"', "prev")
+        client.execute_command("GRAPH.QUERY", "bulk", f"CYPHER rows={params} {RECORD}")
+
+
+def _loading(port: int) -> bool:
+    """Up but not answering yet: LOADING, or no reply at all while it replays a long query."""
+    try:
+        redis.Redis.from_url(embedded.server_url(port), socket_timeout=2).ping()
+    except (redis.exceptions.BusyLoadingError, redis.exceptions.TimeoutError):
+        return True
+    except redis.exceptions.RedisError:
+        return False
+    return False
+
+
+@pytest.mark.django_db
+def test_a_killed_falkordb_that_loads_slowly_blocks_the_repair_and_it_resumes_to_repaired(embedded_falkordb,
+                                                                                          monkeypatch):
+    state, port = embedded_falkordb
+    desk_run(workspace="ops-loading")
+    incident = open_incident("ops-loading")
+    _record_bulk(port, SLOW_LOAD_ACTIONS)
+    time.sleep(1.5)  # appendfsync everysec: everything is in the file
+    state["proc"].kill()
+    state["proc"].wait(timeout=10)
+    graph._dbs.clear()
+
+    monkeypatch.setenv("KINTSUGI_STORE_START_WAIT_SECONDS", "0.5")
+    began = time.monotonic()
+    with pytest.raises(embedded.ServerStarting, match="is starting"):  # not RuntimeError: the server is loading
+        state["proc"] = embedded.start_redis_server(data_dir=embedded.kintsugi_home() / "falkordb", port=port,
+                                                    with_graph=True, die_with_parent=True)
+    assert time.monotonic() - began < 5
+    state["proc"] = None
+    assert _loading(port), "the load was too quick to test anything; record more"
+    assert len(_servers_on(port)) == 1
+
+    # Meanwhile: a second start attaches to the loading server, the repair blocks, the sweep reports it.
+    try:  # attached to it (it answers LOADING), or told it does not answer (busy replaying a query)
+        assert embedded.start_redis_server(data_dir=embedded.kintsugi_home() / "falkordb", port=port,
+                                           with_graph=True) is None
+    except embedded.ServerUnresponsive:
+        pass
+    assert len(_servers_on(port)) == 1
+    assert _loading(port), "the load ended too soon to test anything; record more"
+    with pytest.raises(GraphUnavailable):
+        run_repair(incident_id=incident.pk)
+    incident.refresh_from_db()
+    assert incident.status == Incident.Status.BLOCKED, incident.error
+    assert "FalkorDB" in incident.error
+    healed = heal_outages()
+    assert healed.graph_error and incident.pk not in healed.unblocked
+    assert _loading(port), "the load ended before the checks above were done; record more"
+
+    wait_for(lambda: not _loading(port), timeout=180)
+    assert len(_servers_on(port)) == 1  # none was started beside it
+    assert run_repair(incident_id=incident.pk).status == Incident.Status.REPAIRED
+    assert not incident.transitions.filter(to_status="failed").exists()
+
+
+@pytest.mark.django_db
+def test_the_sweep_does_not_raise_while_the_embedded_falkordb_is_frozen(embedded_falkordb):
+    state, port = embedded_falkordb
+    os.kill(state["proc"].pid, signal.SIGSTOP)
+    try:
+        graph._dbs.clear()
+        healed = heal_outages()
+    finally:
+        os.kill(state["proc"].pid, signal.SIGCONT)
+    assert healed.graph_error and str(port) in healed.graph_error
+    assert healed.unblocked == [] and healed.resumed == []
