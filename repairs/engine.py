@@ -91,6 +91,7 @@ class RepairWalk:
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
         self.forced: set[int] = set()  # re-run whatever changed upstream: ticket work that read the source
+        self.maskable: set[int] = set()  # poisoning actions, masked unless their clean re-run leaves something
         self.graph = graph
         self.session = session
         self.source = source
@@ -158,6 +159,12 @@ class RepairWalk:
                     # leave the ticket unanswered, so it is re-run like any other action of the radius,
                     # its ingest of the source answering None (the session excludes it).
                     self.forced.add(aid)
+                elif self.mask_enabled and aid in walked:
+                    # Re-run with the source answering None, as a clean run would run it; masked (poisoned)
+                    # when that leaves nothing (it only carried the source into memory), kept otherwise:
+                    # masking an action that also wrote what never came from the source loses that write.
+                    self.forced.add(aid)
+                    self.maskable.add(aid)
                 elif self.mask_enabled:
                     self._mask(aid)
                 else:  # the same masking, kept out of this part's plan: another part records it
@@ -208,6 +215,9 @@ class RepairWalk:
         payload = self.pending_payload.get(node.id, node.payload)
         record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent,
                                       hidden=node.hidden)
+        if node.id in self.maskable and not (record.writes or record.effects or record.handoffs):
+            self._mask(node.id)
+            return
         same = record.outputs() == self._old_outputs(node, payload)
         self.rows["drop_reads"].append(node.id)
         self.rows["drop_feeds"].append(node.id)

@@ -14,7 +14,7 @@ from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Workspace
 from provenance.recorder import RecordingSession
-from provenance.selectors import export_state, ingesters, ticket_ingesters
+from provenance.selectors import export_state
 from repairs.faults import fault_point
 
 
@@ -24,17 +24,15 @@ def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | 
     graph = workspace_graph(workspace.name)
     baseline = workspace_graph(workspace.name, baseline=True)
     baseline.delete()
-    # Roots that digested a flagged source are left out, as the repair masks them; one that worked a
-    # ticket is run, its ingest of the source answering None, as the repair re-runs it.
-    tainted = {a for source in excluded
-               for a in set(ingesters(graph, source)) - set(ticket_ingesters(graph, source))}
+    # Every root runs, a flagged source's ingest answering None: a clean run. (A root that only carried
+    # the source into memory then writes nothing, which is what the repair's masking of it leaves.)
     session = RecordingSession(graph=baseline, workspace=workspace.name,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                effects="sandbox", excluded_sources=excluded, load=False)
     originals: list[float] = []  # the recorded roots' seqs, in order, and where each began here
     starts: list[float] = []
     for root in graph.ro_query(queries.ROOT_ACTIONS):
-        if root.id in tainted or (below is not None and root.seq >= below):
+        if below is not None and root.seq >= below:
             continue
         snapshot = None
         if root.snap is not None:
