@@ -124,8 +124,11 @@ def plan_items(effects: list[dict], kinds: Callable[[str], EffectKind] = effect_
             # A replacement email of the very action whose email it replaces (its re-run wrote the message
             # again, differently) is the corrected message: one email explains and carries it, never a
             # correction and a second message.
+            # So is the one new message of a ticket whose old message was superseded with nothing else to
+            # explain (the reply came from a new handoff child): one correction carrying the new words.
             rewrote = {e.get("action_id") for e in inv_emails}
-            folded = rep_emails if netted else [e for e in rep_emails if e.get("action_id") in rewrote]
+            folded = (rep_emails if netted or (not situation and len(rep_emails) == 1)
+                      else [e for e in rep_emails if e.get("action_id") in rewrote])
             items.append(PlannedItem("correction_email", ticket, 0, currency, inv_emails + folded,
                                      situation or ("message_corrected" if folded else "message_withdrawn"), netting))
         else:

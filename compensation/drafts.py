@@ -84,7 +84,8 @@ def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
 
 
 def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> dict:
-    inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and e["kind"] == "email"]
+    # Messages: emails, and the declared message kinds (which carry to/subject/body like an email).
+    inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and "body" in (e["details"] or {})]
     facts = {
         "ticket": planned.ticket, "source": incident.source_id, "situation": planned.situation,
         "refunded_cents": planned.netting.get("refunded_cents", 0),
@@ -98,7 +99,7 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
     }
     if planned.situation == "message_corrected":
-        corrected = next(e for e in planned.effects if e["role"] == "replacement" and e["kind"] == "email")
+        corrected = next(e for e in planned.effects if e["role"] == "replacement" and "body" in (e["details"] or {}))
         facts["corrected_subject"] = corrected["details"].get("subject", "")
         facts["corrected_body"] = corrected["details"].get("body", "")
     facts.update(ticket_facts(ticket, currency=planned.currency))

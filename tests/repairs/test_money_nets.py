@@ -89,3 +89,45 @@ def test_a_ticket_refunded_twice_gets_reversals_against_what_was_paid_in_total_e
     assert wi.amount_reversed == {"USD": sum(map(sum, reversals.values()))}
     assert sorted((i["kind"], i["ticket"], i["amount_cents"], i["valid"]) for i in wi.items) == sorted(
         (i.kind, i.ticket_id, i.amount_cents, i.valid) for i in items)
+
+
+@agent("twice_router")
+def twice_router(rec, payload):
+    # The policy picks the child that answers: a superseded old child, a new one in the repair.
+    target = "twice_full_mailer" if rec.get("policy/late") == "full" else "twice_fee_mailer"
+    rec.handoff(target, {"ticket": payload["ticket"]})
+    return {"route": target}
+
+
+def _mail(rec, payload, words: str) -> dict:
+    ticket = payload["ticket"]
+    rec.effect("email", ticket=ticket, to=f"{ticket}@customers.example", subject=f"About {ticket}",
+               body=f"Hello, {words}.")
+    return {"mailed": ticket}
+
+
+@agent("twice_full_mailer")
+def twice_full_mailer(rec, payload):
+    return _mail(rec, payload, "your whole order will be refunded")
+
+
+@agent("twice_fee_mailer")
+def twice_fee_mailer(rec, payload):
+    return _mail(rec, payload, "the shipping fee will be refunded")
+
+
+def test_a_superseded_reply_and_its_new_replacement_reach_the_customer_as_one_correction():
+    ws = Workspace.objects.create(name="twice-reply")
+    Source.objects.create(workspace=ws, source_id=FAQ, content=POISON)
+    Ticket.objects.create(workspace=ws, ticket_id="t1", customer_name="Customer t1", customer_email="t1@customers.example",
+                          subject="Late", body="It is late", amount_cents=PRICE, payment_reference="ch_t1")
+    record_root(workspace="twice-reply", agent="twice_research", payload={"source": FAQ})
+    record_root(workspace="twice-reply", agent="twice_router", payload={"ticket": "t1"})
+    incident = repair("twice-reply", FAQ)
+    assert incident.status == "repaired", incident.error
+    assert incident.counts["superseded"] == 1 and incident.counts["new"] == 1
+    # Red: a correction_email and a replacement_email, two messages to one customer.
+    [item] = CompensationItem.objects.filter(incident=incident)
+    assert item.kind == K.CORRECTION_EMAIL and item.facts["situation"] == "message_corrected" and item.valid
+    assert "the shipping fee will be refunded" in item.body and "disregard" in item.body
+    assert sorted(e["role"] for e in item.original) == ["invalidated", "replacement"]
