@@ -130,6 +130,7 @@ class AuditAction(models.TextChoices):
     AGENT_SECRET_ROTATED = "agent.secret_rotated"
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
+    EFFECT_KIND_DECLARED = "effect_kind.declared"  # how the workspace's agents' own effect kind is compensated
     # a person's API token (provenance.tokens)
     API_TOKEN_ISSUED = "api_token.issued"
     API_TOKEN_ROTATED = "api_token.rotated"
