@@ -52,7 +52,7 @@ def test_replay_endpoint_down_blocks_the_repair_and_it_resumes_to_the_same_resul
     incident.refresh_from_db()
     assert incident.status == "blocked"
     assert incident.error.startswith("agent 'desk_triage' unreachable: replay of action")
-    assert "failure 1 of" in incident.error and "refused" not in incident.error  # fixed words, not the socket's
+    assert "(failure 1; the repair retries once the agent answers)" in incident.error and "refused" not in incident.error  # fixed words, not the socket's
 
     desk.start(serve_only=True)
     healed = _outcome(run_repair(incident_id=incident.pk))
