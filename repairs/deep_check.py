@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import audit, locks
+from core.broker import send
 from core.errors import DomainError
 from core.locks import advisory_lock
 from core.vocabulary import AuditAction, IncidentStatus
@@ -29,25 +30,47 @@ class NotVerifiable(DomainError):
     status = 409
 
 
+class BrokerRefused(DomainError):
+    code = "unavailable"
+    status = 503
+
+
 def latest_repair(*, workspace) -> Incident | None:
     """The workspace's last finished repair: its verification covers every repair applied before it."""
     return (Incident.objects.filter(workspace=workspace, status__in=FINISHED, finished_at__isnull=False)
             .defer("plan", "verification").order_by("-finished_at", "-pk").first())
 
 
-def verify_full(*, incident: Incident, actor, reason: str, via: str) -> dict:
-    """Replay the incident's whole desk without its flagged sources and diff; record the result on the
-    incident and in its history. `actor` None: the scheduled deep check."""
-    reason = validation.reason(reason)
+def _allowed(incident: Incident, actor, via: str) -> None:
     if actor is not None:
         tenancy.require_visible(actor, incident.workspace, via=via, what=f"incident #{incident.pk}")
         if not capabilities.may(actor, "flag", via=via):
             raise PermissionError(f"user {actor.get_username()!r} may not verify repairs (Support lead role needed)")
+    if incident.status not in FINISHED or incident.finished_at is None:
+        raise NotVerifiable(f"incident #{incident.pk} is {incident.status}: only a finished repair is verified")
+
+
+def request_full_verification(*, incident: Incident, actor, reason: str, via: str) -> None:
+    """Ask a worker for the whole-desk replay (the API and the admin: it takes as long as the desk)."""
+    from repairs.tasks import verify_full_task  # the tasks call this module
+
+    reason = validation.reason(reason)
+    _allowed(incident, actor, via)
+    refused = send(verify_full_task, incident.pk, actor.pk if actor is not None else None, reason, via,
+                   what=f"the whole-desk replay of incident {incident.pk}")
+    if refused is not None:
+        raise BrokerRefused(f"could not send the whole-desk replay to a worker: {type(refused).__name__}")
+
+
+def verify_full(*, incident: Incident, actor, reason: str, via: str) -> dict:
+    """Replay the incident's whole desk without its flagged sources and diff; record the result on the
+    incident and in its history. `actor` None: the scheduled deep check."""
+    reason = validation.reason(reason)
+    _allowed(incident, actor, via)
     # No repair of the workspace applies meanwhile, so the desk the replay is diffed against stands still.
     with advisory_lock(locks.WORKSPACE_REPAIRS, incident.workspace_id, wait=True):
-        incident = Incident.objects.select_related("workspace").get(pk=incident.pk)
-        if incident.status not in FINISHED or incident.finished_at is None:
-            raise NotVerifiable(f"incident #{incident.pk} is {incident.status}: only a finished repair is verified")
+        incident = Incident.objects.select_related("workspace").defer("plan").get(pk=incident.pk)
+        _allowed(incident, None, via)
         through = Incident.objects.filter(pk=incident.pk).values_list("plan__through", flat=True).first()
         excluded = incident.excluded_sources()
         started, cost = time.monotonic(), {}
@@ -69,6 +92,11 @@ def _record(incident: Incident, result: dict, *, actor, reason: str, via: str) -
         incident = Incident.objects.select_for_update().defer("plan").get(pk=incident.pk)
         verification = dict(incident.verification or {})
         verification["full"] = result
+        # Every replay asked for, summed (the metrics' counters): `full` holds only the last one.
+        totals = verification.get("full_totals") or {"runs": 0, "actions_rerun": 0, "replay_calls": 0}
+        verification["full_totals"] = {"runs": totals["runs"] + 1,
+                                       "actions_rerun": totals["actions_rerun"] + result["actions_rerun"],
+                                       "replay_calls": totals["replay_calls"] + result["replay_calls"]}
         if differs:
             # Any verification that differs holds the items and is said wherever the status is read.
             verification.update({k: result[k] for k in ("facts", "decisions", "effects")}, rows=result["rows"])

@@ -2,6 +2,8 @@
 could change and checks the boundary around it; the whole-desk replay stays on demand. Both agree on the
 canonical desk and on the walk's shapes, and a repair broken inside the set, or just outside it, is
 caught by the incremental check."""
+import json
+
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
@@ -130,3 +132,47 @@ def test_a_repair_broken_just_outside_the_radius_is_caught(settings, monkeypatch
     monkeypatch.setattr(job, "apply_plan", applies_one_more)
     rows = _differs(flag_and_repair(name))
     assert any(r["side"] == "boundary" for r in rows), rows
+
+
+def test_verify_full_from_the_cli_the_api_and_the_metrics(settings, capsys):
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from compensation.models import AuditEvent
+    from core.roles import SUPPORT_LEAD
+    from kintsugi_site.celery import app
+    from tests.helpers import create_user, run_command
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    desk_run(workspace="vr-cli")
+    incident = flag_and_repair("vr-cli")
+    code, out = run_command(capsys, "verify", "--workspace", "vr-cli", "--full", "--json")
+    result = json.loads(out[out.index("{"):])
+    assert code == 0 and result["incident"] == incident.pk
+    assert [result[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0] and result["actions_rerun"] > 25
+    event = AuditEvent.objects.filter(incident_id=incident.pk, action="incident.verified_full").get()
+    assert event.data["actions_rerun"] == result["actions_rerun"]
+    # Red: without --full nothing is replayed (each repair verified its radius already).
+    code, _ = run_command(capsys, "verify", "--incident", str(incident.pk))
+    assert code == 2
+    # The API asks a worker; another workspace's incident is a 404, a lead without it cannot ask.
+    lead = create_user("vr-lead", SUPPORT_LEAD, workspaces=[incident.workspace])
+    outsider = create_user("vr-outsider", SUPPORT_LEAD, workspaces=[Workspace.objects.create(name="vr-other")])
+    api = APIClient()
+    old = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        api.force_authenticate(outsider)
+        url = f"/api/v1/incidents/{incident.pk}/verify-full/"
+        assert api.post(url, {"reason": "audit"}, format="json").status_code == 404
+        api.force_authenticate(lead)
+        assert api.post(url, {"reason": "nightly audit"}, format="json").status_code == 202
+    finally:
+        app.conf.task_always_eager = old
+    assert AuditEvent.objects.filter(incident_id=incident.pk, action="incident.verified_full").count() == 2
+    summary = api.get(f"/api/v1/incidents/{incident.pk}/").json()["verification"]
+    assert summary["scope"] == "radius" and summary["full"]["by"] == "vr-lead"
+    assert summary["actions_rerun"] < summary["full"]["actions_rerun"] and summary["replay_calls"] == 0
+    metrics = Client(REMOTE_ADDR="127.0.0.1").get("/metrics").content.decode()
+    assert 'kintsugi_verification_replay_calls_total{scope="radius"} 0.0' in metrics
+    assert f'kintsugi_verification_actions_rerun_total{{scope="full"}} {2.0 * result["actions_rerun"]}' in metrics
