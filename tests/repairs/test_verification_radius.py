@@ -150,7 +150,7 @@ def test_verify_full_from_the_cli_the_api_and_the_metrics(settings, capsys):
     result = json.loads(out[out.index("{"):])
     assert code == 0 and result["incident"] == incident.pk
     assert [result[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0] and result["actions_rerun"] > 25
-    event = AuditEvent.objects.filter(incident_id=incident.pk, action="incident.verified_full").get()
+    event = AuditEvent.objects.filter(incident_id=incident.pk, action="verification.full").get()
     assert event.data["actions_rerun"] == result["actions_rerun"]
     # Red: without --full nothing is replayed (each repair verified its radius already).
     code, _ = run_command(capsys, "verify", "--incident", str(incident.pk))
@@ -169,7 +169,7 @@ def test_verify_full_from_the_cli_the_api_and_the_metrics(settings, capsys):
         assert api.post(url, {"reason": "nightly audit"}, format="json").status_code == 202
     finally:
         app.conf.task_always_eager = old
-    assert AuditEvent.objects.filter(incident_id=incident.pk, action="incident.verified_full").count() == 2
+    assert AuditEvent.objects.filter(incident_id=incident.pk, action="verification.full").count() == 2
     summary = api.get(f"/api/v1/incidents/{incident.pk}/").json()["verification"]
     assert summary["scope"] == "radius" and summary["full"]["by"] == "vr-lead"
     assert summary["actions_rerun"] < summary["full"]["actions_rerun"] and summary["replay_calls"] == 0
