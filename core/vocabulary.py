@@ -78,6 +78,7 @@ class AuditAction(models.TextChoices):
     INCIDENT_BLOCKED = "incident.blocked"
     INCIDENT_CLOSED = "incident.closed"
     INCIDENT_NEEDS_ATTENTION = "incident.needs_attention"
+    VERIFICATION_FULL = "verification.full"  # the whole-desk replay of a repair, on demand or on schedule
     # compensation items
     ITEM_DRAFTED = "item.drafted"
     ITEM_REDRAFTED = "item.redrafted"

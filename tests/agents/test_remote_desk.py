@@ -31,8 +31,12 @@ def test_remote_desk_repairs_through_its_replay_endpoint_like_the_same_desk_in_p
 
     desk_run(workspace="local")
     local = _outcome(run_repair(incident_id=open_incident("local", POISONED_PAGE).pk))
-    remote = _outcome(run_repair(incident_id=open_incident("remote", POISONED_PAGE).pk))
+    repaired = run_repair(incident_id=open_incident("remote", POISONED_PAGE).pk)
+    remote = _outcome(repaired)
     assert remote == local
+    # Verification asked the remote agents to replay only the set it re-ran, not the 66 actions of the desk.
+    v = repaired.verification
+    assert v["scope"] == "radius" and 0 < v["replay_calls"] == v["actions_rerun"] < 66
     assert remote["status"] == "repaired" and remote["verification"] == (0, 0, 0)
     assert remote["counts"] == {"poisoned": 1, "rerun_changed": 7, "rerun_same": 3, "skipped": 6,
                                 "superseded": 8, "new": 4}
