@@ -353,6 +353,21 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         "minimum": len(minimum), "excess": len(engine_set - minimum), "missed": len(minimum - engine_set),
         "plan_steps": (incident.plan or {}).get("step_count", len((incident.plan or {}).get("steps", []))),
     }
+    # The repair's own check re-ran what the source could change; the whole-desk replay, in the same run.
+    v = incident.verification or {}
+    res["verification"] = {"scope": v.get("scope"), "set": v.get("set_size"), "actions_rerun": v.get("actions_rerun"),
+                           "seconds": v.get("seconds"), "replay_calls": v.get("replay_calls"),
+                           "diff": [v.get(k) for k in ("facts", "decisions", "effects")]}
+    if v.get("scope") == "radius":
+        from repairs.deep_check import verify_full
+
+        common.log("repair: verify --full (the whole-desk replay, beside the repair's own check)")
+        t2 = time.perf_counter()
+        full = verify_full(incident=incident, actor=None, reason="bench", via=Incident.Via.CLI)
+        baseline_s, marks["baseline_actions"] = time.perf_counter() - t2, full["actions_rerun"]
+        res["verification"]["full"] = {"actions_rerun": full["actions_rerun"], "seconds": baseline_s,
+                                       "replay_calls": full["replay_calls"],
+                                       "diff": [full[k] for k in ("facts", "decisions", "effects")]}
     base_n = marks.get("baseline_actions") or 0
     res["full_replay"] = {"actions": base_n, "seconds": baseline_s,
                           "actions_per_s": base_n / baseline_s if baseline_s else None}
@@ -414,9 +429,12 @@ def _tables(res: dict) -> None:
          _model(r["walk_model"])],
         ["repair: apply (plan steps)", r["plan_steps"], apply, None, ""],
         ["repair: walk + apply", r["executed_incl_new"], walk + apply, r["reexec_per_s_walk_apply"], ""],
-        ["repair: verify (total)", fr["actions"], ph.get("verify", 0.0), None, ""],
-        ["  verify: record_baseline = full replay", fr["actions"], fr["seconds"], fr["actions_per_s"],
-         _model(r["baseline_model"])],
+        ["repair: verify (total)", res["verification"]["actions_rerun"], ph.get("verify", 0.0), None, ""],
+        [f"  verify ({res['verification']['scope']}): re-run of the set of {res['verification']['set']}",
+         res["verification"]["actions_rerun"], res["verification"]["seconds"], None,
+         f"{res['verification']['replay_calls']} replay calls"],
+        ["  beside it: verify --full = whole-desk replay (same run)", fr["actions"], fr["seconds"],
+         fr["actions_per_s"], f"{(res['verification'].get('full') or {}).get('replay_calls', '')} replay calls"],
         ["  verify: export_state x2", None, ph.get("verify: export_state", 0.0), None, ""],
         ["drafts (compensation receivers)" + ("" if res["drafting"] else ": switched off, see the drafting table"),
          r["drafted_items"], r["drafts_s"], None, ""],
@@ -439,6 +457,12 @@ def _tables(res: dict) -> None:
                   ["minimum (live actions with a poisoned/changed/superseded/new predecessor)", r["minimum"]],
                   ["re-executed but not in the minimum (excess)", r["excess"]],
                   ["in the minimum but not re-executed (missed)", r["missed"]],
+                  ["verification re-ran (radius) / full replay actions",
+                   f"{res['verification']['actions_rerun']} / {fr['actions']}"],
+                  ["verification seconds (radius) / full replay seconds",
+                   f"{res['verification']['seconds']} / {fr['seconds']:.2f}"],
+                  ["verification diff (radius) / (full)",
+                   f"{res['verification']['diff']} / {(res['verification'].get('full') or {}).get('diff')}"],
                   ["full replay actions", fr["actions"]],
                   ["full replay seconds (cached model calls)", fr["seconds"]],
                   ["repair walk + apply seconds", walk + apply],

@@ -101,7 +101,8 @@ class CaseItem:
             return f"a refund of {i.amount_display} to {i.customer_email}"
         if i.kind == K.MANUAL_COMPENSATION:
             effect = i.original[0] if i.original else {"kind": "effect"}
-            return f"nothing through kintsugi: a person compensates the {effect['kind']} by hand"
+            amount = f" of {i.amount_display}" if i.amount_cents else ""
+            return f"nothing through kintsugi: a person compensates the {effect['kind']}{amount} by hand"
         return f"an email to {i.customer_email}: {i.subject}"
 
 

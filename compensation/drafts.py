@@ -84,7 +84,8 @@ def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
 
 
 def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> dict:
-    inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and e["kind"] == "email"]
+    # Messages: emails, and the declared message kinds (which carry to/subject/body like an email).
+    inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and "body" in (e["details"] or {})]
     facts = {
         "ticket": planned.ticket, "source": incident.source_id, "situation": planned.situation,
         "refunded_cents": planned.netting.get("refunded_cents", 0),
@@ -92,11 +93,13 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "reverse_cents": planned.netting.get("reverse_cents", 0),
         "netted": planned.netting.get("netted", False),
         "max_cents": planned.amount_cents if planned.kind in CompensationItem.MONEY_KINDS else None,
+        # What a manual item carries: the amount of the effect a person compensates by hand.
+        "effect_cents": planned.amount_cents if planned.kind == K.MANUAL_COMPENSATION else None,
         "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
         "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
     }
     if planned.situation == "message_corrected":
-        corrected = next(e for e in planned.effects if e["role"] == "replacement" and e["kind"] == "email")
+        corrected = next(e for e in planned.effects if e["role"] == "replacement" and "body" in (e["details"] or {}))
         facts["corrected_subject"] = corrected["details"].get("subject", "")
         facts["corrected_body"] = corrected["details"].get("body", "")
     facts.update(ticket_facts(ticket, currency=planned.currency))
@@ -112,14 +115,17 @@ def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None
     return None
 
 
-def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = None) -> tuple[dict, str, str, list[str]]:
+def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = None,
+                kinds=effect_kinds.effect_kind) -> tuple[dict, str, str, list[str]]:
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
-    answers come from (and go to) `workspace`'s cache."""
+    answers come from (and go to) `workspace`'s cache; `kinds` names the workspace's effect kinds."""
     kind = planned.kind
     if kind == K.MANUAL_COMPENSATION:
-        # No model text: the note says what a person has to do about the effect it carries.
-        return ({"to": facts["customer_email"], "subject": "", "body": effect_kinds.manual_note(planned.effects[0]),
-                 "amount_cents": 0, "currency": planned.currency, "payment_reference": ""}, "kintsugi (manual)", "", [])
+        # No model text: the note says what a person has to do about the effect it carries, and the item
+        # carries its amount (nothing of it leaves through kintsugi).
+        return ({"to": facts["customer_email"], "subject": "", "body": effect_kinds.manual_note(planned.effects[0], kinds),
+                 "amount_cents": planned.amount_cents, "currency": planned.currency, "payment_reference": ""},
+                "kintsugi (manual)", "", [])
     request = _model_request(planned, facts)
     if request is not None:
         task, model_input = request
@@ -179,7 +185,8 @@ def planned_items(*, incident: Incident, effects: list[dict], lock: bool) -> tup
     for update (the caller's transaction), without it they are only read (a what-if)."""
     cancelled = {e["effect_id"] for e in effects if e["role"] == RepairEffect.Role.CANCELLED}
     superseded, carried, carried_paths = _superseded_items(incident, cancelled, lock=lock)
-    planned = plan_items([e for e in effects if e["role"] != RepairEffect.Role.CANCELLED] + carried)
+    planned = plan_items([e for e in effects if e["role"] != RepairEffect.Role.CANCELLED] + carried,
+                         effect_kinds.kinds_of(incident.workspace_id))
     return superseded, planned, carried_paths
 
 
@@ -192,11 +199,12 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     todo = [(p, _facts(p, tickets.get(p.ticket), incident)) for p in planned]
     client = get_client()
     ws_name = incident.workspace.name
+    kinds = effect_kinds.kinds_of(incident.workspace_id)
     out = []
     with client.prefetched([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
                            workspace=ws_name):
         for p, facts in todo:
-            draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name)
+            draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name, kinds=kinds)
             # validate_draft says too when the item waits for its ticket (compensation.customers).
             problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
             out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))

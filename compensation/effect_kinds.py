@@ -6,12 +6,17 @@ Two registries, one per side of a repair:
 - `EffectKind` (by the effect's kind, "refund", "email", ...): `dispatch` sends a live effect when the
   recorder flushes it (None: kintsugi records the effect and the agent performs it itself); `compensated_by`
   and `replaced_by` name the review item drafted for an invalidated effect and for a held replacement;
-  `netted` kinds go through the per-ticket netting of compensation.drafting (refunds, and the emails that
-  explain them); the others get one item per effect.
+  `nets` says which per-ticket netting of compensation.drafting a kind goes through: "money" (refunds,
+  and money kinds reversed like them: each such kind netted on its own), "message" (emails, and message
+  kinds corrected like them); the others get one item each. `money` kinds carry their amount onto
+  their item, whatever it is: never $0.00 with the amount only in the text.
 - `ItemKind` (by the review item's kind): what the reviewer decides, which checks its draft must pass,
   and how an approved item is delivered (exactly once, through its execution key).
-A kind nobody registered is never dropped: it falls back to `MANUAL`, whose item carries the original
-effect and asks a person to compensate it by hand (its approval records what they did).
+Three ways a kind gets its registration, first match wins: the built-ins and kinds registered in Python
+(`register`), a kind the workspace's agents declared over the API (provenance.effect_declarations,
+read here through `kinds_of(workspace_id)`), and for any other kind `MANUAL`: never dropped, its item
+carries the original effect with its amount, labelled as a kind nobody declared, and asks a person to
+compensate it by hand (its approval records what they did).
 
 Limits: item kinds are the CompensationItem.Kind choices (a column with a constraint in the queue's
 totals and indexes), so a team's own effect kind registers with one of them (usually the manual one)
@@ -28,6 +33,7 @@ from compensation import validation
 from compensation.models import CompensationItem
 from core.money import format_money
 from provenance import effects as dispatchers
+from provenance.effect_declarations import declarations
 from provenance.models import LedgerEntry, OutboxEmail
 
 K = CompensationItem.Kind
@@ -50,8 +56,11 @@ class EffectKind:
     dispatch: Callable[..., None] | None  # (workspace, run_number, [(row, details, key)]); None: not ours to send
     compensated_by: str
     replaced_by: str
-    netted: bool = False
+    nets: str = ""  # "money" / "message": the per-ticket netting it goes through; "": one item each
     decides: str = ""  # overrides the item kind's wording for this effect kind (e.g. a registered custom kind)
+    money: bool = False  # its amount is money that left: its item carries it
+    declared: bool = False  # declared by the workspace's agents over the API
+    target: str = ""  # the details key naming what it acts on
 
 
 # --- delivering approved items (compensation.execution calls these with the item locked out) ----------------
@@ -124,15 +133,36 @@ register_item_kind(ItemKind(
     K.MANUAL_COMPENSATION, "that a person compensated it by hand: approve saying what was done, or reject",
     validation.manual_draft_problems, _done_by_hand, needs_ticket=False, reason_required=True))
 
-register(EffectKind("refund", dispatchers.pay_refunds, K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, netted=True))
-register(EffectKind("email", dispatchers.send_emails, K.CORRECTION_EMAIL, K.REPLACEMENT_EMAIL, netted=True))
+register(EffectKind("refund", dispatchers.pay_refunds, K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, nets="money",
+                    money=True))
+register(EffectKind("email", dispatchers.send_emails, K.CORRECTION_EMAIL, K.REPLACEMENT_EMAIL, nets="message"))
 # What every kind nobody registered gets: recorded, never dispatched by kintsugi, compensated by hand.
 MANUAL = EffectKind("", None, K.MANUAL_COMPENSATION, K.MANUAL_COMPENSATION)
 
 
 def effect_kind(name: str) -> EffectKind:
-    """The registration of an effect kind; MANUAL for a kind nobody registered."""
+    """The registration of an effect kind in Python; MANUAL for any other (see kinds_of for a workspace's)."""
     return EFFECT_KINDS.get(name, MANUAL)
+
+
+_DECLARED_ITEMS = {"reversed": (K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, "money"),
+                   "manual": (K.MANUAL_COMPENSATION, K.MANUAL_COMPENSATION, ""),
+                   "message": (K.CORRECTION_EMAIL, K.REPLACEMENT_EMAIL, "message")}
+
+
+def declared_kind(row) -> EffectKind:
+    """The registration a workspace's declaration (provenance.models.EffectKindDeclaration) stands for."""
+    compensated_by, replaced_by, nets = _DECLARED_ITEMS[row.compensation]
+    return EffectKind(row.name, None, compensated_by, replaced_by, nets=nets, decides=row.decides, money=row.money,
+                      declared=True, target=row.target)
+
+
+def kinds_of(workspace_id: int | None) -> Callable[[str], EffectKind]:
+    """How each effect kind of a workspace is compensated: registered in Python, else declared by its
+    agents, else MANUAL. Read once per call (a drafting pass), so a declaration applies from the next."""
+    declared = ({name: declared_kind(row) for name, row in declarations(workspace_id).items()}
+                if workspace_id else {})
+    return lambda name: EFFECT_KINDS.get(name) or declared.get(name) or MANUAL
 
 
 def item_kind(name: str) -> ItemKind | None:
@@ -145,26 +175,30 @@ def registered(name: str) -> bool:
 
 def decides(item: CompensationItem) -> str:
     """What the reviewer decides on `item`, in words."""
+    kinds = kinds_of(item.incident.workspace_id)
     for e in item.original:
-        override = EFFECT_KINDS.get(e.get("kind", ""))
-        if override is not None and override.decides and override.compensated_by == item.kind:
+        override = kinds(e.get("kind", ""))
+        if override is not MANUAL and override.decides and override.compensated_by == item.kind:
             return override.decides
     found = item_kind(item.kind)
     return found.decides if found else ""
 
 
-def item_for(effect: dict) -> str:
+def item_for(effect: dict, kinds: Callable[[str], EffectKind] = effect_kind) -> str:
     """The review item kind for one effect (a RepairEffect-shaped dict) outside the netting."""
-    registration = effect_kind(effect["kind"])
+    registration = kinds(effect["kind"])
     return registration.compensated_by if effect["role"] == "invalidated" else registration.replaced_by
 
 
-def manual_note(effect: dict) -> str:
+def manual_note(effect: dict, kinds: Callable[[str], EffectKind] = effect_kind) -> str:
     """What a manual compensation asks a person to do, from the effect it carries (plain text)."""
     amount = (f" of {format_money(effect['amount_cents'], effect['currency'])}"
               if effect.get("amount_cents") else "")
     where = f" on ticket {effect['ticket']}" if effect.get("ticket") else ""
-    known = "" if registered(effect["kind"]) else " (a kind with no registration)"
+    registration = kinds(effect["kind"])
+    target = (effect.get("details") or {}).get(registration.target) if registration.target else None
+    where += f" to {target}" if isinstance(target, str) and target else ""
+    known = "" if registration is not MANUAL else " (a kind nobody declared: its amount is as recorded)"
     if effect["role"] == "invalidated":
         return (f"The repair invalidated a {effect['kind']}{amount}{where} (effect #{effect['effect_id']}, action "
                 f"#{effect['action_id']}) that already left{known}. kintsugi cannot undo it: compensate it by hand, "

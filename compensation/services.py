@@ -78,11 +78,13 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
                                        ticket_id=refreshed.ticket_id)
     if ticket_found is not None:
         refreshed.facts = ticket_found
-    planned = PlannedItem(refreshed.kind, refreshed.ticket_id, refreshed.facts.get("max_cents") or 0,
+    planned = PlannedItem(refreshed.kind, refreshed.ticket_id,
+                          refreshed.facts.get("max_cents") or refreshed.facts.get("effect_cents") or 0,
                           refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
                           {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
     draft, drafted_by, version, problems = write_draft(planned, refreshed.facts,
-                                                       workspace=refreshed.incident.workspace.name)
+                                                       workspace=refreshed.incident.workspace.name,
+                                                       kinds=effect_kinds.kinds_of(refreshed.incident.workspace_id))
     get_client().flush()
     with transaction.atomic():
         item = _locked_pending(item.pk, workspace_id=refreshed.incident.workspace_id, with_incident=False,

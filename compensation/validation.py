@@ -83,6 +83,10 @@ def text_problems(text: str, *, field: str, facts: dict) -> list[str]:
             problems.append(f"{field}: web address {domain} is not in the ticket")
     currency = facts.get("currency", "USD")
     limit = facts.get("paid_cents")
+    if limit is not None and (facts.get("refunded_cents") or 0) > limit:
+        # The customer was paid back more than once (refunded twice): the text may name what left in
+        # total, a figure of the repair's own, never anything above it.
+        limit = facts["refunded_cents"]
     for m in _MONEY.finditer(text):
         token = m.group("pre") or m.group("post")
         code = _currency_of(token)
@@ -175,8 +179,11 @@ def manual_draft_problems(draft: dict, facts: dict) -> list[str]:
         problems.append(f"note: longer than {MAX_BODY} characters")
     if _MARKUP.search(body):
         problems.append("note: contains markup (a plain-text note has no tags)")
-    if draft.get("amount_cents", 0) != 0:
-        problems.append("amount: a manual compensation moves no money through kintsugi")
+    # The amount is the effect's own (a person compensates it by hand; nothing leaves through kintsugi).
+    carried = facts.get("effect_cents") or 0
+    if draft.get("amount_cents", 0) != carried:
+        problems.append("amount: a manual compensation carries the amount of the effect it compensates "
+                        f"({format_money(carried, facts.get('currency') or 'USD')}), nothing else")
     return problems
 
 

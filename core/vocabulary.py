@@ -78,6 +78,7 @@ class AuditAction(models.TextChoices):
     INCIDENT_BLOCKED = "incident.blocked"
     INCIDENT_CLOSED = "incident.closed"
     INCIDENT_NEEDS_ATTENTION = "incident.needs_attention"
+    VERIFICATION_FULL = "verification.full"  # the whole-desk replay of a repair, on demand or on schedule
     # compensation items
     ITEM_DRAFTED = "item.drafted"
     ITEM_REDRAFTED = "item.redrafted"
@@ -130,6 +131,7 @@ class AuditAction(models.TextChoices):
     AGENT_SECRET_ROTATED = "agent.secret_rotated"
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
+    EFFECT_KIND_DECLARED = "effect_kind.declared"  # how the workspace's agents' own effect kind is compensated
     # a person's API token (provenance.tokens)
     API_TOKEN_ISSUED = "api_token.issued"
     API_TOKEN_ROTATED = "api_token.rotated"

@@ -90,6 +90,8 @@ def web_server_command(py: str, *, bind: str | None = None, workers: int | None 
 def main() -> int:
     os.chdir(ROOT)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kintsugi_site.settings.base")
+    # The demo's beat replays each workspace's whole desk nightly (docs/verification.md); "" turns it off.
+    os.environ.setdefault("KINTSUGI_DEEP_CHECK_HOUR", "3")
     before = _running_embedded()
     py = sys.executable
     manage = [py, "manage.py"]

@@ -70,6 +70,31 @@ def _incidents():
     yield phases
 
 
+def _verification():
+    """What verifications cost, summed over the incidents' recorded verifications (a repair's own, by
+    scope, and the whole-desk replays asked for since): replay calls to remote agents, actions re-run."""
+    from repairs.models import Incident
+
+    calls = CounterMetricFamily("kintsugi_verification_replay_calls",
+                                "Replay calls to remote agents made by verifications.", labels=["scope"])
+    rerun = CounterMetricFamily("kintsugi_verification_actions_rerun", "Actions re-executed by verifications.",
+                                labels=["scope"])
+    totals = {"radius": [0, 0], "full": [0, 0]}
+    # The figures only, never the differing rows (megabytes on a large desk).
+    rows = Incident.objects.filter(verification__has_key="scope").order_by().values_list(
+        "verification__scope", "verification__replay_calls", "verification__actions_rerun",
+        "verification__full_totals__replay_calls", "verification__full_totals__actions_rerun")
+    for scope, calls_made, actions, full_calls, full_actions in rows.iterator():
+        for kind, n, m in ((scope, calls_made, actions), ("full", full_calls, full_actions)):
+            if kind in totals:
+                totals[kind][0] += n or 0
+                totals[kind][1] += m or 0
+    for scope, (n, actions) in totals.items():
+        calls.add_metric([scope], n)
+        rerun.add_metric([scope], actions)
+    yield from (calls, rerun)
+
+
 def _stuck_statuses() -> list[str]:
     from repairs.models import Incident
 
@@ -165,6 +190,7 @@ class KintsugiCollector:
 
     def collect(self):
         yield from _incidents()
+        yield from _verification()
         yield from _review()
         yield from _recording()
         yield from _containment()

@@ -337,3 +337,32 @@ class HeldEffect(models.Model):
 
     def __str__(self) -> str:
         return f"held {self.kind} effect {self.effect_id} (incident #{self.incident_id})"
+
+
+class EffectKindDeclaration(models.Model):
+    """How one workspace's agents declared an effect kind of their own (`send_money`, a transfer): where
+    its money is, what it acts on and how a repair compensates it (compensation.effect_kinds reads it).
+    Declared over the API by a Workspace admin or by a recording token of the workspace."""
+
+    class Compensation(models.TextChoices):
+        REVERSED = "reversed", "reversed like a refund (a reversal request, netted per ticket)"
+        MANUAL = "manual", "compensated by hand, with its amount"
+        MESSAGE = "message", "a message: corrected by one email to the ticket's customer"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="effect_kinds")
+    name = models.CharField(max_length=64)
+    money = models.BooleanField(default=False, help_text="The effect's `amount` (integer cents) and `currency` "
+                                                         "are money that left.")
+    target = models.CharField(max_length=64, blank=True, help_text="The details key naming what the effect acts "
+                                                                   "on (e.g. `recipient`); required when recorded.")
+    compensation = models.CharField(max_length=16, choices=Compensation.choices)
+    decides = models.CharField(max_length=200, blank=True, help_text="What a reviewer decides, in their words.")
+    declared_by = models.CharField(max_length=150, help_text="The person or recording token that declared it.")
+    declared_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workspace", "name"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="effect_kind_unique_per_workspace")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -14,6 +14,7 @@ from typing import Any
 from core.errors import DomainError
 from provenance import validation
 from provenance.decisions import MalformedDecision, check_decision, decision_hash
+from provenance.effect_declarations import BUILT_IN, required_details
 from provenance.recorder import ActionRecord, Read, Recorder
 
 OPS = ("ingest", "get", "set", "handoff", "effect")
@@ -107,7 +108,11 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
         raise InvalidCall("details must be a JSON object")
     if any(name in details for name in ("kind", "amount", "ticket", "currency")):
         raise InvalidCall("details must not repeat kind, amount, ticket or currency")
-    needs = EFFECT_DETAILS.get(body.get("kind"), ())
+    kind = body.get("kind")
+    # A kind the workspace declared names the details it cannot be compensated without (a message's
+    # words, its target); checked only for kinds that are not built in.
+    needs = (EFFECT_DETAILS.get(kind, ()) if kind in BUILT_IN or not isinstance(kind, str)
+             else required_details(rec.workspace, kind))
     missing = [name for name in needs if not isinstance(details.get(name), str)]
     if missing:
         # Checked now, not when a repair drafts its correction from them and finds nothing to correct.

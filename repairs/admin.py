@@ -17,9 +17,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
+from core.errors import DomainError
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import capabilities, containment, quarantine, tenancy
-from repairs import downstream, explain, phases, radius_picture, selectors, services, ticket_story, views
+from repairs import deep_check, downstream, explain, phases, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.reports import FORMATS
 
@@ -100,6 +101,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             path("<int:incident_id>/explain/", wrap(self.explain_view), name=f"{name}_explain"),
             path("<int:incident_id>/report.<str:fmt>", wrap(self.report_view), name=f"{name}_report"),
             path("<int:incident_id>/retry/", wrap(self.retry_view), name=f"{name}_retry"),
+            path("<int:incident_id>/verify-full/", wrap(self.verify_full_view), name=f"{name}_verify_full"),
             path("<int:incident_id>/close/", wrap(self.close_view), name=f"{name}_close"),
         ] + super().get_urls()
 
@@ -176,6 +178,8 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
             "can_retry": self.has_lead_permission(request) and incident.may_retry(),
+            "can_verify_full": (self.has_lead_permission(request) and incident.finished_at is not None
+                                and incident.status in deep_check.FINISHED),
             "can_close": self._can_close(request, incident),
             "can_lift": (incident.status == Incident.Status.CLOSED and self.has_lead_permission(request)
                          and bool(held and held["held"])),
@@ -231,7 +235,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             return HttpResponseRedirect(incident_url(incident.pk))
         try:
             service(incident=incident, actor=request.user, reason=reason, via=Incident.Via.ADMIN)
-        except (services.RefusedTransition, PermissionError, ValueError) as exc:
+        except (services.RefusedTransition, PermissionError, ValueError, DomainError) as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
             self.message_user(request, format_html("Incident #{} {}.", incident.pk, done), messages.SUCCESS)
@@ -239,6 +243,10 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
 
     def retry_view(self, request, incident_id):
         return self._lead_post(request, incident_id, services.retry_incident, "sent back to the worker")
+
+    def verify_full_view(self, request, incident_id):
+        return self._lead_post(request, incident_id, deep_check.request_full_verification,
+                               "is being replayed whole by a worker: the result lands in its verification and history")
 
     def _can_close(self, request, incident: Incident) -> bool:
         return self.has_lead_permission(request) and incident.may_close()

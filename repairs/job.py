@@ -29,11 +29,12 @@ to workers are repairs.lifecycle's; only repairs.tasks imports this module.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import redis
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from core import audit, locks
@@ -46,7 +47,7 @@ from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
 from provenance.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
-from repairs import catch_up, downstream, parts
+from repairs import catch_up, downstream, parts, verify_radius
 from repairs.faults import fault_point
 from repairs.lifecycle import enqueue_repair, offer_to_idle_workers, transition
 from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
@@ -252,6 +253,8 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
     workers may start them."""
     with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
         catch_up.hold_reserved_ids(incident, graph)
+        if incident.applied_steps == 0 and "before_apply" not in incident.plan:
+            note_boundary(incident, graph)
         apply_plan(incident, graph)
         if catch_up.catch_up(incident, graph):
             incident.refresh_from_db()
@@ -261,6 +264,15 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
         catch_up.release_ids(graph)
     offer_to_idle_workers("record_baseline_task", incident.pk)
     offer_to_idle_workers("draft_ahead_task", incident.pk)
+
+
+def note_boundary(incident: Incident, graph: Graph) -> None:
+    """What the desk holds just before the plan lands (the graph held): the verification counts the
+    boundary of what it re-runs against it (repairs.verify_radius). Kept by a resumed apply."""
+    incident.plan["before_apply"] = verify_radius.boundary_counts(graph)
+    with connection.cursor() as cursor:  # into the stored plan, without writing the rest of it again
+        cursor.execute("UPDATE repairs_incident SET plan = jsonb_set(plan, '{before_apply}', %s::jsonb) WHERE id = %s",
+                       [json.dumps(incident.plan["before_apply"]), incident.pk])
 
 
 # --- 5. draft and 6. verify ---

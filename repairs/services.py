@@ -197,7 +197,12 @@ def incident_summary(incident: Incident) -> dict:
         # that is not the clean run says where, wherever its status is read.
         "verification": {**{k: v.get(k) for k in ("facts", "decisions", "effects")},
                          "differences": v.get("rows", [])[:MAX_DIFFERENCES],
-                         "differences_total": len(v.get("rows", []))},
+                         "differences_total": len(v.get("rows", [])),
+                         # What it cost: "radius" re-ran what the source could change, "full" the desk.
+                         **{k: v.get(k) for k in ("scope", "actions_rerun", "replay_calls", "seconds")},
+                         "full": ({k: v["full"].get(k) for k in ("facts", "decisions", "effects", "actions_rerun",
+                                                                 "replay_calls", "seconds", "at", "by")}
+                                  if v.get("full") else None)},
         "progress": {"phase": incident.phase, "done": incident.progress_done, "total": incident.progress_total,
                      "percent": incident.percent},
         "error": incident.error or None,

@@ -63,3 +63,25 @@ def draft_ahead_task(incident_id: int) -> bool:
 
     incident = _repairing(incident_id, plan__isnull=False)
     return downstream.compensation.draft_repair(incident=incident, wait=False) if incident else False
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def verify_full_task(incident_id: int, actor_id: int | None, reason: str, via: str) -> dict:
+    """The whole-desk replay asked for from the API or the admin (repairs.deep_check)."""
+    from django.contrib.auth import get_user_model
+
+    from repairs.deep_check import verify_full
+
+    actor = get_user_model().objects.get(pk=actor_id) if actor_id is not None else None
+    incident = Incident.objects.select_related("workspace").defer("plan").get(pk=incident_id)
+    with log_context(incident=incident_id, workspace=incident.workspace.name):
+        result = verify_full(incident=incident, actor=actor, reason=reason, via=via)
+    return {k: result[k] for k in ("facts", "decisions", "effects")}
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def deep_check_task() -> list:
+    """The beat's deep check (KINTSUGI_DEEP_CHECK_HOUR): every workspace's latest repair, replayed whole."""
+    from repairs.deep_check import deep_check
+
+    return deep_check()

@@ -6,7 +6,10 @@ import bisect
 import json
 import os
 import socket
+import time
 from collections import Counter
+
+from django.conf import settings
 
 from core import locks
 from core.locks import advisory_lock
@@ -18,9 +21,11 @@ from provenance.selectors import export_state
 from repairs.faults import fault_point
 
 
-def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | None = None) -> int:
+def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | None = None,
+                    cost: dict | None = None) -> int:
     """Record the clean baseline run of the roots below the seq `below` (all of them without it);
-    returns its action count. Model answers come from the cache."""
+    returns its action count (and notes its replay calls to remote agents in `cost`). Model answers come
+    from the cache."""
     graph = workspace_graph(workspace.name)
     baseline = workspace_graph(workspace.name, baseline=True)
     baseline.delete()
@@ -29,6 +34,7 @@ def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | 
     session = RecordingSession(graph=baseline, workspace=workspace.name,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                effects="sandbox", excluded_sources=excluded, load=False)
+    calls = counted_replays(session)
     originals: list[float] = []  # the recorded roots' seqs, in order, and where each began here
     starts: list[float] = []
     for root in graph.ro_query(queries.ROOT_ACTIONS):
@@ -44,7 +50,23 @@ def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | 
         starts.append(session.next_seq)
         session.run_root(root.agent, json.loads(root.payload), snapshot=snapshot)
     session.flush()
+    if cost is not None:
+        cost["replay_calls"] = calls["remote"]
     return len(session.recorded)
+
+
+def counted_replays(session: RecordingSession) -> dict:
+    """Count the session's executions of agents that live in another process (each is one replay call)."""
+    from provenance.replay import RemoteAgent
+
+    calls, execute = {"remote": 0}, session.execute
+
+    def counting(agent, *args, **kwargs):
+        calls["remote"] += isinstance(session.agent(agent), RemoteAgent)
+        return execute(agent, *args, **kwargs)
+
+    session.execute = counting
+    return calls
 
 
 def _rows(state: dict, table: str) -> Counter:
@@ -91,11 +113,24 @@ def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
         incident.refresh_from_db(fields=["baseline_for", "status", "phase", "verification"])
         excluded = sorted(excluded)
         # Where the repair caught up to: the desk may have recorded on since, which neither side covers.
-        through = type(incident).objects.filter(pk=incident.pk).values_list("plan__through", flat=True).first()
+        through, before = type(incident).objects.filter(pk=incident.pk).values_list(
+            "plan__through", "plan__before_apply").first() or (None, None)
+        if before is not None and settings.KINTSUGI_VERIFY_SCOPE == "radius":
+            # In proportion to the damage (repairs.verify_radius): needs the repair applied, no baseline.
+            if incident.phase == type(incident).Phase.VERIFYING and incident.verification is None:
+                from repairs.verify_radius import verify_radius
+
+                incident.verification = verify_radius(incident, excluded=set(excluded), through=through,
+                                                      before=before)
+                type(incident).objects.filter(pk=incident.pk).update(verification=incident.verification)
+            return True
         if not (incident.baseline_for and incident.baseline_for.get("excluded") == excluded
                 and incident.baseline_for.get("through") == through):
-            actions = record_baseline(workspace=incident.workspace, excluded=set(excluded), below=through)
+            started, cost = time.monotonic(), {}
+            actions = record_baseline(workspace=incident.workspace, excluded=set(excluded), below=through, cost=cost)
             incident.baseline_for = {"excluded": excluded, "actions": actions, "through": through,
+                                     "replay_calls": cost.get("replay_calls", 0),
+                                     "seconds": round(time.monotonic() - started, 3),
                                      "recorded_by": f"{socket.gethostname()}:{os.getpid()}"}
             fields = {"baseline_for": incident.baseline_for}
             if incident.status == type(incident).Status.REPAIRING:
@@ -105,7 +140,11 @@ def verify_incident(incident, *, excluded: set[str], wait: bool) -> bool:
             # The repair may have been applied while the baseline was recorded: then diff it now too.
             incident.refresh_from_db(fields=["phase", "verification"])
         if incident.phase == type(incident).Phase.VERIFYING and incident.verification is None:
-            incident.verification = diff_workspace(incident.workspace, below=through)
+            started = time.monotonic()
+            incident.verification = diff_workspace(incident.workspace, below=through) | {
+                "scope": "full", "actions_rerun": incident.baseline_for.get("actions"),
+                "replay_calls": incident.baseline_for.get("replay_calls", 0),
+                "seconds": round(time.monotonic() - started + incident.baseline_for.get("seconds", 0), 3)}
             type(incident).objects.filter(pk=incident.pk).update(verification=incident.verification)
         return True
 

@@ -81,11 +81,14 @@ def walk_without_applying(*, incident: Incident, progress: ProgressFn = noop) ->
 
 
 def _tickets_changed(outcomes: list[dict]) -> list[dict]:
-    """Each ticket whose decision (the decision with a "choice", as export_state reads it) a re-run changes."""
+    """Each ticket whose decision (the decision with a "choice", as export_state reads it) a re-run changes.
+    A re-run that wrote other facts or effects but returned the very same decision is `rerun_changed`
+    too; its ticket's decision did not change, so it is not listed."""
     seen: dict[str, dict] = {}
     for o in sorted(outcomes, key=lambda o: o["seq"]):
         before, after = o.get("before") or {}, o.get("after") or {}
-        if o["ticket"] and o["status"] == ActionStatus.RERUN_CHANGED and "choice" in before and o["ticket"] not in seen:
+        if (o["ticket"] and o["status"] == ActionStatus.RERUN_CHANGED and "choice" in before and before != after
+                and o["ticket"] not in seen):
             seen[o["ticket"]] = {"ticket": o["ticket"], "action_id": o["action_id"], "agent": o["agent"],
                                  "before": before, "after": after}
     return [seen[t] for t in sorted(seen)]

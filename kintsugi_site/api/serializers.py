@@ -189,6 +189,14 @@ class VerificationSerializer(serializers.Serializer):
     differences = DifferenceSerializer(many=True, help_text=(
         "The differing rows (the first 50; an incident with any is never repaired: it needs attention)."))
     differences_total = serializers.IntegerField()
+    scope = serializers.CharField(allow_null=True, help_text=(
+        "radius: re-ran only what the flagged source could change and checked the boundary around it; "
+        "full: replayed the whole desk."))
+    actions_rerun = serializers.IntegerField(allow_null=True)
+    replay_calls = serializers.IntegerField(allow_null=True, help_text="Replay calls made to remote agents.")
+    seconds = serializers.FloatField(allow_null=True)
+    full = serializers.DictField(allow_null=True, help_text=(
+        "The last whole-desk replay asked for (verify --full, the API, the admin, the deep check)."))
 
 
 class ProgressSerializer(serializers.Serializer):

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, compensations, decide, recording_batch, views, webhooks
+from kintsugi_site.api import agents, compensations, decide, effect_kinds, recording_batch, views, webhooks
 
 app_name = "api"
 
@@ -24,6 +24,7 @@ urlpatterns = [
     path("recording/actions/<int:action_id>/abandon/", agents.AbandonView.as_view(), name="recording-abandon"),
     path("recording/actions/<int:action_id>/calls/", recording_batch.CallsView.as_view(), name="recording-calls"),
     path("recording/batch/", recording_batch.BatchView.as_view(), name="recording-batch"),
+    path("recording/effect-kinds/", effect_kinds.RecordingEffectKindsView.as_view(), name="recording-effect-kinds"),
     path("recording/compensations/", compensations.OfferedCompensationsView.as_view(), name="recording-compensations"),
     path("recording/compensations/<int:item_id>/ack/", compensations.AcknowledgeView.as_view(),
          name="recording-compensation-ack"),
@@ -33,6 +34,8 @@ urlpatterns = [
     path("sources/<int:pk>/trust/", decide.SourceTrustView.as_view(), name="source-trust"),
     path("workspaces/<int:pk>/suspicious-sources/", decide.SuspiciousSourcesView.as_view(),
          name="workspace-suspicious-sources"),
+    path("workspaces/<int:pk>/effect-kinds/", effect_kinds.WorkspaceEffectKindsView.as_view(),
+         name="workspace-effect-kinds"),
     path("workspaces/<int:pk>/actions/<int:action_id>/", decide.ActionAtView.as_view(), name="workspace-action"),
     path("webhooks/stripe/", webhooks.StripeWebhookView.as_view(), name="webhook-stripe"),
     *router.urls,

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from repairs import reports
+from repairs import deep_check, reports
 from kintsugi_site.api.errors import ApiError
 from compensation import links as compensation_links, selectors as compensation_selectors
 from compensation import services as compensation_services
@@ -238,6 +238,19 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         reason = _valid(ReasonSerializer, request.data)["reason"]
         incident = repair_services.retry_incident(incident=incident, actor=request.user, reason=reason, via=VIA)
         return Response(IncidentSerializer(incident).data)
+
+    @extend_schema(summary="Replay the whole desk without the flagged sources and diff (in a worker)",
+                   description="A repair verifies what its flagged source could change; this replays the whole "
+                               "desk as an audit. The result lands in the incident's verification (`full`) and "
+                               "history; one that differs puts a repaired incident in need of attention.",
+                   request=ReasonSerializer, responses={202: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post"], url_path="verify-full", permission_classes=[MayRetryIncidents],
+            throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="report")
+    def verify_full(self, request, pk=None):
+        incident = self.get_object()
+        reason = _valid(ReasonSerializer, request.data)["reason"]
+        deep_check.request_full_verification(incident=incident, actor=request.user, reason=reason, via=VIA)
+        return Response({"incident": incident.pk, "queued": True}, status=202)
 
     @extend_schema(summary="Download the incident report", parameters=[IncidentReportQuerySerializer],
                    description="format=json: the report as JSON; csv: its tables as CSV files in a zip; "

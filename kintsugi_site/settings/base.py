@@ -3,6 +3,8 @@ back to the embedded servers under `.kintsugi/` (see core.embedded)."""
 import os
 from datetime import timedelta
 from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
 from urllib.parse import urlsplit, urlunsplit
 
 import environ
@@ -228,6 +230,20 @@ CELERY_BEAT_SCHEDULE = {
 # Beat's record of when each entry last ran lives with the rest of the local state, not in the checkout.
 CELERY_BEAT_SCHEDULE_FILENAME = env("KINTSUGI_BEAT_SCHEDULE_FILE", default=str(
     Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "celerybeat-schedule"))
+
+# What a repair's own verification re-runs (docs/verification.md): "radius" re-executes only what the
+# flagged source could change and checks the boundary around it; "full" replays the whole desk every
+# time. The whole-desk replay is also run on demand (`manage.py verify --full`) and by the deep check:
+# KINTSUGI_DEEP_CHECK_HOUR (0-23, local time) runs it nightly on every workspace's latest repair; empty: off.
+KINTSUGI_VERIFY_SCOPE = env("KINTSUGI_VERIFY_SCOPE", default="radius")
+if KINTSUGI_VERIFY_SCOPE not in ("radius", "full"):
+    raise ImproperlyConfigured("KINTSUGI_VERIFY_SCOPE must be 'radius' or 'full'")
+KINTSUGI_DEEP_CHECK_HOUR = env("KINTSUGI_DEEP_CHECK_HOUR", default="")
+if KINTSUGI_DEEP_CHECK_HOUR.strip():
+    from celery.schedules import crontab
+
+    CELERY_BEAT_SCHEDULE["deep-check"] = {"task": "repairs.tasks.deep_check_task",
+                                          "schedule": crontab(minute=0, hour=int(KINTSUGI_DEEP_CHECK_HOUR))}
 
 # A repairing worker hands what does not depend on its walk to idle workers: the verification baseline
 # (from the start) and the compensation drafts (once the plan is known). With a single worker the

@@ -40,7 +40,7 @@ def test_flag_repair_review_and_report_through_the_api(celery_worker_process, ma
     assert incident["blast_radius"] == 25
     assert incident["counts"] == CANONICAL_COUNTS
     assert incident["effects_invalidated"] == 10 and incident["compensations"] == 10
-    assert incident["verification"] == {"facts": 0, "decisions": 0, "effects": 0}
+    assert incident["verification"] == {"facts": 0, "decisions": 0, "effects": 0, "differences": [], "differences_total": 0}
     assert incident["progress"]["percent"] == 100
 
     queue = as_alice.get("/api/v1/review-items/", {"incident": incident["id"], "limit": 200}).json()["results"]

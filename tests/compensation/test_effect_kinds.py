@@ -69,7 +69,9 @@ def test_an_unregistered_store_credit_gets_a_manual_compensation_item_carrying_t
     [effect] = manual.original
     assert (effect["kind"], effect["role"], effect["amount_cents"]) == ("store_credit", "invalidated", 2000)
     assert "store_credit of $20.00 on ticket g1" in manual.body and "by hand" in manual.body
-    assert manual.valid and manual.amount_cents == 0 and not manual.moves_money
+    # Its amount, never $0.00; still nothing moves through kintsugi (a person compensates it by hand).
+    assert manual.valid and manual.amount_cents == 2000 and not manual.moves_money
+    assert "a kind nobody declared" in manual.body
     assert set(incident.compensation_items.filter(ticket_id="g1").values_list("kind", flat=True)) == {
         K.MANUAL_COMPENSATION, K.CORRECTION_EMAIL}
     assert incident.compensations == 4  # per ticket: the store credit and the email that announced it
@@ -87,6 +89,10 @@ def test_an_unregistered_store_credit_gets_a_manual_compensation_item_carrying_t
 
 def test_a_manual_note_that_is_empty_or_marked_up_is_refused():
     assert validate_draft(kind=K.MANUAL_COMPENSATION, draft={"body": "Remove the credit by hand."}, facts={}) == []
+    assert validate_draft(kind=K.MANUAL_COMPENSATION, draft={"body": "Remove it.", "amount_cents": 2000},
+                          facts={"effect_cents": 2000}) == []
+    assert validate_draft(kind=K.MANUAL_COMPENSATION, draft={"body": "Remove it.", "amount_cents": 9000},
+                          facts={"effect_cents": 2000})  # never another amount than the effect's
     assert validate_draft(kind=K.MANUAL_COMPENSATION, draft={"body": "  "}, facts={})
     assert validate_draft(kind=K.MANUAL_COMPENSATION, draft={"body": "<b>now</b>"}, facts={})
     assert validate_draft(kind="gift_card", draft={"body": "x"}, facts={}) == ["unknown kind 'gift_card'"]

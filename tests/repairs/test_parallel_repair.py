@@ -137,7 +137,8 @@ def _warm_up(n: int) -> None:
 def test_two_workers_share_the_repair(one_piece, tmp_path):
     """The idle worker records the verification baseline and walks parts while the other repairs."""
     desk_run(workspace="parts", tickets=TICKETS, seed=SEED)
-    workers = _start_workers(2, tmp_path, KINTSUGI_REPAIR_PARTS="3", KINTSUGI_REPAIR_PARALLEL_MIN="1")
+    workers = _start_workers(2, tmp_path, KINTSUGI_REPAIR_PARTS="3", KINTSUGI_REPAIR_PARALLEL_MIN="1",
+                              KINTSUGI_VERIFY_SCOPE="full")  # the baseline an idle worker records ahead
     try:
         incident = open_incident("parts", POISONED_PAGE)
         wait_until_finished(incident, timeout=180)
@@ -178,10 +179,12 @@ def test_a_worker_killed_mid_part_resumes_without_walking_finished_parts_again(o
     assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
 
 
-def test_a_baseline_recorded_for_other_sources_is_recorded_again(one_piece):
+def test_a_baseline_recorded_for_other_sources_is_recorded_again(settings, one_piece):
     """A repair being verified against a baseline that left out other sources: the baseline is recorded
     again and the diff made against the stale one is replaced."""
     from repairs.verify import verify_incident
+
+    settings.KINTSUGI_VERIFY_SCOPE = "full"  # the whole-desk replay's baseline
 
     Incident.objects.filter(pk=one_piece.pk).update(
         status="repairing", phase="verifying", verification={"facts": 99, "decisions": 99, "effects": 99, "rows": []},
@@ -192,9 +195,10 @@ def test_a_baseline_recorded_for_other_sources_is_recorded_again(one_piece):
     assert [one_piece.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
 
 
-def test_the_worker_recording_the_baseline_diffs_if_the_repair_was_applied_meanwhile(one_piece, monkeypatch):
+def test_the_worker_recording_the_baseline_diffs_if_the_repair_was_applied_meanwhile(settings, one_piece, monkeypatch):
     """The helper starts the baseline while the repair walks; if the repairing worker has applied by the
     time the baseline is there, the helper makes the diff too instead of leaving it to that worker."""
+    settings.KINTSUGI_VERIFY_SCOPE = "full"  # the whole-desk replay's baseline, recorded ahead
     from repairs import verify
 
     Incident.objects.filter(pk=one_piece.pk).update(status="repairing", phase="applying", verification=None,
