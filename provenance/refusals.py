@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from core import audit
-from core.audit_event import AuditEvent
+from core.audit_event import SUBJECT_ID_MAX, AuditEvent
 from core.vocabulary import AuditAction
 from provenance import tenancy
 from provenance.tenancy import home_workspaces
@@ -87,7 +87,7 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
         data = {"attempted": attempted, "status": status, "code": code}
         if unrecorded:
             data["unrecorded_before"] = unrecorded
-        fields = dict(action=AuditAction.REFUSED, subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
+        fields = dict(action=AuditAction.REFUSED, subject_type=subject_type[:32], subject_id=str(subject_id or "")[:SUBJECT_ID_MAX],
                       via=via, actor=actor, reason=message, data=data)
         if own:
             audit.record(workspace=target, incident_id=incident_id, **fields)
