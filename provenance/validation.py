@@ -55,6 +55,28 @@ def _string(value: Any, *, field: str, max_length: int) -> str:
     return value
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a string anywhere in `value` (lists and objects walked, their keys included) holds a NUL,
+    which neither Postgres text nor a graph parameter can carry: refused at the door, never a 500."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
+def refuse_nul(value: Any, *, where: str) -> None:
+    if holds_nul(value):
+        raise InvalidInput(f"{where} contains a control character (NUL)")
+
+
 def identifier(value: Any, *, field: str, max_length: int) -> str:
     """An id or key: non-empty, at most `max_length` characters, no control characters (NUL included)."""
     value = _string(value, field=field, max_length=max_length)
