@@ -23,6 +23,7 @@ from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source, Ticket
 from provenance.services import desk_run, get_workspace
 from repairs.job import run_repair
+from repairs.models import ActionOutcome
 from repairs.services import flag_source
 from tests.helpers import create_user
 
@@ -54,6 +55,8 @@ def desk(django_db_setup, django_db_blocker):
             item = incident.compensation_items.filter(status=CompensationItem.Status.PENDING).order_by("pk").first()
             yield SimpleNamespace(people=people, ws=ws, incident=incident, item=item,
                                   ticket=Ticket.objects.get(workspace=ws, ticket_id=item.ticket_id),
+                                  action_id=ActionOutcome.objects.filter(incident=incident, ticket=item.ticket_id)
+                                  .order_by("seq").values_list("action_id", flat=True).first(),
                                   source=Source.objects.get(workspace=ws, source_id=POISONED_PAGE))
         finally:
             transaction.set_rollback(True)
@@ -161,6 +164,13 @@ SURFACES = {
     "read_outbox": {"admin": _admin("get", "/admin/provenance/outboxemail/")},
     "read_sources": {
         "api": _api("get", "/api/v1/sources/"),
+        # What an action decided for its ticket (customers, amounts), a fact's history, the sources worth a look.
+        "admin_action": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/actions/{d.action_id}/"),
+        "api_action": _api("get", "/api/v1/workspaces/{d.ws.pk}/actions/{d.action_id}/"),
+        "admin_fact": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/facts/vip_rules/"),
+        "api_fact": _api("get", "/api/v1/workspaces/{d.ws.pk}/facts/vip_rules/"),
+        "admin_suspicious": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/suspicious/"),
+        "api_suspicious": _api("get", "/api/v1/workspaces/{d.ws.pk}/suspicious-sources/"),
         "mcp": _mcp(mcp_server.blast_radius, workspace=lambda d: d.ws.name, source=POISONED_PAGE, limit=10, offset=0),
     },
     "flag": {
