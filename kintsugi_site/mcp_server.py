@@ -100,6 +100,7 @@ def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
     user = None
     try:
         user = _user(access)
+        validation.refuse_nul(kwargs, where="an argument")  # as the API's parser: a NUL anywhere is a 400
         return fn(user=user, **kwargs)
     except Exception as exc:
         # The REST API's mapping of the services' exceptions; a tool answers with the message only.
