@@ -63,7 +63,7 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
             path("<int:workspace_pk>/suspicious/", wrap(partial(decide_admin.suspicious_view, self)), name=f"{name}_suspicious"),
             path("<int:workspace_pk>/actions/<int:action_id>/", wrap(partial(decide_admin.action_view, self)),
                  name=f"{name}_action"),
-            path("<int:workspace_pk>/facts/<str:key>/", wrap(partial(decide_admin.fact_view, self)), name=f"{name}_fact"),
+            path("<int:workspace_pk>/facts/<path:key>/", wrap(partial(decide_admin.fact_view, self)), name=f"{name}_fact"),
         ] + super().get_urls()
 
     @admin.display(description="members")

@@ -118,8 +118,10 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(summary="The history of a fact with its three clocks", parameters=[FactQuerySerializer],
                    responses=FactHistorySerializer)
-    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_capability="read_sources")
+    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>.+)", read_capability="read_sources")
     def facts(self, request, pk=None, key=None):
+        # Any character in the key, `/` included (KintsugiStore's keys are paths): the path converter is
+        # greedy up to the route's final slash, and an encoded %2F reaches it decoded, so both spellings work.
         workspace = self.get_object()
         try:
             validation.fact_key(key)
