@@ -136,6 +136,12 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
     actions = ["flag_sources"]
     change_form_template = "admin/provenance/source/change_form.html"
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "content":  # a page that says nothing is still a page (the API and CLI agree)
+            field.required, field.strip = False, False
+        return field
+
     def get_queryset(self, request):
         # The open incident of each source, in the changelist's own query (no query per row).
         return super().get_queryset(request).annotate(open_incident_id=open_incident_id())

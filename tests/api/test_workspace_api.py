@@ -111,3 +111,13 @@ def test_a_source_whose_content_is_empty_is_created_and_read(team):
     # A missing content is still refused when creating: empty is a content, absent is not.
     assert_error(client_for(admin).post(f"/api/v1/workspaces/{ws}/sources/", {
         "source_id": "no-page", "reason": "x"}, format="json"), 400, "invalid")
+
+
+def test_the_admin_adds_a_source_whose_content_is_empty(admin_client):
+    from provenance.models import Workspace
+
+    ws = Workspace.objects.create(name="blank-admin")
+    response = admin_client.post("/admin/provenance/source/add/", {
+        "workspace": ws.pk, "source_id": "blank-page", "title": "", "content": ""})
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+    assert Source.objects.get(workspace=ws, source_id="blank-page").content == ""
