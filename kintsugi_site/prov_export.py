@@ -26,12 +26,13 @@ from compensation.models import CompensationItem
 from provenance import queries
 from provenance.graph import workspace_graph
 from provenance.models import Source
+from provenance.vocabulary import ActionStatus
 from repairs.models import ActionOutcome, Incident, RepairEffect
 
 FORMATS = ("json", "ttl")
 CONTENT_TYPES = {"json": "application/json", "ttl": "text/turtle; charset=utf-8"}
 KINTSUGI = Namespace("kintsugi", "https://kintsugi.invalid/ns#")
-RE_RUN = ("rerun_changed", "rerun_same", "new")  # outcomes the repair executed
+RE_RUN = (ActionStatus.RERUN_CHANGED, ActionStatus.RERUN_SAME, ActionStatus.NEW)  # outcomes the repair executed
 DECIDED = (CompensationItem.Status.APPROVED, CompensationItem.Status.EXECUTED, CompensationItem.Status.REJECTED)
 
 
@@ -94,7 +95,7 @@ def incident_document(incident: Incident) -> ProvDocument:
     for o in outcomes:
         act = doc.activity(b.id("action", o.action_id), other_attributes={
             PROV_TYPE: KINTSUGI["Action"], "kintsugi:agent": o.agent, "kintsugi:ticket": o.ticket,
-            "kintsugi:seq": o.seq, "kintsugi:outcome": o.status})
+            "kintsugi:seq": o.seq, "kintsugi:outcome": str(o.status)})
         doc.wasAssociatedWith(act, b.software_agent(o.agent))
         if o.status in RE_RUN:
             doc.wasInformedBy(act, repair, other_attributes={PROV_TYPE: KINTSUGI["rerun"]})
@@ -141,9 +142,10 @@ def incident_document(incident: Incident) -> ProvDocument:
         for e in sorted({e.effect_id for e in item.effects.all()}):
             doc.wasDerivedFrom(entity, b.id("effect", e))
         if item.status in DECIDED and item.decided_by is not None:
-            verdict = "rejected" if item.status == CompensationItem.Status.REJECTED else "approved"
+            verdict = (CompensationItem.Status.REJECTED if item.status == CompensationItem.Status.REJECTED
+                       else CompensationItem.Status.APPROVED)
             decision = doc.activity(b.id("decision", item.pk), item.decided_at, item.decided_at, {
-                PROV_TYPE: KINTSUGI["Decision"], "kintsugi:decision": verdict,
+                PROV_TYPE: KINTSUGI["Decision"], "kintsugi:decision": str(verdict),
                 "kintsugi:reason": item.decision_reason})
             doc.used(decision, entity)
             doc.wasAssociatedWith(decision, b.person(item.decided_by), other_attributes={
