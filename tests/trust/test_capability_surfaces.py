@@ -258,7 +258,7 @@ def test_the_dashboard_shows_a_member_without_a_review_role_no_incident_money_or
     """The red case: /admin/ listed the incidents, the money the queue would move and the failed deliveries
     to a member whom GET /api/v1/incidents/ answers 403 and MCP refuses."""
     user = desk.people[role]
-    assert APIClient().get("/api/v1/incidents/", HTTP_AUTHORIZATION=f"Token {user.auth_token.key}").status_code == 403
+    assert APIClient().get("/api/v1/incidents/", HTTP_AUTHORIZATION=f"Token {api_key(user)}").status_code == 403
     client = Client()
     client.force_login(user)
     page = client.get("/admin/").content.decode()
