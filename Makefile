@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := chromium poppler-utils libharfbuzz-subset0 libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
 
-.PHONY: demo test test-fast bench docs stop system-deps venv
+.PHONY: demo test test-fast bench docs stop system-deps venv ts-deps
 
 # Python caches compiled modules unless told not to (some sandboxes set this): without the cache every
 # process the tests start (each pytest worker, manage.py, gunicorn, Celery) compiles the project afresh.
@@ -26,6 +26,14 @@ system-deps:
 	  else echo "missing Debian packages:$$missing (install them with apt-get)"; fi; \
 	fi
 
+# The TypeScript client's compiler and Node types (devDependencies, pinned in its package-lock.json): the
+# suite type-checks the client's declarations under `strict`.
+TS_CLIENT := clients/typescript
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --silent
+
+ts-deps: $(TS_CLIENT)/node_modules/.package-lock.json
+
 demo: venv system-deps
 	$(PY) -m kintsugi_site.demo
 
@@ -38,13 +46,13 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # Compiled once before the workers start, so that on a fresh clone they do not each compile the same modules.
 COMPILE := $(PY) -m compileall -q -j 0 core provenance repairs compensation kintsugi_site kintsugi_client bench examples tests
 
-test: venv system-deps
+test: venv system-deps ts-deps
 	$(VENV)/bin/lint-imports
 	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_PARALLEL)
 
 # What a developer runs between changes: everything but the benchmarks run end to end and the slowest tests.
-test-fast: venv system-deps
+test-fast: venv system-deps ts-deps
 	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not bench and not slow"
 

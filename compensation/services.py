@@ -68,8 +68,10 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
     new backend). The same model input is answered from the response cache."""
     reason = validation.reason(reason, required=False) or "redraft"
     if actor is not None:
-        # Redrafting decides nothing (the new draft still needs a second person), so no four-eyes here.
-        _require_reviewer(item, actor, via=via, action="redraft", four_eyes=False)
+        # Four-eyes as for a decision: a redraft chooses the words the second person is asked to approve,
+        # so the one who flagged the incident does not write them either (the system's own redraft after
+        # a model failure has no actor).
+        _require_reviewer(item, actor, via=via, action="redraft")
     refreshed = CompensationItem.objects.select_related("incident").get(pk=item.pk)
     if refreshed.status != St.PENDING:
         _refuse(refreshed, actor, via, "redraft", DecisionRefused(f"item #{item.pk} is {refreshed.status}; only pending items are redrafted"))

@@ -11,6 +11,10 @@ from django.db import models
 
 from core.vocabulary import Via
 
+# The longest id an event's subject has: a source id (provenance.validation.SOURCE_ID_MAX), which the
+# API, MCP and the command line accept up to this length.
+SUBJECT_ID_MAX = 200
+
 
 class AuditEvent(models.Model):
     """One state change of an incident, a compensation item or a policy: who, what, when, why, from where.
@@ -36,7 +40,7 @@ class AuditEvent(models.Model):
     actor_name = models.CharField(max_length=150, blank=True, help_text="Username at the time (kept if the user is renamed).")
     via = models.CharField(max_length=16, choices=Via.choices)
     subject_type = models.CharField(max_length=32)
-    subject_id = models.CharField(max_length=64, blank=True)
+    subject_id = models.CharField(max_length=SUBJECT_ID_MAX, blank=True)
     incident = models.ForeignKey("repairs.Incident", on_delete=models.DO_NOTHING, null=True, blank=True,
                                  related_name="audit_events", db_constraint=False)
     action = models.CharField(max_length=64)

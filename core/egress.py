@@ -149,9 +149,11 @@ def own_services() -> set[tuple[str, int]]:
             continue
     for db in settings.DATABASES.values():
         host = db.get("HOST") or ""
-        # Reached over a Unix socket (the embedded Postgres), the server may still listen on loopback at
-        # its port: that port is refused on loopback too.
-        services.add((host if host and not host.startswith("/") else "127.0.0.1", int(db.get("PORT") or 5432)))
+        # Reached over a unix socket (or libpq's default, which is one), the same server commonly listens
+        # on that port on loopback too (a distribution's Postgres, the embedded one started with TCP): the
+        # port counts on loopback, where nothing else of this deployment may be reached anyway.
+        local = not host or host.startswith("/")
+        services.add(("127.0.0.1" if local else host, int(db.get("PORT") or 5432)))
     if getattr(settings, "EMAIL_HOST", ""):
         services.add((settings.EMAIL_HOST, int(settings.EMAIL_PORT)))  # the outbox's SMTP server
     services.add((settings.KINTSUGI_WEB_HOST, int(settings.KINTSUGI_WEB_PORT)))

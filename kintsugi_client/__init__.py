@@ -12,7 +12,10 @@ serve kintsugi's replays of them. The Python standard library only; copy it anyw
     desk.serve_replays("127.0.0.1", 9100)                          # kintsugi re-runs actions here in repairs
 
 serve_replays runs an agent only for a replay request signed with the registration's replay secret
-(kintsugi_client.signing); anything else is answered 401 before any agent code runs.
+(kintsugi_client.signing); anything else is answered 401 before any agent code runs. Its `verify` hook
+sees each signed request and its headers before the agent runs (refuse a purpose you do not serve by
+raising ForgedReplay), its `log` hook every request's outcome. The secret can be kept across restarts
+(kintsugi_client.replay_secret); the client waits out a 429's Retry-After up to `max_wait` seconds.
 
 An agent function is written exactly as an in-process `@agent` function of kintsugi: it gets a
 recorder and the payload and returns a structured decision (a dict without floats).
@@ -20,7 +23,9 @@ recorder and the payload and returns a structured decision (a dict without float
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,22 +33,49 @@ from typing import Any, Callable, Mapping
 
 from kintsugi_client.signing import ForgedReplay, SeenReplays, verify_request
 
-__all__ = ["Client", "Desk", "ForgedReplay", "KintsugiError", "RemoteRecorder"]
+__all__ = ["Client", "Desk", "ForgedReplay", "KintsugiError", "RemoteRecorder", "ReplayLog", "ReplayVerify"]
 
 
 class KintsugiError(Exception):
-    """An error answer of the API: `{"error": {"code", "message", "details"}}` and its status."""
+    """An error answer of the API: `{"error": {"code", "message", "details"}}` and its status;
+    `retry_after`: the seconds its Retry-After header asked for, if any."""
 
     def __init__(self, status: int, code: str, message: str, details: Any = None):
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message, self.details = status, code, message, details
+        self.retry_after: float | None = None
+
+
+def _seconds(header: str | None) -> float | None:
+    """Retry-After in seconds (kintsugi sends whole seconds; an HTTP date is not waited on)."""
+    try:
+        value = float(header) if header is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 class Client:
-    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0):
-        self.base_url, self.token, self.timeout = base_url.rstrip("/"), token, timeout
+    """`max_wait`: the most seconds one call spends waiting out rate limits (429 with Retry-After, e.g.
+    flagging at 30 a minute); a wait that would go past it raises the 429 at once instead."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0, max_wait: float = 60.0):
+        self.base_url, self.token, self.timeout, self.max_wait = base_url.rstrip("/"), token, timeout, max_wait
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
+        waited = 0.0
+        while True:
+            try:
+                return self._request_once(method, path, body)
+            except KintsugiError as exc:
+                wait = exc.retry_after if exc.status == 429 else None
+                if wait is None or waited + wait > self.max_wait:
+                    raise
+            # A throttled call changed nothing on the server (refused before the view ran): safe to send again.
+            time.sleep(wait)
+            waited += wait
+
+    def _request_once(self, method: str, path: str, body: Any) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
@@ -57,7 +89,9 @@ class Client:
                 error = json.loads(raw)["error"]
             except (ValueError, KeyError, TypeError):
                 error = {"code": "http_error", "message": raw[:200].decode("utf-8", "replace"), "details": None}
-            raise KintsugiError(exc.code, error.get("code", ""), error.get("message", ""), error.get("details")) from None
+            failure = KintsugiError(exc.code, error.get("code", ""), error.get("message", ""), error.get("details"))
+            failure.retry_after = _seconds(exc.headers.get("Retry-After"))
+            raise failure from None
         return json.loads(raw) if raw else None
 
     # --- onboarding (a person's API token; the Workspace admin role) ---
@@ -123,6 +157,23 @@ class Client:
         """A new replay signing secret for a registered agent (the old one is refused from now on)."""
         return self.request("POST", f"/api/v1/workspaces/{workspace}/agents/{name}/rotate-secret/",
                             {"reason": reason})["replay_secret"]
+
+    def flag_source(self, source: int, *, reason: str) -> dict:
+        """Flag a source (its API id) as bad: opens an incident and starts its repair (Support lead role).
+        Throttled per user (30 a minute by default): the call waits out the 429 within max_wait."""
+        return self.request("POST", f"/api/v1/sources/{source}/flag/", {"reason": reason})
+
+    def add_member(self, workspace: int, username: str, *, reason: str, role: str | None = None) -> dict:
+        """Make a user a member of a workspace (Workspace admin role); `role`: one they must hold."""
+        body = {"username": username, "reason": reason, **({"role": role} if role else {})}
+        return self.request("POST", f"/api/v1/workspaces/{workspace}/members/", body)
+
+    def remove_member(self, workspace: int, username: str, *, reason: str) -> dict:
+        return self.request("DELETE", f"/api/v1/workspaces/{workspace}/members/{username}/", {"reason": reason})
+
+    def export_state(self, workspace: int) -> dict:
+        """Active facts, standing decisions and live effects (`manage.py export_state --json`)."""
+        return self.request("GET", f"/api/v1/workspaces/{workspace}/state/")
 
     def issue_agent_token(self, workspace: int, *, label: str, reason: str, agents: list[str] | None = None) -> str:
         body = {"label": label, "reason": reason, **({"agents": agents} if agents else {})}
@@ -205,18 +256,28 @@ class RemoteRecorder:
 
 
 AgentFn = Callable[[RemoteRecorder, dict], dict]
+# serve_replays' hooks: verify(request, headers) runs after the signature holds and before the agent
+# (raise ForgedReplay to refuse with 401); log(event) hears every request's outcome.
+ReplayVerify = Callable[[dict, Mapping[str, str]], None]
+ReplayLog = Callable[[dict], None]
+ReplayClientFactory = Callable[[str, str], Client]
 
 
 class Desk:
     """Agent functions by name; records root actions depth first and serves kintsugi's replays.
 
     `replay_secret`: the `krs_` secret kintsugi signs replays with, one for every agent here, or a
-    mapping of agent name to its registration's secret. serve_replays needs it."""
+    mapping of agent name to its registration's secret. serve_replays needs it.
+    `replay_client(base_url, token)`: builds the client a replay's calls go through (yours, to observe
+    or wrap them); by default a Client with this desk's client's timeout."""
 
     def __init__(self, client: Client, *, replay_secret: str | Mapping[str, str] | None = None,
-                 perform: Callable[[str, dict, dict], None] | None = None):
+                 perform: Callable[[str, dict, dict], None] | None = None,
+                 replay_client: ReplayClientFactory | None = None):
         self.client, self.agents = client, {}
         self.replay_secret = replay_secret
+        self.replay_client = replay_client or (lambda base_url, token: Client(
+            base_url, token, timeout=self.client.timeout, max_wait=self.client.max_wait))
         self.perform = perform or (lambda agent, payload, effect: None)  # your real side effects
         self.seen = SeenReplays()
         self._server: ThreadingHTTPServer | None = None
@@ -265,12 +326,19 @@ class Desk:
             answer = self._run(self.client, nxt["agent"], opened["action"], opened["payload"])
         return ids
 
-    def replay(self, request: dict) -> dict:
-        """Re-run one action for kintsugi: calls go to the repair's callback URL with its token."""
-        client = Client(request["base_url"], request["token"], timeout=self.client.timeout)
+    def replay(self, request: dict, *, client: Client | None = None) -> dict:
+        """Re-run one action for kintsugi: calls go to the repair's callback URL with its token, through
+        `client` if given, else the desk's replay_client."""
+        client = client or self.replay_client(request["base_url"], request["token"])
         return self._run(client, request["agent"], request["action"], request["payload"])
 
-    def serve_replays(self, host: str, port: int, *, block: bool = True) -> ThreadingHTTPServer:
+    def serve_replays(self, host: str, port: int, *, block: bool = True, verify: ReplayVerify | None = None,
+                      log: ReplayLog | None = None) -> ThreadingHTTPServer:
+        """Serve kintsugi's signed replay POSTs. `verify(request, headers)`: your own check after the
+        signature holds, before the agent runs (raise ForgedReplay to answer 401; see request["purpose"]:
+        repair, verification or what_if). `log(event)`: each request's outcome, a dict with `status`,
+        `outcome` (refused, ran, failed), `purpose`, `agent`, `action`, `replay_id`, `headers` (the
+        X-Kintsugi ones) and `error`; never the replay's token."""
         if not self.replay_secret:
             raise ValueError("serve_replays needs replay_secret: the krs_ secret shown when the agent was registered")
         desk = self
@@ -280,11 +348,15 @@ class Desk:
                 pass
 
             def do_POST(self):
+                self.request_seen: dict = {}
                 try:
                     length = int(self.headers.get("Content-Length") or 0)
                     if length > 1024 * 1024:
                         return self._send(413, {"error": "request body too large"})
                     request = desk.verified(self.rfile.read(length), self.headers)
+                    self.request_seen = request
+                    if verify is not None:
+                        verify(request, self.headers)
                 except (ForgedReplay, ValueError) as exc:
                     return self._send(401, {"error": f"not a replay signed by kintsugi: {exc}"})
                 try:
@@ -296,7 +368,21 @@ class Desk:
                 except Exception as exc:  # an agent bug answers 500; kintsugi blocks the repair with it
                     self._send(500, {"error": f"{type(exc).__name__}: {exc}"})
 
+            def _log(self, status: int, body: dict) -> None:
+                seen = self.request_seen
+                if log is None:
+                    return
+                outcome = "ran" if status == 200 else "refused" if status in (401, 404, 413) else "failed"
+                log({"status": status, "outcome": outcome, "purpose": seen.get("purpose"), "agent": seen.get("agent"),
+                     "action": seen.get("action"), "replay_id": seen.get("replay_id"),
+                     "workspace": seen.get("workspace"), "error": body.get("error"),
+                     "headers": {k: v for k, v in self.headers.items() if k.lower().startswith("x-kintsugi-")}})
+
             def _send(self, status: int, body: dict) -> None:
+                try:  # before the answer leaves, so the log holds it by the time kintsugi has it
+                    self._log(status, body)
+                except Exception:  # noqa: BLE001  (a failing log hook must not change what kintsugi is answered)
+                    pass
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

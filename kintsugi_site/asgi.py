@@ -1,5 +1,6 @@
 """The one ASGI app a production server runs (gunicorn with uvicorn workers, as `make demo` does): the
-admin and the REST API through Django, and the MCP endpoint at /mcp with the same tokens.
+admin and the REST API through Django, and the MCP endpoint at /mcp with the same tokens. Both read their
+bodies through kintsugi_site.body_limit: one size limit, and a chunked body read whole, never dropped.
 
 Lifespan events go to the MCP app, whose session manager needs them; Django's ASGI handler has none.
 """
@@ -7,8 +8,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from kintsugi_site.body_limit import BodyLimit
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kintsugi_site.settings.base")
-django_app = get_asgi_application()  # sets Django up before anything imports models
+django_app = BodyLimit(get_asgi_application(), django=True)  # sets Django up before anything imports models
 
 
 def _mcp_app():

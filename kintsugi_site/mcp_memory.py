@@ -49,6 +49,7 @@ def _recording_token(access) -> AgentToken:
 def _run(access, fn, kwargs: dict) -> dict[str, Any]:
     close_old_connections()
     try:
+        validation.refuse_nul(kwargs, where="an argument")  # as the API's parser: a NUL anywhere is a 400
         return fn(access, **kwargs)
     except Exception as exc:
         mapped = map_domain_error(exc)

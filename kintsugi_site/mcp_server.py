@@ -52,7 +52,7 @@ INSTRUCTIONS = (
     "compensation items people decide; approve_item and reject_item decide one (Reviewer role, never the "
     "flagger of its incident, a reason to reject). Agents record their work with a recording token: "
     "open_action, memory_get, memory_set, ingest_source, handoff, record_effect and finish_action; "
-    "fact_history answers what a fact was, with as_of.")
+    "fact_history answers what a fact was, with as_of; incident_prov exports an incident's provenance as W3C PROV.")
 
 
 # --- authentication -----------------------------------------------------------------------------------------
@@ -100,6 +100,7 @@ def _run(access: AccessToken | None, fn, kwargs: dict) -> dict[str, Any]:
     user = None
     try:
         user = _user(access)
+        validation.refuse_nul(kwargs, where="an argument")  # as the API's parser: a NUL anywhere is a 400
         return fn(user=user, **kwargs)
     except Exception as exc:
         # The REST API's mapping of the services' exceptions; a tool answers with the message only.
@@ -341,8 +342,10 @@ def build_server() -> MCPServer:
         return await _call(reject_item, item=item, reason=reason)
 
     from kintsugi_site.mcp_memory import register_memory_tools
+    from kintsugi_site.mcp_prov import register_prov_tools
 
     register_memory_tools(server)
+    register_prov_tools(server)
     return server
 
 

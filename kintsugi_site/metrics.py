@@ -2,9 +2,10 @@
 
 Collected at scrape time by one custom collector, not counted in process memory: several web processes,
 workers and the beat each see part of the traffic, and whichever process answers the scrape reads the
-shared stores, so the figures are the same from every process. Access: a scraper on loopback
-(REMOTE_ADDR, never a forwarded header) needs nothing; from elsewhere it sends
-`Authorization: Bearer <KINTSUGI_METRICS_TOKEN>` (unset: loopback only). README "Runbook" says what
+shared stores, so the figures are the same from every process. Access: a scraper on loopback with no
+proxy in front (REMOTE_ADDR loopback and no header a proxy adds) needs nothing; any other client, a
+request a same-host proxy forwarded included, sends `Authorization: Bearer <KINTSUGI_METRICS_TOKEN>`
+(unset: loopback only). README "Runbook" says what
 each metric means and what to do when it alerts."""
 from __future__ import annotations
 
@@ -213,8 +214,20 @@ def registry() -> CollectorRegistry:
     return reg
 
 
+# Headers a reverse proxy adds. Behind a proxy on the same host every client arrives from loopback, so
+# a loopback peer whose request carries one of these is some client a proxy forwarded, not a local
+# scraper: it needs the token like any other.
+PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP", "HTTP_X_FORWARDED_HOST",
+                 "HTTP_X_FORWARDED_PROTO", "HTTP_VIA")
+
+
+def _loopback_without_a_proxy(request) -> bool:
+    return (request.META.get("REMOTE_ADDR") in LOOPBACK
+            and not any(header in request.META for header in PROXY_HEADERS))
+
+
 def allowed(request) -> bool:
-    if request.META.get("REMOTE_ADDR") in LOOPBACK:
+    if _loopback_without_a_proxy(request):
         return True
     token = getattr(settings, "KINTSUGI_METRICS_TOKEN", "")
     header = request.META.get("HTTP_AUTHORIZATION", "")

@@ -176,9 +176,18 @@ def record(*, token: AgentToken, actions) -> dict:
 
 
 def _keys(specs: list) -> set[str]:
-    """The fact keys the batch's gets and sets name (unchecked: a bad one fails in its own call)."""
+    """The fact keys the batch's gets and sets name, those that pass the key check: a bad one (a NUL in
+    it, which the graph's parameters cannot carry) is refused by its own call, named, not read here."""
     return {body["key"] for _, _, _, ops in specs for op, body in ops
-            if op in ("get", "set") and isinstance(body.get("key"), str) and len(body["key"]) <= 200}
+            if op in ("get", "set") and _valid_key(body.get("key"))}
+
+
+def _valid_key(key) -> bool:
+    try:
+        validation.fact_key(key)
+    except validation.InvalidInput:
+        return False
+    return True
 
 
 def _run(session: RecordingSession, token: AgentToken, specs: list) -> tuple[list[int], list[list[dict]]]:

@@ -18,15 +18,9 @@ class Query(str):
         return query
 
 
-SCHEMA = [
-    "CREATE INDEX FOR (a:Action) ON (a.id)",
-    "CREATE INDEX FOR (a:Action) ON (a.seq)",
-    "CREATE INDEX FOR (f:Fact) ON (f.id)",
-    "CREATE INDEX FOR (f:Fact) ON (f.key)",
-    "CREATE INDEX FOR (s:Source) ON (s.id)",
-    "CREATE INDEX FOR (e:Effect) ON (e.id)",
-    "CREATE INDEX FOR (r:Response) ON (r.key)",
-]
+SCHEMA = [f"CREATE INDEX FOR ({label}) ON ({prop})" for label, prop in (
+    ("a:Action", "a.id"), ("a:Action", "a.seq"), ("f:Fact", "f.id"), ("f:Fact", "f.key"), ("s:Source", "s.id"),
+    ("e:Effect", "e.id"), ("r:Response", "r.key"))]
 
 # --- recorder writes (batched with UNWIND; one query per kind per flush) ---
 CREATE_ACTIONS = """
@@ -323,6 +317,12 @@ UNWIND $ids AS id
 MATCH (a:Action {id: id})-[:READ]->(f:Fact)<-[:WROTE]-(w:Action)
 RETURN a.id, f.key, f.version, w.id
 """, rows.ActionRead)
+# The fact versions actions read or wrote, with writer and invalidating incident (the PROV export's facts).
+ACTION_FACTS = Query("""
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[r:READ|WROTE]->(f:Fact)<-[:WROTE]-(w:Action)
+RETURN a.id, type(r), f.id, f.key, f.version, f.value, f.active, w.id, f.invalidated_by
+""", rows.ActionFact)
 # One BFS level of explain_path: the FEEDS|HANDED_OFF successors of a frontier, with the edge that leads
 # there, so the shortest path from the source's ingesters to an action can be rebuilt step by step.
 SUCCESSOR_EDGES = Query("""

@@ -9,8 +9,8 @@ none), never to the target's: nothing an outsider does can grow another team's r
 
 How much: at most KINTSUGI_REFUSALS_PER_MINUTE rows per actor per minute (anonymous callers share one
 budget). Beyond that the attempts are counted in the shared cache, not written, and the next row written
-for that actor carries the count (`data.unrecorded_before`), so a flood leaves one line saying so
-instead of thousands of rows.
+for that actor carries the count (`data.unrecorded_before`) however much later it comes, so a flood
+leaves one line saying so instead of thousands of rows, and no count is lost.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from core import audit
-from core.audit_event import AuditEvent
+from core.audit_event import SUBJECT_ID_MAX, AuditEvent
 from core.vocabulary import AuditAction
 from provenance import tenancy
 from provenance.tenancy import home_workspaces
@@ -33,19 +33,27 @@ def _budget_key(actor, minute: int) -> str:
     return f"kintsugi:refusals:{actor.pk if actor is not None else 'anonymous'}:{minute}"
 
 
+def _unrecorded_key(actor) -> str:
+    # One tally per actor, not per minute, kept until a written row carries it: a flood followed by a
+    # quiet minute (or an hour) is still reported by the next refusal that is written.
+    return f"kintsugi:refusals:{actor.pk if actor is not None else 'anonymous'}:unrecorded"
+
+
 def _take_budget(actor) -> tuple[bool, int]:
-    """(may this refusal be written, how many of the previous minute's were only counted)."""
+    """(may this refusal be written, how many refusals were only counted since the last written one)."""
     limit = settings.KINTSUGI_REFUSALS_PER_MINUTE
-    minute = int(time.time() // 60)
-    key = _budget_key(actor, minute)
+    key = _budget_key(actor, int(time.time() // 60))
     cache.add(key, 0, timeout=180)
-    used = cache.incr(key)
-    if used > limit:
+    tally = _unrecorded_key(actor)
+    if cache.incr(key) > limit:
+        cache.add(tally, 0, timeout=None)
+        cache.incr(tally)
         return False, 0
-    if used == 1:
-        before = cache.get(_budget_key(actor, minute - 1)) or 0
-        return True, max(0, before - limit)
-    return True, 0
+    counted = cache.get(tally) or 0
+    if counted:
+        # Take what was read, not the key: refusals counted meanwhile stay for the next row.
+        cache.decr(tally, counted)
+    return True, counted
 
 
 def _target_visible(actor, workspace, incident_id) -> tuple[object, bool]:
@@ -79,7 +87,7 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
         data = {"attempted": attempted, "status": status, "code": code}
         if unrecorded:
             data["unrecorded_before"] = unrecorded
-        fields = dict(action=AuditAction.REFUSED, subject_type=subject_type[:32], subject_id=str(subject_id or "")[:64],
+        fields = dict(action=AuditAction.REFUSED, subject_type=subject_type[:32], subject_id=str(subject_id or "")[:SUBJECT_ID_MAX],
                       via=via, actor=actor, reason=message, data=data)
         if own:
             audit.record(workspace=target, incident_id=incident_id, **fields)

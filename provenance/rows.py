@@ -259,6 +259,19 @@ class EffectLive(NamedTuple):
     live: bool
 
 
+class ActionFact(NamedTuple):
+    """A fact version an action read (`edge` READ) or wrote (WROTE), with its writer."""
+    action: int
+    edge: str
+    id: int
+    key: str
+    version: int
+    value: str
+    active: bool
+    writer: int
+    invalidated_by: int | None
+
+
 class Edge(NamedTuple):
     """A FEEDS or HANDED_OFF edge seen from `action`: `other` is its successor or its predecessor,
     as the query says."""

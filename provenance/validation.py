@@ -23,7 +23,7 @@ class InvalidInput(ValueError):
 
 # Bounds follow the columns the values end up in (provenance.models, compensation.models).
 WORKSPACE_MAX = 64  # Workspace.name
-SOURCE_ID_MAX = 200  # Source.source_id, Incident.source_id
+SOURCE_ID_MAX = 200  # Source.source_id, Incident.source_id, AuditEvent.subject_id (core.audit_event)
 TICKET_ID_MAX = 32  # Ticket.ticket_id, LedgerEntry.ticket_id, CompensationItem.ticket_id
 FACT_KEY_MAX = 200
 EMAIL_MAX = 254  # RFC 5321's path limit; EmailField's default
@@ -53,6 +53,28 @@ def _string(value: Any, *, field: str, max_length: int) -> str:
     if len(value) > max_length:
         raise InvalidInput(f"{field} is {len(value)} characters long; at most {max_length} are allowed")
     return value
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a string anywhere in `value` (lists and objects walked, their keys included) holds a NUL,
+    which neither Postgres text nor a graph parameter can carry: refused at the door, never a 500."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if "\x00" in node:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
+def refuse_nul(value: Any, *, where: str) -> None:
+    if holds_nul(value):
+        raise InvalidInput(f"{where} contains a control character (NUL)")
 
 
 def identifier(value: Any, *, field: str, max_length: int) -> str:

@@ -177,6 +177,9 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             },
             "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
                          "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
+            # The API's PROV export (the admin's session signs the request in): the same read rule as the page.
+            "prov": [{"fmt": f, "label": label, "url": f"{reverse('api:incident-prov', args=[incident.pk])}?format={f}"}
+                     for f, label in (("json", "PROV-JSON"), ("ttl", "PROV-O (Turtle)"))],
             "can_retry": self.has_lead_permission(request) and incident.may_retry(),
             "can_verify_full": (self.has_lead_permission(request) and incident.finished_at is not None
                                 and incident.status in deep_check.FINISHED),

@@ -17,7 +17,7 @@ from django.urls import reverse
 from provenance.admin_tenancy import refuse_unseen
 from core.money import format_money, format_totals
 from core.vocabulary import Via
-from provenance import tenancy, validation
+from provenance import capabilities, tenancy, validation
 from provenance.graph import GraphUnavailable
 from provenance.models import Source, Workspace
 
@@ -31,6 +31,11 @@ def scoped_source(request, source_pk: int, *, attempted: str) -> Source:
 
 
 def scoped_workspace(request, workspace_pk: int) -> Workspace:
+    """A workspace the person may see, for the pages that read its sources, actions and facts: the
+    capability table's `read_sources` first, as the API asks it (403 before the object's 404). An action's
+    page shows what it decided for a ticket: customers and amounts."""
+    if not capabilities.may(request.user, "read_sources"):
+        raise PermissionDenied("your role does not allow reading this")
     workspace = tenancy.visible_workspaces(user=request.user).filter(pk=workspace_pk).first()
     if workspace is None:
         raise Http404("no such workspace")

@@ -27,30 +27,36 @@ RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED
 # --- the dashboard ----------------------------------------------------------------------------------------
 def dashboard(*, user, limit: int = 10) -> dict:
     """What a lead sees first, over the workspaces `user` may see: open incidents, the review queue's size
-    and amount, recent flags and the workspaces. Bounded queries on indexed columns only; no count over a
-    whole table."""
+    and amount, recent flags and the workspaces. Each part is shown only to whom the capability table
+    (provenance.capabilities) lets read it through the API and MCP too: incidents need `read_incidents`,
+    the queue's money and the failed deliveries `read_items`; a part not shown is None and not queried.
+    Bounded queries on indexed columns only; no count over a whole table."""
     # compensation depends on repairs (its items point at incidents), so its modules are imported lazily.
     compensation = downstream.compensation
-    from provenance import tenancy
+    from provenance import capabilities, tenancy
 
-    light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
-             .defer("plan", "verification", "counts"))
-    open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
-    recent = list(light.order_by("-created_at")[:limit])
-    ids = {i.pk for i in open_incidents + recent}
-    counts = compensation.item_counts_by_incident(incident_ids=ids)
-    reviews = {pk: compensation.review_from_counts(c) for pk, c in counts.items()}  # no query: status lines only
-    for incident in open_incidents + recent:
-        incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
-        # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
-        incident.status_label = (compensation.review_status_text(incident, reviews[incident.pk])
-                                 if incident.status == IncidentStatus.REPAIRED else status_label(incident))
+    incidents, items = capabilities.may(user, "read_incidents"), capabilities.may(user, "read_items")
+    open_incidents = recent = None
+    if incidents:
+        light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
+                 .defer("plan", "verification", "counts"))
+        open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
+        recent = list(light.order_by("-created_at")[:limit])
+        ids = {i.pk for i in open_incidents + recent}
+        counts = compensation.item_counts_by_incident(incident_ids=ids)
+        reviews = {pk: compensation.review_from_counts(c) for pk, c in counts.items()}  # no query: status lines only
+        for incident in open_incidents + recent:
+            incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
+            # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
+            incident.status_label = (compensation.review_status_text(incident, reviews[incident.pk])
+                                     if incident.status == IncidentStatus.REPAIRED else status_label(incident))
     return {
         "open_incidents": open_incidents,
         "recent_flags": recent,
+        # Names, runs and action counts: what the API's workspace list gives every member.
         "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
-        "review_queue": compensation.compensation_summary(incident=None, user=user),
-        "failed_deliveries": compensation.failed_deliveries(user=user),
+        "review_queue": compensation.compensation_summary(incident=None, user=user) if items else None,
+        "failed_deliveries": compensation.failed_deliveries(user=user) if items else None,
         "limit": limit,
     }
 

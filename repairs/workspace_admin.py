@@ -63,7 +63,7 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
             path("<int:workspace_pk>/suspicious/", wrap(partial(decide_admin.suspicious_view, self)), name=f"{name}_suspicious"),
             path("<int:workspace_pk>/actions/<int:action_id>/", wrap(partial(decide_admin.action_view, self)),
                  name=f"{name}_action"),
-            path("<int:workspace_pk>/facts/<str:key>/", wrap(partial(decide_admin.fact_view, self)), name=f"{name}_fact"),
+            path("<int:workspace_pk>/facts/<path:key>/", wrap(partial(decide_admin.fact_view, self)), name=f"{name}_fact"),
         ] + super().get_urls()
 
     @admin.display(description="members")
@@ -135,6 +135,12 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_select_related = ("workspace",)
     actions = ["flag_sources"]
     change_form_template = "admin/provenance/source/change_form.html"
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "content":  # a page that says nothing is still a page (the API and CLI agree)
+            field.required, field.strip = False, False
+        return field
 
     def get_queryset(self, request):
         # The open incident of each source, in the changelist's own query (no query per row).

@@ -148,8 +148,9 @@ MODES = {"POST": "create", "PUT": "update", "PATCH": "update"}
 class SourcePutSerializer(views.ReasonSerializer):
     source_id = serializers.CharField(max_length=200)
     title = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    content = serializers.CharField(max_length=256 * 1024, trim_whitespace=False, required=False,
-                                    help_text="Needed to create a source; an update without it keeps the content.")
+    content = serializers.CharField(max_length=256 * 1024, trim_whitespace=False, required=False, allow_blank=True,
+                                    help_text="Needed to create a source (it may be empty: a page that says "
+                                              "nothing is still read); an update without it keeps the content.")
     trust = serializers.ChoiceField(choices=Source.Trust.choices, required=False,
                                     help_text="A new source's trust; changing it later needs the Support lead role.")
 

@@ -10,6 +10,8 @@ from rest_framework import parsers, status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.utils.json import strict_constant
 
+from provenance import validation
+
 MAX_JSON_DEPTH = 64
 
 
@@ -54,6 +56,10 @@ def loads_limited(raw: bytes, *, encoding: str = "utf-8", strict: bool = True):
         raise ParseError(f"JSON parse error - {exc}") from None
     if depth(data) > MAX_JSON_DEPTH:
         raise too_deep()
+    # A raw NUL is not JSON; an escaped one is, and nothing here can store it (Postgres text, a graph
+    # parameter): refused wherever it is, so no field's own check can forget it.
+    if b"\\u0000" in raw and validation.holds_nul(data):
+        raise ParseError("JSON parse error - a string holds a NUL character (\\u0000)")
     return data
 
 

@@ -2,12 +2,12 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, compensations, decide, effect_kinds, recording_batch, views, webhooks
+from kintsugi_site.api import agents, compensations, decide, effect_kinds, members, recording_batch, views, webhooks
 
 app_name = "api"
 
 router = DefaultRouter()
-router.register("workspaces", agents.WorkspaceViewSet, basename="workspace")
+router.register("workspaces", members.WorkspaceViewSet, basename="workspace")
 router.register("sources", views.SourceViewSet, basename="source")
 router.register("incidents", views.IncidentViewSet, basename="incident")
 router.register("review-items", views.ReviewItemViewSet, basename="review-item")

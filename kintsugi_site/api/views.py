@@ -18,6 +18,7 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from repairs import deep_check, reports
+from kintsugi_site import prov_export
 from kintsugi_site.api.errors import ApiError
 from compensation import links as compensation_links, selectors as compensation_selectors
 from compensation import services as compensation_services
@@ -118,8 +119,10 @@ class WorkspaceViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(summary="The history of a fact with its three clocks", parameters=[FactQuerySerializer],
                    responses=FactHistorySerializer)
-    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>[^/]+)", read_capability="read_sources")
+    @action(detail=True, methods=["get"], url_path=r"facts/(?P<key>.+)", read_capability="read_sources")
     def facts(self, request, pk=None, key=None):
+        # Any character in the key, `/` included (KintsugiStore's keys are paths): the path converter is
+        # greedy up to the route's final slash, and an encoded %2F reaches it decoded, so both spellings work.
         workspace = self.get_object()
         try:
             validation.fact_key(key)
@@ -265,6 +268,20 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         _choice_filter(request, "format", ["json", "csv", "pdf"])  # an empty format= is not "json"
         fmt = _valid(IncidentReportQuerySerializer, request.query_params)["format"]
         body, content_type, filename = reports.render_report(incident, fmt)
+        response = HttpResponse(body, content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+    @extend_schema(summary="The incident's provenance as W3C PROV (docs/prov.md)",
+                   parameters=[OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "ttl"],
+                                                description="json: PROV-JSON (the default); ttl: PROV-O as Turtle.")],
+                   responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/turtle"): OpenApiTypes.STR})
+    @action(detail=True, methods=["get"], url_path="prov", content_negotiation_class=FileDownloadNegotiation,
+            throttle_classes=[ExpensiveEndpointThrottle], throttle_scope="report")
+    def prov(self, request, pk=None):
+        incident = self.get_object()
+        fmt = _choice_filter(request, "format", list(prov_export.FORMATS)) or "json"
+        body, content_type, filename = prov_export.render(incident, fmt)
         response = HttpResponse(body, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response

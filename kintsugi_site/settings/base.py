@@ -46,6 +46,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A NUL in the query string answers 400 before any view (kintsugi_site.query_nul).
+    "kintsugi_site.query_nul.RefuseNulInQueryString",
     # Static files (the admin's CSS and scripts) from the app server itself, compressed and cached.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

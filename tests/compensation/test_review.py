@@ -184,3 +184,25 @@ def test_the_review_queue_text_shows_an_agents_key_with_control_characters_as_a_
     assert effect_words(effect) == "refund #3 of action 9 (invalidated, key 'r-1\\x1b[2J')"
     assert effect_words(effect | {"idempotency_key": "r-1"}) == "refund #3 of action 9 (invalidated, key r-1)"
     assert effect_words(effect | {"idempotency_key": None}).endswith("(invalidated, never left)")
+
+
+def test_the_flagger_cannot_redraft_their_own_incidents_items_on_any_door(incident, people, client, settings):
+    """The README says a Reviewer never redrafts an item of an incident they flagged; the flagger with the
+    Reviewer role used to write the draft the second person is then asked to approve."""
+    item = _first(incident)
+    before = (item.body, item.subject, item.amount_cents)
+    with pytest.raises(ReviewRefused, match="four-eyes"):
+        redraft_item(item=item, actor=people.lead_reviewer, reason="my words", via="admin")
+    client.force_login(people.lead_reviewer)
+    page = client.post(f"/admin/compensation/compensationitem/{item.pk}/decide/",
+                       {"decision": "redraft", "reason": "my words"}, follow=True)
+    assert "four-eyes" in page.content.decode()
+    client.post("/admin/compensation/compensationitem/", {"action": "redraft", "_selected_action": [item.pk]})
+    item.refresh_from_db()
+    assert (item.body, item.subject, item.amount_cents) == before
+    assert not AuditEvent.objects.filter(action="item.redrafted", subject_id=str(item.pk)).exists()
+    assert sum("four-eyes" in r for r in _refusals(people.lead_reviewer)) == 3  # each attempt is on the record
+    redraft_item(item=item, actor=people.reviewer, reason="a second person's redraft", via="admin")
+    settings.KINTSUGI_FOUR_EYES = False  # a single-person team: the setting relaxes it, as for decisions
+    redraft_item(item=item, actor=people.lead_reviewer, reason="single-person team", via="admin")
+    assert AuditEvent.objects.filter(action="item.redrafted", subject_id=str(item.pk)).count() == 2

@@ -113,6 +113,21 @@ def test_metrics_off_loopback_need_the_bearer_token(client, settings):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("header", ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP", "HTTP_VIA"])
+def test_metrics_from_loopback_through_a_proxy_need_the_bearer_token(client, settings, header):
+    """Behind a proxy on the same host every client arrives from 127.0.0.1: the red case is any client of
+    the proxy reading the metrics with no token, its forwarded header ignored (no proxy is trusted)."""
+    settings.KINTSUGI_METRICS_TOKEN = "s3cret-scrape-token"
+    forwarded = {"REMOTE_ADDR": "127.0.0.1", header: "198.51.100.7"}
+    refused = client.get("/metrics", **forwarded)
+    assert refused.status_code == 401 and b"kintsugi_incidents" not in refused.content
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape-token", **forwarded).status_code == 200
+    settings.KINTSUGI_METRICS_TOKEN = ""
+    assert client.get("/metrics", **forwarded).status_code == 401  # no token set: loopback without a proxy only
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
+
+
+@pytest.mark.django_db
 def test_metrics_off_loopback_are_closed_when_no_token_is_configured(client, settings):
     settings.KINTSUGI_METRICS_TOKEN = ""
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer ").status_code == 401

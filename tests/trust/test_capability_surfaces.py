@@ -20,9 +20,10 @@ from kintsugi_site import mcp_server
 from kintsugi_site.api.errors import map_domain_error
 from provenance import capabilities
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.models import Source
+from provenance.models import Source, Ticket
 from provenance.services import desk_run, get_workspace
 from repairs.job import run_repair
+from repairs.models import ActionOutcome
 from repairs.services import flag_source
 from tests.helpers import api_key, create_user
 
@@ -53,6 +54,9 @@ def desk(django_db_setup, django_db_blocker):
                                                           reason="poisoned", via="cli").pk)
             item = incident.compensation_items.filter(status=CompensationItem.Status.PENDING).order_by("pk").first()
             yield SimpleNamespace(people=people, ws=ws, incident=incident, item=item,
+                                  ticket=Ticket.objects.get(workspace=ws, ticket_id=item.ticket_id),
+                                  action_id=ActionOutcome.objects.filter(incident=incident, ticket=item.ticket_id)
+                                  .order_by("seq").values_list("action_id", flat=True).first(),
                                   source=Source.objects.get(workspace=ws, source_id=POISONED_PAGE))
         finally:
             transaction.set_rollback(True)
@@ -75,6 +79,18 @@ def _api(method: str, url: str, data=None):
         client.credentials(HTTP_AUTHORIZATION=f"Token {api_key(user)}")
         code = getattr(client, method)(url.format(d=d), data or {}, format="json").status_code
         return REFUSED if code == 403 else ALLOWED
+    return ask
+
+
+def _dashboard(section: str):
+    """The dashboard (/admin/) shows a section only to whom its capability allows: the page itself is open
+    to every member, so the answer is whether the section is on it."""
+    def ask(user, d):
+        client = Client()
+        client.force_login(user)
+        page = client.get("/admin/")
+        assert page.status_code == 200
+        return ALLOWED if f'id="{section}"' in page.content.decode() else REFUSED
     return ask
 
 
@@ -116,17 +132,45 @@ def _raises(fn):
 SURFACES = {
     "read_items": {
         "admin": _admin("get", "/admin/compensation/compensationitem/"),
+        "admin_item": _admin("get", "/admin/compensation/compensationitem/{d.item.pk}/change/"),
+        "admin_cases": _admin("get", "/admin/compensation/compensationitem/cases/?status=all"),
+        "admin_case": _admin("get", "/admin/compensation/compensationitem/cases/{d.incident.pk}/{d.item.ticket_id}/"),
+        # The review queue's size, the money it would move and the failed deliveries.
+        "dashboard_queue": _dashboard("review-queue"),
+        "dashboard_amount": _dashboard("pending-amount"),
+        "dashboard_deliveries": _dashboard("failed-deliveries"),
+        "api_item": _api("get", "/api/v1/review-items/{d.item.pk}/"),
         "api": _api("get", "/api/v1/review-items/"),
         "mcp": _mcp(mcp_server.review_items, workspace=lambda d: d.ws.name, incident=None, status=None, limit=50,
                     offset=0),
     },
     "read_incidents": {
         "admin": _admin("get", "/admin/repairs/incident/"),
+        "admin_page": _admin("get", "/admin/repairs/incident/{d.incident.pk}/change/"),
+        "admin_report": _admin("get", "/admin/repairs/incident/{d.incident.pk}/report.csv"),
+        "admin_progress": _admin("get", "/admin/repairs/incident/{d.incident.pk}/progress/"),
+        "dashboard_open": _dashboard("open-incidents"),
+        "dashboard_flags": _dashboard("recent-flags"),
+        "api_incident": _api("get", "/api/v1/incidents/{d.incident.pk}/"),
+        "api_report": _api("get", "/api/v1/incidents/{d.incident.pk}/report/?format=json"),
         "api": _api("get", "/api/v1/incidents/"),
         "mcp": _mcp(mcp_server.incident_status, incident=lambda d: d.incident.pk),
     },
+    "read_tickets": {  # customers' names, addresses and amounts
+        "admin": _admin("get", "/admin/provenance/ticket/"),
+        "admin_ticket": _admin("get", "/admin/provenance/ticket/{d.ticket.pk}/change/"),
+    },
+    "read_ledger": {"admin": _admin("get", "/admin/provenance/ledgerentry/")},
+    "read_outbox": {"admin": _admin("get", "/admin/provenance/outboxemail/")},
     "read_sources": {
         "api": _api("get", "/api/v1/sources/"),
+        # What an action decided for its ticket (customers, amounts), a fact's history, the sources worth a look.
+        "admin_action": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/actions/{d.action_id}/"),
+        "api_action": _api("get", "/api/v1/workspaces/{d.ws.pk}/actions/{d.action_id}/"),
+        "admin_fact": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/facts/vip_rules/"),
+        "api_fact": _api("get", "/api/v1/workspaces/{d.ws.pk}/facts/vip_rules/"),
+        "admin_suspicious": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/suspicious/"),
+        "api_suspicious": _api("get", "/api/v1/workspaces/{d.ws.pk}/suspicious-sources/"),
         "mcp": _mcp(mcp_server.blast_radius, workspace=lambda d: d.ws.name, source=POISONED_PAGE, limit=10, offset=0),
     },
     "flag": {
@@ -206,3 +250,22 @@ def test_a_member_without_a_role_gets_no_review_item_through_mcp(desk):
     page = mcp_server.review_items(user=desk.people["reviewer"], workspace=desk.ws.name, incident=None, status=None,
                                    limit=50, offset=0)
     assert page["total"] > 0 and page["items"][0]["customer_email"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["no_role", "workspace_admin"])
+def test_the_dashboard_shows_a_member_without_a_review_role_no_incident_money_or_delivery(desk, role):
+    """The red case: /admin/ listed the incidents, the money the queue would move and the failed deliveries
+    to a member whom GET /api/v1/incidents/ answers 403 and MCP refuses."""
+    user = desk.people[role]
+    assert APIClient().get("/api/v1/incidents/", HTTP_AUTHORIZATION=f"Token {api_key(user)}").status_code == 403
+    client = Client()
+    client.force_login(user)
+    page = client.get("/admin/").content.decode()
+    for shown in (POISONED_PAGE, "Pending items", "Their total amount", "Failed deliveries",
+                  f"/admin/repairs/incident/{desk.incident.pk}/"):
+        assert shown not in page, f"the dashboard shows {role} {shown!r}"
+    assert desk.ws.name in page  # the workspace itself, as the API's workspace list shows every member
+    client.force_login(desk.people["lead"])
+    lead_page = client.get("/admin/").content.decode()
+    assert POISONED_PAGE in lead_page and "Their total amount" in lead_page

@@ -81,3 +81,30 @@ def test_beyond_the_budget_refusals_are_counted_and_the_next_row_says_how_many(t
     newest = chain_events(a).filter(action="refused").order_by("-seq").first()
     assert newest.data["unrecorded_before"] == 7
     assert chain_events(a).filter(action="refused").count() == 6
+
+
+def test_refusals_counted_in_a_flood_are_reported_after_a_quiet_minute(teams, clock):
+    """The red case: the count lived one minute; a flood, a quiet minute, then one more refusal wrote a row
+    with no `unrecorded_before` at all."""
+    a, b, a_member, a_lead, incidents = teams
+    for _ in range(12):
+        _retry(a_member, incidents["refuse-b"])
+    clock[0] += 180  # two quiet minutes
+    _retry(a_member, incidents["refuse-b"])
+    rows = chain_events(a).filter(action="refused", actor=a_member).order_by("-seq")
+    assert rows.count() == 6 and rows[0].data["unrecorded_before"] == 7
+    _retry(a_member, incidents["refuse-b"])  # reported once, not again
+    assert "unrecorded_before" not in chain_events(a).filter(action="refused").order_by("-seq")[0].data
+
+
+def test_refusals_counted_late_in_the_same_minute_reach_the_next_written_row(teams, clock):
+    a, b, a_member, a_lead, incidents = teams
+    for _ in range(8):
+        _retry(a_member, incidents["refuse-b"])
+    clock[0] += 60
+    for _ in range(9):
+        _retry(a_member, incidents["refuse-b"])
+    clock[0] += 60
+    _retry(a_member, incidents["refuse-b"])
+    reported = [r.data.get("unrecorded_before", 0) for r in chain_events(a).filter(action="refused")]
+    assert sum(reported) == 3 + 4, f"{reported}: every refusal beyond the budget is reported exactly once"

@@ -10,17 +10,42 @@ export class KintsugiError extends Error {
     this.code = code;
     this.apiMessage = message; // the API's own words; `message` leads with the status and code
     this.details = details;
+    this.retryAfter = null; // seconds, when the answer carried Retry-After (a 429 or 503)
   }
 }
 
+function retryAfterSeconds(header) {
+  // kintsugi sends whole seconds; an HTTP date is not waited on.
+  if (header === null || header === undefined || !/^\d+(\.\d+)?$/.test(header.trim())) return null;
+  return Number(header);
+}
+
 export class Client {
-  constructor(baseUrl, token, { timeout = 60_000 } = {}) {
+  // maxWaitSeconds: the most one call spends waiting out rate limits (429 with Retry-After, e.g. flagging
+  // at 30 a minute); a wait that would go past it throws the 429 at once instead.
+  constructor(baseUrl, token, { timeout = 60_000, maxWaitSeconds = 60 } = {}) {
     this.baseUrl = String(baseUrl).replace(/\/+$/, "");
     this.token = token;
     this.timeout = timeout; // milliseconds
+    this.maxWaitSeconds = maxWaitSeconds;
   }
 
   async request(method, path, body) {
+    let waited = 0;
+    for (;;) {
+      try {
+        return await this.#requestOnce(method, path, body);
+      } catch (exc) {
+        const wait = exc instanceof KintsugiError && exc.status === 429 ? exc.retryAfter : null;
+        if (wait === null || waited + wait > this.maxWaitSeconds) throw exc;
+        // A throttled call changed nothing on the server (refused before the view ran): safe to send again.
+        await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+        waited += wait;
+      }
+    }
+  }
+
+  async #requestOnce(method, path, body) {
     let response;
     try {
       response = await fetch(`${this.baseUrl}${path}`, {
@@ -42,7 +67,9 @@ export class Client {
         error = undefined;
       }
       if (!error || typeof error !== "object") error = { code: "http_error", message: raw.slice(0, 200), details: null };
-      throw new KintsugiError(response.status, error.code ?? "", error.message ?? "", error.details ?? null);
+      const failure = new KintsugiError(response.status, error.code ?? "", error.message ?? "", error.details ?? null);
+      failure.retryAfter = retryAfterSeconds(response.headers.get("retry-after"));
+      throw failure;
     }
     return raw ? JSON.parse(raw) : null;
   }
@@ -114,6 +141,27 @@ export class Client {
   async rotateReplaySecret(workspace, name, { reason }) {
     const path = `/api/v1/workspaces/${workspace}/agents/${encodeURIComponent(name)}/rotate-secret/`;
     return (await this.request("POST", path, { reason })).replay_secret;
+  }
+
+  /** Flag a source (its API id) as bad: opens an incident and starts its repair (Support lead role). */
+  flagSource(source, { reason }) {
+    return this.request("POST", `/api/v1/sources/${source}/flag/`, { reason });
+  }
+
+  /** Make a user a member of a workspace (Workspace admin role); `role`: one they must already hold. */
+  addMember(workspace, username, { reason, role } = {}) {
+    return this.request("POST", `/api/v1/workspaces/${workspace}/members/`,
+      { username, reason, ...(role ? { role } : {}) });
+  }
+
+  removeMember(workspace, username, { reason }) {
+    return this.request("DELETE", `/api/v1/workspaces/${workspace}/members/${encodeURIComponent(username)}/`,
+      { reason });
+  }
+
+  /** Active facts, standing decisions and live effects (what `manage.py export_state --json` prints). */
+  exportState(workspace) {
+    return this.request("GET", `/api/v1/workspaces/${workspace}/state/`);
   }
 
   /** Issue a recording token for the workspace; returns its key (shown once). */

@@ -9,8 +9,11 @@ import { ReplayGuard, ReplayRefused, TOLERANCE_SECONDS } from "./signing.js";
 export const MAX_REPLAY_BODY = 512 * 1024;
 
 export class Desk {
-  constructor(client, { perform, replaySecret, toleranceSeconds = TOLERANCE_SECONDS } = {}) {
+  // replayClient(baseUrl, token): the client a replay's calls go through (yours, to observe or wrap them).
+  constructor(client, { perform, replaySecret, toleranceSeconds = TOLERANCE_SECONDS, replayClient } = {}) {
     this.client = client;
+    this.replayClient = replayClient ?? ((baseUrl, token) => new Client(baseUrl, token, {
+      timeout: this.client.timeout, maxWaitSeconds: this.client.maxWaitSeconds }));
     this.agents = new Map();
     this.perform = perform ?? (async () => {}); // your real side effects: (agent, payload, effect)
     this.guard = replaySecret ? new ReplayGuard(replaySecret, { toleranceSeconds }) : null;
@@ -51,14 +54,18 @@ export class Desk {
     return ids;
   }
 
-  /** Re-run one action for kintsugi: its calls go to the replay's callback URL with the replay's token. */
-  replay(request) {
-    const client = new Client(request.base_url, request.token, { timeout: this.client.timeout });
-    return this.#run(client, request.agent, request.action, request.payload);
+  /** Re-run one action for kintsugi: its calls go to the replay's callback URL with the replay's token,
+   *  through `client` if given, else the desk's replayClient. */
+  replay(request, { client } = {}) {
+    const through = client ?? this.replayClient(request.base_url, request.token);
+    return this.#run(through, request.agent, request.action, request.payload);
   }
 
-  /** Serve kintsugi's replay POSTs on host:port; resolves to the listening http.Server. Needs replaySecret. */
-  serveReplays(host, port) {
+  /** Serve kintsugi's replay POSTs on host:port; resolves to the listening http.Server. Needs replaySecret.
+   *  verify(request, headers): your check after the signature holds, before the agent runs (throw
+   *  ReplayRefused to answer 401; see request.purpose). log(event): each request's outcome. */
+  serveReplays(host, port, { verify, log } = {}) {
+    this.hooks = { verify, log };
     if (!this.guard) {
       // kintsugi signs every replay: a desk without the secret could only run requests anyone could forge.
       return Promise.reject(new TypeError(
@@ -91,7 +98,13 @@ export class Desk {
   }
 
   async #answer(req, res) {
+    let seen = {};
     const send = (status, body) => {
+      try { // before the answer leaves, so the log holds it by the time kintsugi has it
+        this.hooks?.log?.(replayEvent(status, body, seen, req.headers));
+      } catch {
+        // a failing log hook must not change what kintsugi is answered
+      }
       const data = JSON.stringify(body);
       res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(data) });
       res.end(data);
@@ -106,6 +119,8 @@ export class Desk {
     let request;
     try {
       request = this.guard.admit(req.headers, raw);
+      seen = request ?? {};
+      await this.hooks?.verify?.(request, req.headers);
     } catch (exc) {
       if (exc instanceof ReplayRefused) return send(401, { error: exc.message });
       return send(400, { error: "unreadable replay request" });
@@ -121,6 +136,16 @@ export class Desk {
       send(500, { error: `${exc?.name ?? "Error"}: ${exc?.message ?? exc}` });
     }
   }
+}
+
+/** What the log hook hears of one request: never the replay's token. */
+function replayEvent(status, body, seen, headers) {
+  const outcome = status === 200 ? "ran" : [401, 404, 405, 413].includes(status) ? "refused" : "failed";
+  return {
+    status, outcome, purpose: seen.purpose ?? null, agent: seen.agent ?? null, action: seen.action ?? null,
+    replay_id: seen.replay_id ?? null, workspace: seen.workspace ?? null, error: body?.error ?? null,
+    headers: Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase().startsWith("x-kintsugi-"))),
+  };
 }
 
 function readBody(req, limit) {

@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { IncomingHttpHeaders, Server } from "node:http";
 import type { ReplayRequest, ReplaySecret } from "./signing.js";
 
 export * from "./signing.js";
@@ -13,10 +13,25 @@ export declare class KintsugiError extends Error {
   /** The API's own message (`message` leads with status and code). */
   readonly apiMessage: string;
   readonly details: unknown;
+  /** Seconds the answer's Retry-After asked for (a 429 or 503), else null. */
+  retryAfter: number | null;
   constructor(status: number, code: string, message: string, details?: unknown);
 }
 
 export interface Workspace { id: number; name: string; [field: string]: unknown }
+
+export interface Members {
+  workspace: string;
+  members: { username: string; roles: string[] }[];
+  changed?: boolean;
+}
+
+export interface WorkspaceState {
+  workspace: string;
+  facts: { key: string; value: Json }[];
+  decisions: { ticket: string; choice: string; level: string | null }[];
+  effects: { kind: string; ticket: string | null; amount_cents: number }[];
+}
 
 export interface ActionOpened {
   action: number;
@@ -61,11 +76,13 @@ export interface TicketFields {
 }
 
 export declare class Client {
-  constructor(baseUrl: string, token: string, options?: { timeout?: number });
+  constructor(baseUrl: string, token: string, options?: { timeout?: number; maxWaitSeconds?: number });
   readonly baseUrl: string;
   readonly token: string;
   /** Milliseconds per request. */
   readonly timeout: number;
+  /** The most seconds one call waits out rate limits (429 with Retry-After) before throwing the 429. */
+  readonly maxWaitSeconds: number;
   request<T = any>(method: string, path: string, body?: unknown): Promise<T>;
 
   workspaces(): Promise<Workspace[]>;
@@ -83,6 +100,10 @@ export declare class Client {
     options: { reason: string; timeoutSeconds?: number }): Promise<{ name: string; replay_url: string; replay_secret?: string; [field: string]: unknown }>;
   /** A new registration's answer carries `replay_secret` once; this issues a new one (the old is refused). */
   rotateReplaySecret(workspace: number, name: string, options: { reason: string }): Promise<string>;
+  flagSource(source: number, options: { reason: string }): Promise<any>;
+  addMember(workspace: number, username: string, options: { reason: string; role?: string }): Promise<Members>;
+  removeMember(workspace: number, username: string, options: { reason: string }): Promise<Members>;
+  exportState(workspace: number): Promise<WorkspaceState>;
   issueAgentToken(workspace: number, options: { label: string; reason: string; agents?: string[] }): Promise<string>;
 
   openAction(agent: string, payload?: JsonObject | null, options?: { parent?: number }): Promise<ActionOpened>;
@@ -109,13 +130,25 @@ export declare class RemoteRecorder {
   set(key: string, value: Json, clocks?: { validFrom?: string; validUntil?: string; observedAt?: string }): Promise<void>;
   handoff(agent: string, payload: JsonObject): Promise<void>;
   effect(kind: string, options?: EffectOptions): Promise<EffectAnswer>;
-  finish(decision: JsonObject): Promise<FinishAnswer>;
+  finish(decision: Decision): Promise<FinishAnswer>;
 }
 
-export type AgentFn = (rec: RemoteRecorder, payload: any) => JsonObject | Promise<JsonObject>;
+/** What an agent returns (or resolves to): an object, sent as JSON (fields that are undefined are left
+ *  out). Any object type is one: a union of object literals, an interface, a type with optional fields;
+ *  never a string, a number or a promise of one (`then` keeps a promise from passing as an object). */
+export type Decision = object & { then?: undefined };
+export type AgentFn<D extends Decision = Decision> = (rec: RemoteRecorder, payload: any) => D | Promise<D>;
 export type PerformFn = (agent: string, payload: any, effect: EffectAnswer) => void | Promise<void>;
 
 export declare const MAX_REPLAY_BODY: number;
+
+export declare const REPLAY_SECRET_ENV: string;
+/** The kept replay secret: the environment variable (KINTSUGI_REPLAY_SECRET) if set, else the file. */
+export declare function loadReplaySecret(file?: string | null, options?: { env?: string }): Promise<string | null>;
+export declare function saveReplaySecret(file: string, secret: string): Promise<void>;
+/** Register (or re-point) an agent and resolve to its replay secret, kept in `path` across restarts. */
+export declare function keepReplaySecret(client: Client, workspace: number, name: string, replayUrl: string,
+  options: { path: string; reason: string; timeoutSeconds?: number; env?: string }): Promise<string>;
 
 export interface DeskOptions {
   /** Your real side effects, called after finish for each effect answered `perform: true`. */
@@ -124,6 +157,28 @@ export interface DeskOptions {
    *  replayed requests get 401 before any agent code runs. */
   replaySecret?: ReplaySecret;
   toleranceSeconds?: number;
+  /** Builds the client a replay's calls go through (yours, to observe or wrap them). */
+  replayClient?: (baseUrl: string, token: string) => Client;
+}
+
+/** What serveReplays' log hook hears of each request (never the replay's token). */
+export interface ReplayEvent {
+  status: number;
+  outcome: "ran" | "refused" | "failed";
+  purpose: string | null;
+  agent: string | null;
+  action: number | null;
+  replay_id: string | null;
+  workspace: string | null;
+  error: string | null;
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface ServeReplaysOptions {
+  /** Your check after the signature holds, before the agent runs: throw ReplayRefused to answer 401. */
+  verify?: (request: ReplayRequest, headers: IncomingHttpHeaders) => void | Promise<void>;
+  /** Each request's outcome; a hook that throws changes nothing of the answer. */
+  log?: (event: ReplayEvent) => void;
 }
 
 export declare class Desk {
@@ -133,7 +188,7 @@ export declare class Desk {
   agent<F extends AgentFn>(name: string, fn: F): F;
   /** Record a root action and, depth first, everything it hands off; the ids in order. */
   runRoot(agent: string, payload: JsonObject): Promise<number[]>;
-  replay(request: ReplayRequest): Promise<FinishAnswer>;
-  serveReplays(host: string, port: number): Promise<Server>;
+  replay(request: ReplayRequest, options?: { client?: Client }): Promise<FinishAnswer>;
+  serveReplays(host: string, port: number, options?: ServeReplaysOptions): Promise<Server>;
   close(): Promise<void>;
 }

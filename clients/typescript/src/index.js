@@ -5,3 +5,4 @@ export {
   PURPOSES, ReplayGuard, ReplayRefused, SIGNATURE_HEADER, SIGNATURE_VERSION, TIMESTAMP_HEADER, TOLERANCE_SECONDS,
   sign, signedHeaders, verify,
 } from "./signing.js";
+export { REPLAY_SECRET_ENV, keepReplaySecret, loadReplaySecret, saveReplaySecret } from "./secret.js";

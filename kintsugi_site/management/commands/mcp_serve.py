@@ -24,4 +24,8 @@ class Command(KintsugiCommand):
         app = build_app(host=o["host"], port=o["port"], extra_hosts=o["allow_host"], extra_origins=o["allow_origin"])
         self.stdout.write(f"kintsugi MCP endpoint on http://{o['host']}:{o['port']}/mcp")
         self.stdout.flush()
-        uvicorn.run(app, host=o["host"], port=o["port"], log_level="warning", access_log=False)
+        # The trusted proxies as the web server has them (kintsugi_site.client_ip): none by default, where
+        # uvicorn on its own believes loopback's X-Forwarded-For.
+        proxies = settings.KINTSUGI_TRUSTED_PROXIES
+        uvicorn.run(app, host=o["host"], port=o["port"], log_level="warning", access_log=False,
+                    proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None)
