@@ -21,7 +21,7 @@ class _TimeUp(BaseException):
 
 def run(quick: bool, *, minutes: float | None = None) -> dict:
     from django.contrib.auth import get_user_model
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, Phase, given, settings
 
     from bench.fuzzdesk import harness, programs, reference
 
@@ -31,7 +31,8 @@ def run(quick: bool, *, minutes: float | None = None) -> dict:
     started = time.perf_counter()
     last_failure: dict = {}
 
-    @settings(max_examples=10 ** 7, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=10 ** 7, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
     @given(desk=programs.desks())
     def one(desk):
         nonlocal tried
