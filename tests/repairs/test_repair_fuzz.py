@@ -45,7 +45,7 @@ def test_a_kept_counterexample_repairs_to_the_reference(path):
 
 # No explain phase: it traces every line a failing example runs, minutes for one repair. One flagged
 # source per desk here; desks with several, flagged one after the other, run in `python -m bench fuzz`.
-@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(desk=programs.desks(max_roots=5, max_flagged=1))
