@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
 from compensation import case_undo, delivery_selectors, sequencing, services
+from compensation import messages as messages_
 from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.vocabulary import Via
@@ -37,7 +38,24 @@ class CaseViews:
             path("cases/<int:incident_id>/<path:ticket>/", wrap(self.case_view), name="compensation_compensationitem_case"),
             path("case-decisions/<int:incident_id>/<path:ticket>/", wrap(self.case_decide_view),
                  name="compensation_compensationitem_case_decide"),
+            path("messages/<int:item_id>/", wrap(self.message_view), name="compensation_compensationitem_message"),
         ]
+
+    def message_view(self, request, item_id: int):
+        """The exact message an item sends (recipient, subject, text), as plain text: nothing in it is
+        ever interpreted as markup. Another workspace's item is a 404 like a missing one."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        item = tenancy.scoped(CompensationItem.objects.all(), user=request.user,
+                              path="incident__workspace").filter(pk=item_id).first()
+        if item is None:
+            raise Http404(f"no item {item_id}")
+        shown = messages_.message(item)
+        text = f"To: {shown.to}\nSubject: {shown.subject}\n\n{shown.body}\n"
+        response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+        response["X-Content-Type-Options"] = "nosniff"
+        response["X-Kintsugi-Content-Hash"] = shown.content_hash
+        return response
 
     def _filters(self, request) -> tuple[Incident | None, case_queue.Filters]:
         raw = request.GET.get("incident", "")
@@ -174,7 +192,8 @@ class CaseViews:
                 if not item_id.isdigit():
                     raise services.DecisionRefused("no such item")
                 done = case_decisions.decide_case_item(case=case, item_id=int(item_id), actor=request.user,
-                                                       decision=decision, reason=reason, via=VIA)
+                                                       decision=decision, reason=reason, via=VIA,
+                                                       shown=request.POST.get("shown") or None)
                 messages.success(request, f"Item #{done.pk}: {decision} recorded.")
                 if decision == "undo":
                     case_undo.forget(request)
@@ -189,7 +208,7 @@ class CaseViews:
                                            f"it is sent once that is approved.")
             else:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision.removesuffix("_all"),
-                                                    reason=reason, via=VIA)
+                                                    reason=reason, via=VIA, shown=request.POST.get("shown") or None)
                 if result.decided:
                     said = f"Case {case.ticket}: {len(result.decided)} item(s) {decision.removesuffix('_all')}d."
                     messages.success(request, said)

@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from compensation import assignments, case_decisions, case_queue, case_undo, deliveries
+from compensation import messages as messages_
 from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
 from core.vocabulary import Via
@@ -102,11 +103,18 @@ class CaseBulkViews:
             if request.POST.get("confirm") == "yes":
                 messages.error(request, "A reason is required to reject cases.")
             return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
+        shown = request.POST.get("shown") or None
+        if decision == "approve":
+            try:
+                case_decisions.check_shown([c.item for case in found for c in case.pending], shown)
+            except case_decisions.ContentChanged as exc:
+                messages.error(request, f"Nothing approved: {exc}")
+                return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
         decided, refused, done = 0, 0, []
         for case in found:
             try:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision, reason=reason,
-                                                    via=VIA)
+                                                    via=VIA, shown=case.shown_digest if shown else None)
             except (PermissionError, ValueError) as exc:
                 messages.error(request, f"Case {case.ticket} refused: {exc}")
                 refused += len(case.pending)
@@ -202,6 +210,11 @@ class CaseBulkViews:
             "pending": pending,
             "refused_items": refused,
             "money": ", ".join(format_money(n, c) for c, n in sorted(money.items()) if n) or "no money (emails only)",
+            # Every message that would leave (approve) or that is turned down (reject), one sample per template.
+            "samples": messages_.samples([c.item for case in found for c in
+                                          (case.leaving if decision == "approve" else case.pending)
+                                          if c.item.status == c.item.Status.PENDING and c.message is not None]),
+            "shown": messages_.shown_digest([c.item for case in found for c in case.pending]),
             "reason": reason or ("approved in bulk from the case list" if decision == "approve" else ""),
             "filters": request.POST.get("filters", ""),
             "back": self._bulk_back(request),

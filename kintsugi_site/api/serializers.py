@@ -78,6 +78,9 @@ class ApproveSerializer(StrictSerializer):
                                    help_text="Why (optional for an approval; recorded with it).")
     edits = ApproveEditsSerializer(required=False, help_text="Edit the draft, then approve the edited text "
                                    "(recorded as an edit); refused when the edited draft fails validation.")
+    content_hash = serializers.RegexField(r"^[0-9a-f]{64}$", required=False,
+                                          help_text="The item's content_hash as you read it: the approval is refused "
+                                                    "(409) when the item has changed since.")
 
 
 class BlastRadiusQuerySerializer(serializers.Serializer):

@@ -305,7 +305,8 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
         item = self.get_object()
         data = _valid(ApproveSerializer, request.data)
         item = compensation_services.approve_item(item=item, actor=request.user, reason=data.get("reason", ""),
-                                                  via=VIA, edits=data.get("edits") or None)
+                                                  via=VIA, edits=data.get("edits") or None,
+                                                  shown=data.get("content_hash") or None)
         return Response(ReviewItemSerializer(item).data)
 
     @extend_schema(summary="Reject a draft, with a reason (Reviewer role; not the incident's flagger)",
