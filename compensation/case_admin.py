@@ -110,6 +110,8 @@ class CaseViews:
             "totals": totals,
             "progress": progress,
             "workload": assignments.workload(incident=incident, cases_pending=progress["cases_pending"]) if incident else None,
+            "mine_left": assignments.left_in_batch(incident=incident, user=request.user) if incident else None,
+            "next_batch_url": reverse("admin:compensation_compensationitem_cases_next"),
             "reviewers": assignments.reviewers(incident=incident) if incident else [],
             "review": review_numbers.from_counts(counts, cases_pending=progress["cases_pending"],
                                                  cases=progress["cases"]) if incident else None,
@@ -160,6 +162,7 @@ class CaseViews:
             "title": f"Case {case.ticket} of incident #{case.incident_id}",
             "case": case,
             "left": left,
+            "mine_left": assignments.left_in_batch(incident=within, user=request.user) if within else None,
             "can_review": self.has_review_permission(request) and bool(case.pending),
             "decide_url": reverse("admin:compensation_compensationitem_case_decide", args=[case.incident_id, case.ticket])
             + suffix,

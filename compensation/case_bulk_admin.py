@@ -19,6 +19,7 @@ from compensation import assignments, case_decisions, case_queue, case_undo, del
 from compensation import messages as messages_
 from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
+from core.wording import counted, plural
 from core.vocabulary import Via
 from provenance import tenancy
 from provenance.admin_tenancy import refuse_unseen
@@ -50,7 +51,32 @@ class CaseBulkViews:
 
     def case_bulk_urls(self):
         return [path("cases/bulk/", self.admin_site.admin_view(self.cases_bulk_view),
-                     name="compensation_compensationitem_cases_bulk")]
+                     name="compensation_compensationitem_cases_bulk"),
+                path("cases/next/", self.admin_site.admin_view(self.cases_next_view),
+                     name="compensation_compensationitem_cases_next")]
+
+    def cases_next_view(self, request):
+        """"Give me the next N": cases of one incident handed to the reviewer (compensation.assignments
+        next_batch), then their own cases of it; none handed out is a warning that says why."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_review_permission(request):
+            raise PermissionDenied("taking cases needs the Reviewer role")
+        raw, count = request.POST.get("incident", ""), request.POST.get("count", "")
+        incident = tenancy.scoped(Incident.objects.defer("plan", "verification"), user=request.user).filter(
+            pk=raw).first() if raw.isdigit() else None
+        if incident is None:
+            refuse_unseen(request, attempted="take cases", subject_type="incident", subject_ids=[raw or "?"])
+            raise Http404("no such incident")
+        back = reverse("admin:compensation_compensationitem_cases") + f"?incident={incident.pk}"
+        try:
+            batch = assignments.next_batch(incident=incident, actor=request.user, count=int(count) if count.isdigit()
+                                           else 0, reason=request.POST.get("reason", "").strip(), via=VIA)
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        (messages.success if batch.count else messages.warning)(request, assignments.batch_message(batch))
+        return HttpResponseRedirect(back + ("&assignee=me" if batch.count else ""))
 
     def _bulk_back(self, request) -> str:
         params = dict(parse_qsl(request.POST.get("filters", "")))
@@ -148,11 +174,16 @@ class CaseBulkViews:
             return HttpResponseRedirect(back)
         done = {"claim": "claimed", "unassign": "unassigned"}.get(decision) or \
             f"assigned to {request.POST.get('assignee', '')}"
-        messages.success(request, f"{n} case(s) {done}.")
-        if held:
-            by = ", ".join(f"{who} {count}" for who, count in sorted(Counter(held.values()).items()))
-            messages.warning(request, f"{len(held)} case(s) were already claimed by another reviewer and stay "
-                                      f"theirs ({by}).")
+        by = ", ".join(f"{who} {count:,}" for who, count in sorted(Counter(held.values()).items()))
+        if n:
+            messages.success(request, f"{counted(n, 'case')} {done}.")
+        else:
+            why = (f"every one of them is already with another reviewer ({by})" if held
+                   else f"they were already {done}")
+            messages.warning(request, f"No cases {done}: {why}.")
+        if held and n:
+            messages.warning(request, f"{counted(len(held), 'case')} {plural('was', len(held))} already claimed by "
+                                      f"another reviewer and {'stays' if len(held) == 1 else 'stay'} theirs ({by}).")
         return HttpResponseRedirect(back)
 
     def _bulk_deliver_again(self, request, *, found: list, reason: str, back: str):

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from repairs import reports
 from kintsugi_site.api.errors import ApiError
 from compensation import links as compensation_links, selectors as compensation_selectors
-from compensation import services as compensation_services
+from compensation import assignments, services as compensation_services
 from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
 from kintsugi_site.api.compensation_serializers import ReviewItemSerializer
@@ -35,6 +35,8 @@ from kintsugi_site.api.serializers import (
     FactQuerySerializer,
     IncidentReportQuerySerializer,
     IncidentSerializer,
+    NextCasesAnswerSerializer,
+    NextCasesSerializer,
     ReasonSerializer,
     SourceDetailSerializer,
     SourceSerializer,
@@ -238,6 +240,17 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         reason = _valid(ReasonSerializer, request.data)["reason"]
         incident = repair_services.retry_incident(incident=incident, actor=request.user, reason=reason, via=VIA)
         return Response(IncidentSerializer(incident).data)
+
+    @extend_schema(summary="Take the next cases of the incident that nobody holds (Reviewer role)",
+                   request=NextCasesSerializer, responses={200: NextCasesAnswerSerializer})
+    @action(detail=True, methods=["post"], url_path="next-cases")
+    def next_cases(self, request, pk=None):
+        data = _valid(NextCasesSerializer, request.data)
+        batch = assignments.next_batch(incident=self.get_object(), actor=request.user, count=data["count"],
+                                       reason=data.get("reason", ""), via=VIA)
+        return Response({"incident": batch.incident_id, "tickets": batch.tickets, "count": batch.count,
+                         "why_none": batch.why_none, "left_in_batch": batch.left_in_batch,
+                         "left_in_incident": batch.left_in_incident})
 
     @extend_schema(summary="Download the incident report", parameters=[IncidentReportQuerySerializer],
                    description="format=json: the report as JSON; csv: its tables as CSV files in a zip; "
