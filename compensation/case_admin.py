@@ -21,6 +21,7 @@ from core.vocabulary import Via
 from provenance import tenancy
 from provenance.admin_tenancy import refuse_unseen
 from repairs.models import Incident
+from core.wording import counted, past, plural
 
 VIA = Via.ADMIN
 
@@ -213,7 +214,7 @@ class CaseViews:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision.removesuffix("_all"),
                                                     reason=reason, via=VIA, shown=request.POST.get("shown") or None)
                 if result.decided:
-                    said = f"Case {case.ticket}: {len(result.decided)} item(s) {decision.removesuffix('_all')}d."
+                    said = f"Case {case.ticket}: {counted(len(result.decided), 'item')} {past(decision.removesuffix('_all'))}."
                     messages.success(request, said)
                     case_undo.remember(request, items=result.decided, text=said, case_url=here,
                                        back=reverse("admin:compensation_compensationitem_cases") + suffix)
@@ -241,7 +242,7 @@ class CaseViews:
             raise PermissionDenied("undoing a decision needs the Reviewer role")
         target, undone, refused = case_undo.take_back(request)
         if undone:
-            messages.success(request, f"Undone: {len(undone)} item(s) need a decision again.")
+            messages.success(request, f"Undone: {counted(len(undone), 'item')} {plural('needs', len(undone))} a decision again.")
         for item, why in refused[:20]:
             messages.error(request, f"Item #{item.pk} not undone: {why}")
         if not undone and not refused:

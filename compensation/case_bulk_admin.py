@@ -19,7 +19,7 @@ from compensation import assignments, case_decisions, case_queue, case_undo, del
 from compensation import messages as messages_
 from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
-from core.wording import counted, plural
+from core.wording import counted, past, plural
 from core.vocabulary import Via
 from provenance import tenancy
 from provenance.admin_tenancy import refuse_unseen
@@ -150,7 +150,7 @@ class CaseBulkViews:
             refused += len(result.refused)
             for item, why in result.refused[:20]:
                 messages.error(request, f"Case {case.ticket}, item #{item.pk} refused: {why}")
-        said = f"{len(found)} case(s): {decided} item(s) {decision}d" + (f", {refused} refused" if refused else "") + "."
+        said = f"{counted(len(found), 'case')}: {counted(decided, 'item')} {past(decision)}" + (f", {refused:,} refused" if refused else "") + "."
         messages.success(request, said)
         case_undo.remember(request, items=done, text=said, case_url="", back=back)
         return HttpResponseRedirect(back)
@@ -197,7 +197,7 @@ class CaseBulkViews:
             context = {
                 **self.admin_site.each_context(request),
                 "opts": self.opts,
-                "title": f"Deliver again {len(failed)} item(s)?",
+                "title": f"Deliver again {counted(len(failed), 'item')}?",
                 "cases": found,
                 "failed": failed,
                 "money": ", ".join(format_money(n, c) for c, n in sorted(_money(i for _, i in failed).items()) if n)
@@ -235,7 +235,7 @@ class CaseBulkViews:
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": f"{decision.capitalize()} {len(found)} case(s)?",
+            "title": f"{decision.capitalize()} {counted(len(found), 'case')}?",
             "decision": decision,
             "cases": found,
             "pending": pending,
