@@ -4,6 +4,7 @@ one case's page, and its decisions. Thin: compensation.cases reads, compensation
 and an attempt to decide it is on their own record."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
@@ -157,6 +158,8 @@ class CaseViews:
         prev_case, next_case, left = case_queue.neighbours(user=request.user, incident=within, key=case.key)
         suffix = f"?incident={within.pk}" if within else ""
         prev_url = prev_case.url + suffix if prev_case else ""
+        incident = case.items[0].item.incident
+        four_eyes = settings.KINTSUGI_FOUR_EYES and incident.flagged_by_id == request.user.pk
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -164,7 +167,8 @@ class CaseViews:
             "case": case,
             "left": left,
             "mine_left": assignments.left_in_batch(incident=within, user=request.user) if within else None,
-            "can_review": self.has_review_permission(request) and bool(case.pending),
+            "can_review": self.has_review_permission(request) and bool(case.pending) and not four_eyes,
+            "why_no_decide": self._why_no_decide(request, case, four_eyes) if case.pending else "",
             "decide_url": reverse("admin:compensation_compensationitem_case_decide", args=[case.incident_id, case.ticket])
             + suffix,
             "prev_url": prev_url,
@@ -174,6 +178,16 @@ class CaseViews:
             "undo": case_undo.toast(request),
         }
         return TemplateResponse(request, "admin/compensation/compensationitem/case.html", context)
+
+    def _why_no_decide(self, request, case, four_eyes: bool) -> str:
+        """Why this person sees no decision buttons on a case that needs one (empty when they do)."""
+        if four_eyes:
+            return (f"You flagged incident #{case.incident_id}, so four-eyes keeps its decisions for another "
+                    f"reviewer: what leaves for a customer is approved by a second person, never the one who "
+                    f"flagged the source.")
+        if not self.has_review_permission(request):
+            return "Deciding needs the Reviewer role; a workspace admin can give it to you."
+        return ""
 
     def _within(self, request) -> Incident | None:
         """The incident the reviewer is working through (?incident=), if it is theirs to see."""
