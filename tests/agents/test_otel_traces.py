@@ -21,6 +21,10 @@ from provenance import queries, selectors
 from provenance.graph import workspace_graph
 from provenance.models import Recording, Source, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
+from provenance.replay import ReplayFailed, ReplayUnavailable
+from repairs.job import run_repair
+from repairs.models import Incident
+from tests.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 AGENTS = ("scout", "desk_triage", "payouts")
@@ -203,3 +207,18 @@ def test_an_effect_kind_tool_with_bad_arguments_names_the_call_and_records_nothi
     assert response.status_code == 400, response.content
     assert response.json()["error"]["details"]["op"] == "effect"
     assert _action_count(ws) == 0
+
+
+def test_a_repair_that_must_re_run_a_traced_action_says_so_and_changes_nothing(traced):
+    ws, client = traced
+    assert client.post(TRACES, json.dumps(_otlp_json(_finished_spans())),
+                       content_type="application/json").status_code == 200
+    before = _radius(ws)
+    incident = open_incident(ws.name, "partner/vip")
+    with pytest.raises((ReplayUnavailable, ReplayFailed)):
+        run_repair(incident_id=incident.pk)
+    incident.refresh_from_db()
+    assert incident.status != Incident.Status.REPAIRED
+    assert "recorded from an OpenTelemetry trace" in incident.error, incident.error
+    assert "nothing was re-run or changed" in incident.error
+    assert _radius(ws) == before
