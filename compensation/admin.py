@@ -24,6 +24,7 @@ from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from core.money import format_totals, parse_money
 from core.vocabulary import Via
+from core.wording import counted, plural
 from provenance import capabilities, tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
@@ -231,7 +232,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
         unseen = sorted(asked - set(queryset.filter(pk__in=asked).values_list("pk", flat=True)))
         if unseen:
             refuse_unseen(request, attempted="bulk action", subject_type="compensation_item", subject_ids=unseen)
-            messages.error(request, f"{len(unseen)} selected item(s) do not exist for you; nothing was done with them.")
+            messages.error(request, f"{counted(len(unseen), 'selected item')} {plural('does', len(unseen))} not exist for you; nothing was done with {plural('it', len(unseen))}.")
 
     @admin.action(description="Approve selected items…", permissions=["review"])
     def bulk_approve(self, request, queryset):
@@ -242,7 +243,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
             result = services.bulk_approve(items=items, actor=request.user, reason=request.POST.get("reason", ""), via=VIA)
             if result.approved:
                 totals = format_totals(selectors.money_totals(result.approved), empty="")
-                messages.success(request, f"Approved {len(result.approved)} item(s)" + (f" moving {totals}." if totals else "."))
+                messages.success(request, f"Approved {counted(len(result.approved), 'item')}" + (f" moving {totals}." if totals else "."))
             for item, why in result.refused:
                 messages.error(request, f"Item #{item.pk} refused: {why}")
             return None
@@ -270,7 +271,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
                 done += 1
             except (PermissionError, ValueError) as exc:
                 messages.error(request, f"Item #{item.pk}: {exc}")
-        messages.info(request, f"Redrafted {done} item(s).")
+        messages.info(request, f"Redrafted {counted(done, 'item')}.")
 
 
 # The audit trail's changelist and export live in their own module.

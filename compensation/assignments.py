@@ -5,11 +5,15 @@ workspace (a claim is an assignment to oneself). Every assignment is audited in 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from core import audit
+from core.wording import counted
 from core.vocabulary import AuditAction
 from compensation.models import CaseAssignment, CompensationItem
 from compensation.services import REVIEW_PERMISSION, ReviewRefused
@@ -123,3 +127,73 @@ def reviewers(*, incident) -> list:
            | Q(user_permissions__codename=codename, user_permissions__content_type__app_label=app) | Q(is_superuser=True))
     return list(get_user_model().objects.filter(may, is_active=True, workspaces=incident.workspace_id)
                 .distinct().order_by("username")[:200])
+
+
+MAX_BATCH = 500  # cases one request hands out
+
+
+@dataclass
+class Batch:
+    """What "give me the next N" handed out: the tickets now the reviewer's, and, when none, why."""
+
+    incident_id: int
+    tickets: list[str] = field(default_factory=list)
+    why_none: str = ""
+    left_in_batch: int = 0  # the reviewer's own cases on the incident that still need a decision
+    left_in_incident: int = 0  # every case of the incident that still needs a decision
+
+    @property
+    def count(self) -> int:
+        return len(self.tickets)
+
+
+def next_batch(*, incident, actor, count: int, reason: str, via: str) -> Batch:
+    """Assign to `actor` the next `count` cases of `incident` that need a decision and nobody holds, in
+    desk order. The unassigned cases are read and taken under the workspace's audit lock, so reviewers who
+    ask at the same moment get disjoint batches, one after the other. A batch of none says why."""
+    if not 1 <= count <= MAX_BATCH:
+        raise ReviewRefused(f"ask for between 1 and {MAX_BATCH} cases")
+    incident = tenancy.scoped(Incident.objects.defer("plan", "verification"), user=actor).filter(pk=incident.pk).first()
+    if incident is None:
+        raise tenancy.NotVisible("no such incident")
+    _check_reviewer(actor, incident.workspace_id, who="you")
+    batch = Batch(incident_id=incident.pk)
+    pending = CompensationItem.objects.filter(incident=incident, status=St.PENDING).order_by()
+    with transaction.atomic():
+        audit.lock_chain(incident.workspace_id)
+        if incident.flagged_by_id == actor.pk and settings.KINTSUGI_FOUR_EYES:
+            batch.why_none = (f"you flagged incident #{incident.pk}: four-eyes keeps its cases for other reviewers")
+        else:
+            held = CaseAssignment.objects.filter(incident=incident).values("ticket_id")
+            batch.tickets = list(pending.exclude(ticket_id__in=held).values_list("ticket_id", flat=True)
+                                 .distinct().order_by("ticket_id")[:count])
+        for ticket in batch.tickets:
+            CaseAssignment.objects.create(incident=incident, ticket_id=ticket, assignee=actor, assigned_by=actor)
+            audit.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident.pk}/{ticket}",
+                         via=via, actor=actor, reason=reason or "next cases", incident_id=incident.pk,
+                         workspace=incident.workspace_id, from_status="", to_status=actor.get_username(),
+                         data={"ticket": ticket, "batch": count})
+    batch.left_in_batch = left_in_batch(incident=incident, user=actor)
+    batch.left_in_incident = pending.values("ticket_id").distinct().count()
+    if not batch.tickets and not batch.why_none:
+        if not batch.left_in_incident:
+            batch.why_none = f"no case of incident #{incident.pk} needs a decision any more"
+        else:
+            others = [w for w in workload(incident=incident, cases_pending=batch.left_in_incident) if w["reviewer"]]
+            batch.why_none = ("every case that needs a decision is already with a reviewer ("
+                              + ", ".join(f"{w['reviewer']} {w['cases']:,}" for w in others) + ")")
+    return batch
+
+
+def left_in_batch(*, incident, user) -> int:
+    """How many of `user`'s cases on `incident` still need a decision."""
+    pending = CompensationItem.objects.filter(incident=incident, status=St.PENDING, ticket_id=OuterRef("ticket_id"))
+    return CaseAssignment.objects.filter(incident=incident, assignee=user).filter(Exists(pending)).count()
+
+
+def batch_message(batch: Batch) -> str:
+    """The sentence a person reads after asking for cases."""
+    if not batch.count:
+        return f"No cases given to you: {batch.why_none}."
+    return (f"{counted(batch.count, 'case')} given to you. {batch.left_in_batch:,} left in your batch, "
+            f"{batch.left_in_incident:,} left in the incident.")

@@ -18,6 +18,7 @@ from core import audit, chains
 from compensation.models import AuditEvent, CompensationItem
 from core.admin_rows import WrittenByServices
 from core.vocabulary import AuditAction
+from core.wording import event_words
 from provenance import tenancy
 from provenance.admin_tenancy import WorkspaceScoped
 
@@ -87,12 +88,24 @@ class ItemFilter(admin.SimpleListFilter):
         return queryset.filter(subject_type="compensation_item", subject_id=value)
 
 
+class ActionFilter(admin.SimpleListFilter):
+    """What happened, in words ("Item: decision undone"), not the record's action names."""
+
+    title, parameter_name = "what happened", "action"
+
+    def lookups(self, request, model_admin):
+        return [(a.value, event_words(a.value)) for a in AuditAction]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(action=self.value()) if self.value() else queryset
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     # What a person reads first: when, who, what and why; the chain position and hash after.
-    list_display = ("at", "actor_name", "action", "subject", "reason", "status_change", "via", "chain", "seq",
+    list_display = ("at", "actor_name", "what", "subject", "reason", "status_change", "via", "chain", "seq",
                     "short_hash")
-    list_filter = (AuditIncidentFilter, ItemFilter, ActorFilter, "action", "via", "subject_type")
+    list_filter = (AuditIncidentFilter, ItemFilter, ActorFilter, ActionFilter, "via", "subject_type")
     search_fields = ("reason", "actor_name", "subject_id", "action")
     list_per_page = 100
     # Ids grow across all chains: the newest event first, whichever chain it is in (the changelist
@@ -125,6 +138,10 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     def get_queryset(self, request):
         # Not WorkspaceScoped's query: the system chain has no workspace and is for superusers only.
         return selectors.visible_audit_events(user=request.user).select_related("workspace").order_by("-id")
+
+    @admin.display(description="what happened", ordering="action")
+    def what(self, obj: AuditEvent) -> str:
+        return event_words(obj.action)
 
     @admin.display(description="chain", ordering="workspace__name")
     def chain(self, obj):

@@ -4,9 +4,10 @@ one case's page, and its decisions. Thin: compensation.cases reads, compensation
 and an attempt to decide it is on their own record."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
@@ -14,12 +15,14 @@ from urllib.parse import urlencode
 
 from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
 from compensation import case_undo, delivery_selectors, sequencing, services
+from compensation import messages as messages_
 from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.vocabulary import Via
 from provenance import tenancy
 from provenance.admin_tenancy import refuse_unseen
 from repairs.models import Incident
+from core.wording import counted, past, plural
 
 VIA = Via.ADMIN
 
@@ -37,7 +40,24 @@ class CaseViews:
             path("cases/<int:incident_id>/<path:ticket>/", wrap(self.case_view), name="compensation_compensationitem_case"),
             path("case-decisions/<int:incident_id>/<path:ticket>/", wrap(self.case_decide_view),
                  name="compensation_compensationitem_case_decide"),
+            path("messages/<int:item_id>/", wrap(self.message_view), name="compensation_compensationitem_message"),
         ]
+
+    def message_view(self, request, item_id: int):
+        """The exact message an item sends (recipient, subject, text), as plain text: nothing in it is
+        ever interpreted as markup. Another workspace's item is a 404 like a missing one."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        item = tenancy.scoped(CompensationItem.objects.all(), user=request.user,
+                              path="incident__workspace").filter(pk=item_id).first()
+        if item is None:
+            raise Http404(f"no item {item_id}")
+        shown = messages_.message(item)
+        text = f"To: {shown.to}\nSubject: {shown.subject}\n\n{shown.body}\n"
+        response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+        response["X-Content-Type-Options"] = "nosniff"
+        response["X-Kintsugi-Content-Hash"] = shown.content_hash
+        return response
 
     def _filters(self, request) -> tuple[Incident | None, case_queue.Filters]:
         raw = request.GET.get("incident", "")
@@ -92,6 +112,8 @@ class CaseViews:
             "totals": totals,
             "progress": progress,
             "workload": assignments.workload(incident=incident, cases_pending=progress["cases_pending"]) if incident else None,
+            "mine_left": assignments.left_in_batch(incident=incident, user=request.user) if incident else None,
+            "next_batch_url": reverse("admin:compensation_compensationitem_cases_next"),
             "reviewers": assignments.reviewers(incident=incident) if incident else [],
             "review": review_numbers.from_counts(counts, cases_pending=progress["cases_pending"],
                                                  cases=progress["cases"]) if incident else None,
@@ -136,13 +158,17 @@ class CaseViews:
         prev_case, next_case, left = case_queue.neighbours(user=request.user, incident=within, key=case.key)
         suffix = f"?incident={within.pk}" if within else ""
         prev_url = prev_case.url + suffix if prev_case else ""
+        incident = case.items[0].item.incident
+        four_eyes = settings.KINTSUGI_FOUR_EYES and incident.flagged_by_id == request.user.pk
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"Case {case.ticket} of incident #{case.incident_id}",
             "case": case,
             "left": left,
-            "can_review": self.has_review_permission(request) and bool(case.pending),
+            "mine_left": assignments.left_in_batch(incident=within, user=request.user) if within else None,
+            "can_review": self.has_review_permission(request) and bool(case.pending) and not four_eyes,
+            "why_no_decide": self._why_no_decide(request, case, four_eyes) if case.pending else "",
             "decide_url": reverse("admin:compensation_compensationitem_case_decide", args=[case.incident_id, case.ticket])
             + suffix,
             "prev_url": prev_url,
@@ -152,6 +178,16 @@ class CaseViews:
             "undo": case_undo.toast(request),
         }
         return TemplateResponse(request, "admin/compensation/compensationitem/case.html", context)
+
+    def _why_no_decide(self, request, case, four_eyes: bool) -> str:
+        """Why this person sees no decision buttons on a case that needs one (empty when they do)."""
+        if four_eyes:
+            return (f"You flagged incident #{case.incident_id}, so four-eyes keeps its decisions for another "
+                    f"reviewer: what leaves for a customer is approved by a second person, never the one who "
+                    f"flagged the source.")
+        if not self.has_review_permission(request):
+            return "Deciding needs the Reviewer role; a workspace admin can give it to you."
+        return ""
 
     def _within(self, request) -> Incident | None:
         """The incident the reviewer is working through (?incident=), if it is theirs to see."""
@@ -174,7 +210,8 @@ class CaseViews:
                 if not item_id.isdigit():
                     raise services.DecisionRefused("no such item")
                 done = case_decisions.decide_case_item(case=case, item_id=int(item_id), actor=request.user,
-                                                       decision=decision, reason=reason, via=VIA)
+                                                       decision=decision, reason=reason, via=VIA,
+                                                       shown=request.POST.get("shown") or None)
                 messages.success(request, f"Item #{done.pk}: {decision} recorded.")
                 if decision == "undo":
                     case_undo.forget(request)
@@ -189,9 +226,9 @@ class CaseViews:
                                            f"it is sent once that is approved.")
             else:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision.removesuffix("_all"),
-                                                    reason=reason, via=VIA)
+                                                    reason=reason, via=VIA, shown=request.POST.get("shown") or None)
                 if result.decided:
-                    said = f"Case {case.ticket}: {len(result.decided)} item(s) {decision.removesuffix('_all')}d."
+                    said = f"Case {case.ticket}: {counted(len(result.decided), 'item')} {past(decision.removesuffix('_all'))}."
                     messages.success(request, said)
                     case_undo.remember(request, items=result.decided, text=said, case_url=here,
                                        back=reverse("admin:compensation_compensationitem_cases") + suffix)
@@ -219,7 +256,7 @@ class CaseViews:
             raise PermissionDenied("undoing a decision needs the Reviewer role")
         target, undone, refused = case_undo.take_back(request)
         if undone:
-            messages.success(request, f"Undone: {len(undone)} item(s) need a decision again.")
+            messages.success(request, f"Undone: {counted(len(undone), 'item')} {plural('needs', len(undone))} a decision again.")
         for item, why in refused[:20]:
             messages.error(request, f"Item #{item.pk} not undone: {why}")
         if not undone and not refused:

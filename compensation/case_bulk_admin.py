@@ -16,8 +16,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from compensation import assignments, case_decisions, case_queue, case_undo, deliveries
+from compensation import messages as messages_
 from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
+from core.wording import counted, past, plural
 from core.vocabulary import Via
 from provenance import tenancy
 from provenance.admin_tenancy import refuse_unseen
@@ -49,7 +51,32 @@ class CaseBulkViews:
 
     def case_bulk_urls(self):
         return [path("cases/bulk/", self.admin_site.admin_view(self.cases_bulk_view),
-                     name="compensation_compensationitem_cases_bulk")]
+                     name="compensation_compensationitem_cases_bulk"),
+                path("cases/next/", self.admin_site.admin_view(self.cases_next_view),
+                     name="compensation_compensationitem_cases_next")]
+
+    def cases_next_view(self, request):
+        """"Give me the next N": cases of one incident handed to the reviewer (compensation.assignments
+        next_batch), then their own cases of it; none handed out is a warning that says why."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_review_permission(request):
+            raise PermissionDenied("taking cases needs the Reviewer role")
+        raw, count = request.POST.get("incident", ""), request.POST.get("count", "")
+        incident = tenancy.scoped(Incident.objects.defer("plan", "verification"), user=request.user).filter(
+            pk=raw).first() if raw.isdigit() else None
+        if incident is None:
+            refuse_unseen(request, attempted="take cases", subject_type="incident", subject_ids=[raw or "?"])
+            raise Http404("no such incident")
+        back = reverse("admin:compensation_compensationitem_cases") + f"?incident={incident.pk}"
+        try:
+            batch = assignments.next_batch(incident=incident, actor=request.user, count=int(count) if count.isdigit()
+                                           else 0, reason=request.POST.get("reason", "").strip(), via=VIA)
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        (messages.success if batch.count else messages.warning)(request, assignments.batch_message(batch))
+        return HttpResponseRedirect(back + ("&assignee=me" if batch.count else ""))
 
     def _bulk_back(self, request) -> str:
         params = dict(parse_qsl(request.POST.get("filters", "")))
@@ -102,11 +129,18 @@ class CaseBulkViews:
             if request.POST.get("confirm") == "yes":
                 messages.error(request, "A reason is required to reject cases.")
             return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
+        shown = request.POST.get("shown") or None
+        if decision == "approve":
+            try:
+                case_decisions.check_shown([c.item for case in found for c in case.pending], shown)
+            except case_decisions.ContentChanged as exc:
+                messages.error(request, f"Nothing approved: {exc}")
+                return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
         decided, refused, done = 0, 0, []
         for case in found:
             try:
                 result = case_decisions.decide_case(case=case, actor=request.user, decision=decision, reason=reason,
-                                                    via=VIA)
+                                                    via=VIA, shown=case.shown_digest if shown else None)
             except (PermissionError, ValueError) as exc:
                 messages.error(request, f"Case {case.ticket} refused: {exc}")
                 refused += len(case.pending)
@@ -116,7 +150,7 @@ class CaseBulkViews:
             refused += len(result.refused)
             for item, why in result.refused[:20]:
                 messages.error(request, f"Case {case.ticket}, item #{item.pk} refused: {why}")
-        said = f"{len(found)} case(s): {decided} item(s) {decision}d" + (f", {refused} refused" if refused else "") + "."
+        said = f"{counted(len(found), 'case')}: {counted(decided, 'item')} {past(decision)}" + (f", {refused:,} refused" if refused else "") + "."
         messages.success(request, said)
         case_undo.remember(request, items=done, text=said, case_url="", back=back)
         return HttpResponseRedirect(back)
@@ -140,11 +174,16 @@ class CaseBulkViews:
             return HttpResponseRedirect(back)
         done = {"claim": "claimed", "unassign": "unassigned"}.get(decision) or \
             f"assigned to {request.POST.get('assignee', '')}"
-        messages.success(request, f"{n} case(s) {done}.")
-        if held:
-            by = ", ".join(f"{who} {count}" for who, count in sorted(Counter(held.values()).items()))
-            messages.warning(request, f"{len(held)} case(s) were already claimed by another reviewer and stay "
-                                      f"theirs ({by}).")
+        by = ", ".join(f"{who} {count:,}" for who, count in sorted(Counter(held.values()).items()))
+        if n:
+            messages.success(request, f"{counted(n, 'case')} {done}.")
+        else:
+            why = (f"every one of them is already with another reviewer ({by})" if held
+                   else f"they were already {done}")
+            messages.warning(request, f"No cases {done}: {why}.")
+        if held and n:
+            messages.warning(request, f"{counted(len(held), 'case')} {plural('was', len(held))} already claimed by "
+                                      f"another reviewer and {'stays' if len(held) == 1 else 'stay'} theirs ({by}).")
         return HttpResponseRedirect(back)
 
     def _bulk_deliver_again(self, request, *, found: list, reason: str, back: str):
@@ -158,7 +197,7 @@ class CaseBulkViews:
             context = {
                 **self.admin_site.each_context(request),
                 "opts": self.opts,
-                "title": f"Deliver again {len(failed)} item(s)?",
+                "title": f"Deliver again {counted(len(failed), 'item')}?",
                 "cases": found,
                 "failed": failed,
                 "money": ", ".join(format_money(n, c) for c, n in sorted(_money(i for _, i in failed).items()) if n)
@@ -196,12 +235,17 @@ class CaseBulkViews:
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": f"{decision.capitalize()} {len(found)} case(s)?",
+            "title": f"{decision.capitalize()} {counted(len(found), 'case')}?",
             "decision": decision,
             "cases": found,
             "pending": pending,
             "refused_items": refused,
             "money": ", ".join(format_money(n, c) for c, n in sorted(money.items()) if n) or "no money (emails only)",
+            # Every message that would leave (approve) or that is turned down (reject), one sample per template.
+            "samples": messages_.samples([c.item for case in found for c in
+                                          (case.leaving if decision == "approve" else case.pending)
+                                          if c.item.status == c.item.Status.PENDING and c.message is not None]),
+            "shown": messages_.shown_digest([c.item for case in found for c in case.pending]),
             "reason": reason or ("approved in bulk from the case list" if decision == "approve" else ""),
             "filters": request.POST.get("filters", ""),
             "back": self._bulk_back(request),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compensation import approval, services
+from compensation import approval, messages, services
 from compensation.cases import Case
 from compensation.models import CompensationItem
 
@@ -21,19 +21,36 @@ class CaseDecision:
     refused: list[tuple[CompensationItem, str]] = field(default_factory=list)
 
 
-def decide_case(*, case: Case, actor, decision: str, reason: str, via: str) -> CaseDecision:
+class ContentChanged(services.DecisionRefused):
+    """What the person was shown is not what the items say now."""
+
+
+def check_shown(items, shown: str | None) -> None:
+    """Refuse when `shown` (compensation.messages.shown_digest of the page) is given and `items` no
+    longer match it."""
+    if shown is not None and messages.shown_digest(items) != shown:
+        raise ContentChanged("what you were shown has changed since (an item was edited, drafted again or "
+                             "decided by someone else): read it again before deciding")
+
+
+def decide_case(*, case: Case, actor, decision: str, reason: str, via: str, shown: str | None = None) -> CaseDecision:
     """Approve (decision "approve") or reject ("reject", a reason required) every pending item of
     `case`. An email whose money item was rejected is not approved with the rest: it is left pending
-    for the reviewer to reject or edit, and reported as refused."""
+    for the reviewer to reject or edit, and reported as refused. `shown`: the digest of the pending
+    items as the page showed them; an approval is refused as a whole when they changed since, and each
+    item is approved bound to the content that was shown."""
     if decision not in ("approve", "reject"):
         raise services.DecisionRefused(f"unknown decision {decision!r}")
     if decision == "reject" and not (reason or "").strip():
         raise services.DecisionRefused("a reason is required to reject a case")
+    if decision == "approve":
+        check_shown([c.item for c in case.pending], shown)
     result = CaseDecision()
     for entry in case.pending:  # already in leaving order (compensation.cases.KIND_ORDER)
         try:
             if decision == "approve":
-                done = services.approve_item(item=entry.item, actor=actor, reason=reason, via=via)
+                done = services.approve_item(item=entry.item, actor=actor, reason=reason, via=via,
+                                             shown=approval.content_hash(entry.item) if shown is not None else None)
             else:
                 done = services.reject_item(item=entry.item, actor=actor, reason=reason, via=via)
             result.decided.append(done)
@@ -42,13 +59,15 @@ def decide_case(*, case: Case, actor, decision: str, reason: str, via: str) -> C
     return result
 
 
-def decide_case_item(*, case: Case, item_id: int, actor, decision: str, reason: str, via: str) -> CompensationItem:
-    """Approve or reject one item of `case` (an item of another case is refused as not in it)."""
+def decide_case_item(*, case: Case, item_id: int, actor, decision: str, reason: str, via: str,
+                     shown: str | None = None) -> CompensationItem:
+    """Approve or reject one item of `case` (an item of another case is refused as not in it). `shown`:
+    the item's content hash as the page showed it (an approval is bound to it)."""
     entry = next((c for c in case.items if c.item.pk == item_id), None)
     if entry is None:
         raise services.DecisionRefused(f"item #{item_id} is not part of this case")
     if decision == "approve":
-        return services.approve_item(item=entry.item, actor=actor, reason=reason, via=via)
+        return services.approve_item(item=entry.item, actor=actor, reason=reason, via=via, shown=shown)
     if decision == "reject":
         return services.reject_item(item=entry.item, actor=actor, reason=reason, via=via)
     if decision == "undo":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 from django.utils.functional import cached_property
 
-from compensation import gates, sequencing
+from compensation import gates, messages, sequencing
 from compensation.delivery_models import Delivery, delivery_needs_person
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
@@ -91,6 +91,16 @@ class CaseItem:
             return f"{verb} the {self.waits_for.get_kind_display()} #{self.waits_for.pk} to be approved"
         return ""
 
+    @cached_property
+    def message(self) -> messages.Message | None:
+        """The message this item sends, as sent (None for a manual compensation: nothing leaves)."""
+        return None if self.item.kind == K.MANUAL_COMPENSATION else messages.message(self.item)
+
+    @property
+    def shown(self) -> str:
+        """The content hash a decision taken from this page is bound to."""
+        return self.message.content_hash if self.message else messages.content_hash(self.item)
+
     @property
     def leaves_as(self) -> str:
         """What executing this item sends out of the building (plain text)."""
@@ -149,6 +159,11 @@ class Case:
     @property
     def at_stake(self) -> str:
         return format_money(self.at_stake_cents, self.currency)
+
+    @property
+    def shown_digest(self) -> str:
+        """What a page showing this case's pending items binds its "approve the case" to."""
+        return messages.shown_digest([c.item for c in self.pending])
 
     @property
     def leaving(self) -> list[CaseItem]:

@@ -177,7 +177,7 @@ def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str, f
 
 
 def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: str, edits: dict | None = None,
-            policy: int | None = None) -> CompensationItem:
+            policy: int | None = None, shown: str | None = None) -> CompensationItem:
     attempted = {"approve": "approve", "reject": "reject"}[decision] + (" (edited)" if edits else "")
     current = CompensationItem.objects.select_related("incident").get(pk=item.pk)
     relaxed = _require_reviewer(current, actor, via=via, action=decision)
@@ -188,6 +188,10 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                 # Drafted from the checkpointed plan while the repair was still being applied.
                 raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "
                                       f"be decided once its repair is applied, and execute once its repair is verified")
+            if shown is not None and content_hash(item) != shown:
+                # Read under the item's lock: an edit or a redraft since the page was shown wins the race.
+                raise DecisionRefused(f"item #{item.pk} changed after it was shown to you (its text, subject, "
+                                      f"recipient or amount): read it again before deciding")
             drafted = _draft_fields(item)
             if edits:
                 _apply_edits(item, edits, actor=actor, via=via, reason=reason)
@@ -300,17 +304,18 @@ def _checked_edits(edits: dict | None) -> dict | None:
 
 
 def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, edits: dict | None = None,
-                 policy: int | None = None) -> CompensationItem:
+                 policy: int | None = None, shown: str | None = None) -> CompensationItem:
     """Approve a pending, valid draft (optionally after editing it; the edit is recorded). Refused for
     the incident's flagger while four-eyes is on, for users without the Reviewer role, for invalid drafts
-    and for items already decided. Execution is enqueued after commit."""
+    and for items already decided. `shown`: the content hash (compensation.approval) of the item as the
+    approver read it; refused when the item no longer says that. Execution is enqueued after commit."""
     reason = validation.reason(reason, required=False)
     registration = effect_kinds.item_kind(item.kind)
     if not reason and registration is not None and registration.reason_required:
         raise DecisionRefused(f"say what was done: approving a {item.get_kind_display()} records it")
     reason = reason or "approved"
     return _decide(item=item, actor=actor, reason=reason, via=via, decision="approve", edits=_checked_edits(edits),
-                   policy=policy)
+                   policy=policy, shown=shown)
 
 
 def reject_item(*, item: CompensationItem, actor, reason: str, via: str, policy: int | None = None) -> CompensationItem:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from compensation.models import AuditEvent
+from core.wording import counted
 
 
 def stale_unsigned(statuses) -> list[str]:
@@ -22,7 +23,7 @@ def stale_unsigned(statuses) -> list[str]:
                   .values_list("seq", "at").first())
         if oldest and oldest[1] < limit:
             count = AuditEvent.objects.filter(workspace_id=status.workspace_id, seq__gt=signed).count()
-            lines.append(f"{status.name}: {count} row(s) from seq {oldest[0]} (at {oldest[1].isoformat()}) unsigned "
+            lines.append(f"{status.name}: {counted(count, 'row')} from seq {oldest[0]} (at {oldest[1].isoformat()}) unsigned "
                          f"for longer than {settings.KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS:g} s; check the signing key "
                          f"and run `manage.py verify_audit` again once signing works")
     return lines

@@ -34,7 +34,7 @@ from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from kintsugi_site.body_limit import BodyLimit
 from compensation import effect_kinds, gates, links, selectors as compensation_selectors, sequencing
-from compensation import services as compensation_services
+from compensation import approval, messages as outgoing, services as compensation_services
 from compensation.models import CompensationItem
 from provenance import capabilities, selectors as provenance_selectors, tenancy, tokens, validation
 from provenance.models import Workspace
@@ -219,7 +219,8 @@ def _item_summary(item: CompensationItem, compensated: list[dict] | None = None)
             # Why an approved item has not left (its repair not verified clean), None when nothing holds it so.
             "held": gates.execution_wait(item.incident) if item.status == CompensationItem.Status.APPROVED else None,
             "decided_by": item.decided_by.get_username() if item.decided_by else None,
-            "decision_reason": item.decision_reason or None,
+            "decision_reason": item.decision_reason or None, "content_hash": approval.content_hash(item),
+            "message": None if item.kind == CompensationItem.Kind.MANUAL_COMPENSATION else outgoing.message(item).as_dict(),
             "compensates": compensated if compensated is not None else links.compensates([item])[item.pk]}
 
 
@@ -252,9 +253,9 @@ def review_items(*, user, workspace: str, incident: int | None, status: str | No
             "more": offset + limit < total, "items": page}
 
 
-def approve_item(*, user, item: int, reason: str) -> dict[str, Any]:
+def approve_item(*, user, item: int, reason: str, content_hash: str | None = None) -> dict[str, Any]:
     decided = compensation_services.approve_item(item=_visible_item(user, item), actor=user, reason=reason,
-                                                 via=Incident.Via.MCP)
+                                                 via=Incident.Via.MCP, shown=content_hash or None)
     return _item_summary(compensation_selectors.review_queue().get(pk=decided.pk))
 
 
@@ -329,11 +330,12 @@ def build_server() -> MCPServer:
                            offset=offset)
 
     @server.tool(name="approve_item", annotations=decides)
-    async def approve_item_tool(item: int, reason: str = "") -> dict[str, Any]:
+    async def approve_item_tool(item: int, reason: str = "", content_hash: str | None = None) -> dict[str, Any]:
         """Approve a pending, valid compensation item: it then leaves (a reversal request, an email) exactly
         once, an email only after the money item it speaks of. Needs the Reviewer role; never the flagger of
-        the item's incident (four-eyes). A manual compensation needs a reason saying what was done."""
-        return await _call(approve_item, item=item, reason=reason)
+        the item's incident (four-eyes). A manual compensation needs a reason saying what was done. Pass the
+        item's content_hash from review_items to approve only the message you read (refused if it changed)."""
+        return await _call(approve_item, item=item, reason=reason, content_hash=content_hash)
 
     @server.tool(name="reject_item", annotations=decides)
     async def reject_item_tool(item: int, reason: str) -> dict[str, Any]:

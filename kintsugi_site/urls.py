@@ -10,3 +10,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("kintsugi_site.api.urls")),
 ]
+
+handler403 = "kintsugi_site.refusal_page.permission_denied"

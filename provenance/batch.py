@@ -132,9 +132,10 @@ def _spec(i: int, spec) -> tuple[str, dict | None, int | None, list]:
     return spec.get("agent"), spec.get("payload"), parent, ops
 
 
-def record(*, token: AgentToken, actions) -> dict:
+def record(*, token: AgentToken, actions, traced: bool = False) -> dict:
     """Record a whole finished recording; answers {"committed": true, "actions": [ids]} or raises
-    BatchCallFailed naming the action and call, with nothing written."""
+    BatchCallFailed naming the action and call, with nothing written. `traced`: it came from an
+    OpenTelemetry trace (provenance.otel), so its agents cannot be asked to re-run it."""
     if not isinstance(actions, list) or not actions:
         raise InvalidCall("actions must be a non-empty list, in depth-first order")
     if len(actions) > MAX_ACTIONS:
@@ -168,7 +169,8 @@ def record(*, token: AgentToken, actions) -> dict:
             Recording.objects.create(
                 workspace=ws, token=token, status=Recording.Status.COMMITTED, first_action=first, version=1,
                 touched_at=timezone.now(), finished_at=timezone.now(),
-                state={"records": [{"id": a} for a in ids], "batch": True, "next_action": session.next_action})
+                state={"records": [{"id": a} for a in ids], "batch": True, "next_action": session.next_action}
+                | ({"traced": True} if traced else {}))
     finally:
         if hits:
             quarantine.record_attempts(workspace=ws, hits=hits, via=Via.API, agent=None)

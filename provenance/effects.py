@@ -47,6 +47,6 @@ def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dic
     for kind in sorted(by_kind, key=lambda k: (k != "refund", k != "email", k)):
         dispatch = upstream.compensation.effect_kind(kind).dispatch
         if dispatch is None:
-            log.debug("%d %s effect(s) recorded; no dispatcher: the agent performs them", len(by_kind[kind]), kind)
+            log.debug("%d %s effects recorded; no dispatcher: the agent performs them", len(by_kind[kind]), kind)
             continue
         dispatch(ws, run_number, by_kind[kind])

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from django.db import transaction
 from django.db.models import Q
 
+from core.vocabulary import Role
 from provenance.models import Workspace
 
 MANAGE_MEMBERS = "provenance.manage_members"
@@ -143,3 +144,68 @@ def remove_member(*, workspace: Workspace, user, actor, reason: str, via: str) -
     set_members(workspace=workspace, users=[u for u in current if u.pk != user.pk], actor=actor, reason=reason,
                 via=via)
     return True
+
+
+# --- reviewers, added and removed by the workspace's own people -----------------------------------------
+def may_manage_reviewers(actor, workspace: Workspace) -> bool:
+    """A superuser, or a member of `workspace` who is its Workspace admin or a Support lead there: a lead
+    staffs an incident's review without waiting for a superuser."""
+    from provenance import capabilities
+
+    if may_manage_members(actor, workspace):
+        return True
+    return (capabilities.may(actor, "flag") and workspace.members.filter(pk=actor.pk).exists())
+
+
+def reviewer_candidates(actor, workspace: Workspace):
+    """The Reviewers `actor` may add to `workspace`: people with the Reviewer role who are members of
+    another workspace `actor` belongs to, or made visible to this workspace by a superuser (everyone for a
+    superuser); never someone already a member."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(is_active=True, groups__name=Role.REVIEWER)
+    if not may_manage_reviewers(actor, workspace):
+        return users.none()
+    if not actor.is_superuser:
+        mine = Workspace.members.through.objects.filter(workspace__members=actor).values("user_id")
+        visible = Workspace.visible_users.through.objects.filter(workspace_id=workspace.pk).values("user_id")
+        users = users.filter(Q(pk__in=mine) | Q(pk__in=visible))
+    return users.exclude(workspaces=workspace).distinct().order_by("username")
+
+
+def is_reviewer_only(user) -> bool:
+    """Whether `user`'s roles are the Reviewer role alone: a lead removes reviewers, not other leads."""
+    return set(user.groups.values_list("name", flat=True)) == {Role.REVIEWER} and not user.is_superuser
+
+
+def add_reviewer(*, workspace: Workspace, user, actor, reason: str, via: str) -> None:
+    """Make the Reviewer `user` a member of `workspace`; audited like every membership change."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a reason is required to add a reviewer")
+    if not may_manage_reviewers(actor, workspace):
+        raise MembershipRefused(f"user {getattr(actor, 'username', None)!r} may not add reviewers to workspace "
+                                f"{workspace.name!r} (its Workspace admin or a Support lead there needed)")
+    if not reviewer_candidates(actor, workspace).filter(pk=user.pk).exists():
+        raise MembershipRefused(f"{user.get_username()!r} is not a Reviewer you may add here (already a member, "
+                                f"not a Reviewer, or not among the people this workspace may see)")
+    with transaction.atomic(), attributed(actor=actor, reason=reason, via=via):
+        workspace.members.add(user)
+
+
+def remove_reviewer(*, workspace: Workspace, user, actor, reason: str, via: str) -> None:
+    """Take the Reviewer `user` out of `workspace`; a Support lead removes only people who are Reviewers
+    and nothing else (a Workspace admin or superuser anyone, through set_members too)."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("a reason is required to remove a reviewer")
+    if not may_manage_reviewers(actor, workspace):
+        raise MembershipRefused(f"user {getattr(actor, 'username', None)!r} may not remove reviewers from "
+                                f"workspace {workspace.name!r}")
+    if not workspace.members.filter(pk=user.pk).exists():
+        raise MembershipRefused(f"{user.get_username()!r} is not a member of {workspace.name!r}")
+    if not may_manage_members(actor, workspace) and not is_reviewer_only(user):
+        raise MembershipRefused(f"{user.get_username()!r} holds more than the Reviewer role: their membership is "
+                                f"for a Workspace admin to change")
+    with transaction.atomic(), attributed(actor=actor, reason=reason, via=via):
+        workspace.members.remove(user)

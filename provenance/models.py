@@ -63,7 +63,7 @@ class Source(models.Model):
     title = models.CharField(max_length=200, blank=True)
     content = models.TextField()
     trust = models.CharField(max_length=16, choices=Trust.choices, default=Trust.UNKNOWN,
-                             help_text="Set by a lead (provenance.trust.set_source_trust); facts inherit the lowest "
+                             help_text="Set by a support lead on the source's trust form; facts inherit the lowest "
                                        "trust of what they came from.")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -185,6 +185,17 @@ def _server(replay: _Replay) -> ThreadingHTTPServer:
 SHUTDOWN_POLL_SECONDS = 0.02
 
 
+def _traced(agent: RemoteAgent, action_id: int) -> str:
+    """Said of an action recorded from an OpenTelemetry trace (provenance.otel): a trace tells what was
+    done, never how to do it again, so its agent's replay endpoint is the only way to re-run it."""
+    from provenance.models import Recording
+
+    traced = Recording.objects.filter(workspace__name=agent.workspace, state__traced=True,
+                                      state__records__contains=[{"id": action_id}]).exists()
+    return (" (the action was recorded from an OpenTelemetry trace: re-running it needs its agent's replay "
+            "endpoint; nothing was re-run or changed)") if traced else ""
+
+
 def _replay(agent: RemoteAgent, rec, payload: dict) -> dict:
     if not agent.replay_secret:  # sealed with a key this home does not have (core.secret_box)
         raise ReplayFailed(f"agent {agent.agent_name!r}'s replay secret cannot be opened with this home's "
@@ -212,13 +223,14 @@ def _replay(agent: RemoteAgent, rec, payload: dict) -> dict:
         except egress.EgressFailed as exc:
             # The outcome's fixed words only: the remote side's own text would tell the incident's readers
             # what listens at whatever address the URL names.
-            said = f"agent {agent.agent_name!r} {exc.outcome}: replay of action {rec.action_id} at {agent.replay_url}"
+            said = (f"agent {agent.agent_name!r} {exc.outcome}: replay of action {rec.action_id} at {agent.replay_url}"
+                    f"{_traced(agent, rec.action_id)}")
             if exc.outcome == egress.Outcome.REFUSED:  # waiting mends nothing; a changed setting or URL does
                 raise ReplayFailed(said) from None
             raise ReplayUnavailable(said) from None
         if not replay.finished.wait(max(0.0, deadline - time.monotonic())):
             raise ReplayUnavailable(f"{where} did not finish its replay of action {rec.action_id} within "
-                                    f"{agent.timeout_seconds}s")
+                                    f"{agent.timeout_seconds}s{_traced(agent, rec.action_id)}")
     finally:
         server.shutdown()
         server.server_close()

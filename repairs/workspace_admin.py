@@ -64,11 +64,52 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
             path("<int:workspace_pk>/actions/<int:action_id>/", wrap(partial(decide_admin.action_view, self)),
                  name=f"{name}_action"),
             path("<int:workspace_pk>/facts/<path:key>/", wrap(partial(decide_admin.fact_view, self)), name=f"{name}_fact"),
+            path("<int:workspace_pk>/members/", wrap(self.members_view), name=f"{name}_members"),
         ] + super().get_urls()
 
+    def members_view(self, request, workspace_pk: int):
+        """Who works in the workspace, by role; its Workspace admin or a Support lead there adds and removes
+        Reviewers (provenance.membership), each change audited. Another workspace is a 404."""
+        workspace = tenancy.scoped(Workspace.objects.all(), user=request.user, path="pk").filter(pk=workspace_pk).first()
+        if workspace is None:
+            refuse_unseen(request, attempted="change members", subject_type="workspace", subject_ids=[workspace_pk])
+            raise Http404("no such workspace")
+        if not membership.may_manage_reviewers(request.user, workspace):
+            raise PermissionDenied("adding and removing reviewers needs the Support lead or Workspace admin role "
+                                   "in this workspace")
+        here = reverse("admin:provenance_workspace_members", args=[workspace.pk])
+        if request.method == "POST":
+            people = get_user_model().objects.filter(pk=request.POST.get("user", "0") or 0).first() \
+                if request.POST.get("user", "").isdigit() else None
+            change = {"add": membership.add_reviewer, "remove": membership.remove_reviewer}.get(request.POST.get("do", ""))
+            try:
+                if people is None or change is None:
+                    raise ValueError("choose a person and what to do")
+                change(workspace=workspace, user=people, actor=request.user, reason=request.POST.get("reason", ""),
+                       via=Via.ADMIN)
+            except (PermissionError, ValueError) as exc:
+                self.message_user(request, f"Refused: {exc}", messages.ERROR)
+            else:
+                done = "added to" if request.POST["do"] == "add" else "removed from"
+                self.message_user(request, f"{people.get_username()} {done} {workspace.name}.", messages.SUCCESS)
+            return HttpResponseRedirect(here)
+        members = list(workspace.members.filter(is_active=True).prefetch_related("groups").order_by("username"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Members of {workspace.name}",
+            "workspace": workspace,
+            "members": [{"user": u, "roles": sorted(g.name for g in u.groups.all()),
+                         "removable": membership.may_manage_members(request.user, workspace)
+                         or membership.is_reviewer_only(u)} for u in members],
+            "candidates": membership.reviewer_candidates(request.user, workspace)[:200],
+        }
+        return TemplateResponse(request, "admin/provenance/workspace/members.html", context)
+
     @admin.display(description="members")
-    def member_count(self, obj: Workspace) -> int:
-        return obj.members.count()
+    def member_count(self, obj: Workspace) -> str:
+        return format_html('<a href="{}">{}</a>', reverse("admin:provenance_workspace_members", args=[obj.pk]),
+                           f"{obj.members.count():,}")
 
     @admin.display(description="FalkorDB server", ordering="falkordb_server")
     def falkordb_placement(self, obj: Workspace) -> str:

@@ -25,6 +25,7 @@ from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.smtp import EmailBackend
 
 from compensation.connectors.base import Connector, Option, Outcome, PermanentFailure, TemporaryFailure, register
+from compensation.messages import message as outgoing
 from compensation.models import CompensationItem
 from core import egress, secret_registry
 
@@ -116,9 +117,10 @@ class Smtp(Connector):
     def send(self, item, options: dict) -> Outcome:
         mid = message_id(item)
         incident = item.incident
+        shown = outgoing(item)  # the very message the reviewer read (compensation.messages)
         message = EmailMessage(
-            subject=item.subject, body=item.body, from_email=options.get("from") or settings.DEFAULT_FROM_EMAIL,
-            to=[item.customer_email], connection=self._connection(options, workspace=incident.workspace.name),
+            subject=shown.subject, body=shown.body, from_email=options.get("from") or settings.DEFAULT_FROM_EMAIL,
+            to=[shown.to], connection=self._connection(options, workspace=incident.workspace.name),
             headers={"Message-ID": mid, "X-Kintsugi-Workspace": incident.workspace.name,
                      "X-Kintsugi-Compensation": str(item.pk), "X-Kintsugi-Idempotency": item.execution_key})
         try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from compensation import deliveries, links
+from compensation import approval, deliveries, links
+from compensation import messages as outgoing
 from compensation.acknowledgements import AckOutcome
 from compensation.models import CompensationItem
 from kintsugi_site.api.serializers import FREE_TEXT, StrictSerializer
@@ -39,6 +40,15 @@ class CompensatedEffectSerializer(serializers.Serializer):
                                    "null for an effect that never left (a held replacement).")
 
 
+class MessageSerializer(serializers.Serializer):
+    item = serializers.IntegerField()
+    kind = serializers.CharField()
+    to = serializers.CharField()
+    subject = serializers.CharField(allow_blank=True)
+    body = serializers.CharField(allow_blank=True)
+    content_hash = serializers.CharField()
+
+
 class ReviewItemSerializer(serializers.ModelSerializer):
     workspace = serializers.CharField(source="incident.workspace.name", read_only=True)
     ticket = serializers.CharField(source="ticket_id", read_only=True)
@@ -54,18 +64,29 @@ class ReviewItemSerializer(serializers.ModelSerializer):
                                                            "(null until it is approved).")
     compensates = serializers.SerializerMethodField(help_text="The effects this item compensates (or releases), each "
                                                               "with the idempotency key it went out with.")
+    message = serializers.SerializerMethodField(help_text="What leaves, as it leaves: recipient, subject and text "
+                                                          "exactly as sent (null for a manual compensation).")
+    content_hash = serializers.SerializerMethodField(help_text="SHA-256 of the content an approval binds; send it "
+                                                               "back with approve to approve only what you read.")
 
     class Meta:
         model = CompensationItem
         fields = ["id", "incident", "workspace", "kind", "status", "ticket", "customer_email", "to", "subject", "body",
                   "amount_cents", "currency", "amount", "payment_reference", "valid", "problems", "edited", "drafted_by",
                   "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at",
-                  "delivery", "compensates"]
+                  "delivery", "compensates", "message", "content_hash"]
         read_only_fields = fields
 
     @extend_schema_field(DeliverySerializer(allow_null=True))
     def get_delivery(self, item) -> dict | None:
         return deliveries.summary(item)
+
+    @extend_schema_field(MessageSerializer(allow_null=True))
+    def get_message(self, item) -> dict | None:
+        return None if item.kind == CompensationItem.Kind.MANUAL_COMPENSATION else outgoing.message(item).as_dict()
+
+    def get_content_hash(self, item) -> str:
+        return approval.content_hash(item)
 
     @extend_schema_field(CompensatedEffectSerializer(many=True))
     def get_compensates(self, item) -> list[dict]:

@@ -78,6 +78,23 @@ class ApproveSerializer(StrictSerializer):
                                    help_text="Why (optional for an approval; recorded with it).")
     edits = ApproveEditsSerializer(required=False, help_text="Edit the draft, then approve the edited text "
                                    "(recorded as an edit); refused when the edited draft fails validation.")
+    content_hash = serializers.RegexField(r"^[0-9a-f]{64}$", required=False,
+                                          help_text="The item's content_hash as you read it: the approval is refused "
+                                                    "(409) when the item has changed since.")
+
+
+class NextCasesSerializer(StrictSerializer):
+    count = serializers.IntegerField(min_value=1, max_value=500, help_text="How many cases to take.")
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, validators=[FREE_TEXT])
+
+
+class NextCasesAnswerSerializer(serializers.Serializer):
+    incident = serializers.IntegerField()
+    tickets = serializers.ListField(child=serializers.CharField(), help_text="The cases now yours, by ticket.")
+    count = serializers.IntegerField()
+    why_none = serializers.CharField(allow_blank=True, help_text="Why no case was handed out (empty otherwise).")
+    left_in_batch = serializers.IntegerField(help_text="Your cases of the incident that still need a decision.")
+    left_in_incident = serializers.IntegerField(help_text="Every case of the incident that still needs one.")
 
 
 class BlastRadiusQuerySerializer(serializers.Serializer):

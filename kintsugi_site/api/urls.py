@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from kintsugi_site.api import agents, compensations, decide, effect_kinds, members, recording_batch, views, webhooks
+from kintsugi_site.api import agents, compensations, decide, effect_kinds, members, otlp, recording_batch, views, webhooks
 
 app_name = "api"
 
@@ -24,6 +24,7 @@ urlpatterns = [
     path("recording/actions/<int:action_id>/abandon/", agents.AbandonView.as_view(), name="recording-abandon"),
     path("recording/actions/<int:action_id>/calls/", recording_batch.CallsView.as_view(), name="recording-calls"),
     path("recording/batch/", recording_batch.BatchView.as_view(), name="recording-batch"),
+    path("otlp/v1/traces", otlp.TracesView.as_view(), name="otlp-traces"),
     path("recording/effect-kinds/", effect_kinds.RecordingEffectKindsView.as_view(), name="recording-effect-kinds"),
     path("recording/compensations/", compensations.OfferedCompensationsView.as_view(), name="recording-compensations"),
     path("recording/compensations/<int:item_id>/ack/", compensations.AcknowledgeView.as_view(),

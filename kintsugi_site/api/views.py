@@ -21,7 +21,7 @@ from repairs import deep_check, reports
 from kintsugi_site import prov_export
 from kintsugi_site.api.errors import ApiError
 from compensation import links as compensation_links, selectors as compensation_selectors
-from compensation import services as compensation_services
+from compensation import assignments, services as compensation_services
 from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
 from kintsugi_site.api.compensation_serializers import ReviewItemSerializer
@@ -36,6 +36,8 @@ from kintsugi_site.api.serializers import (
     FactQuerySerializer,
     IncidentReportQuerySerializer,
     IncidentSerializer,
+    NextCasesAnswerSerializer,
+    NextCasesSerializer,
     ReasonSerializer,
     SourceDetailSerializer,
     SourceSerializer,
@@ -255,6 +257,17 @@ class IncidentViewSet(viewsets.ReadOnlyModelViewSet):
         deep_check.request_full_verification(incident=incident, actor=request.user, reason=reason, via=VIA)
         return Response({"incident": incident.pk, "queued": True}, status=202)
 
+    @extend_schema(summary="Take the next cases of the incident that nobody holds (Reviewer role)",
+                   request=NextCasesSerializer, responses={200: NextCasesAnswerSerializer})
+    @action(detail=True, methods=["post"], url_path="next-cases")
+    def next_cases(self, request, pk=None):
+        data = _valid(NextCasesSerializer, request.data)
+        batch = assignments.next_batch(incident=self.get_object(), actor=request.user, count=data["count"],
+                                       reason=data.get("reason", ""), via=VIA)
+        return Response({"incident": batch.incident_id, "tickets": batch.tickets, "count": batch.count,
+                         "why_none": batch.why_none, "left_in_batch": batch.left_in_batch,
+                         "left_in_incident": batch.left_in_incident})
+
     @extend_schema(summary="Download the incident report", parameters=[IncidentReportQuerySerializer],
                    description="format=json: the report as JSON; csv: its tables as CSV files in a zip; "
                                "pdf: the printable report.",
@@ -335,7 +348,8 @@ class ReviewItemViewSet(viewsets.ReadOnlyModelViewSet):
         item = self.get_object()
         data = _valid(ApproveSerializer, request.data)
         item = compensation_services.approve_item(item=item, actor=request.user, reason=data.get("reason", ""),
-                                                  via=VIA, edits=data.get("edits") or None)
+                                                  via=VIA, edits=data.get("edits") or None,
+                                                  shown=data.get("content_hash") or None)
         return Response(ReviewItemSerializer(item).data)
 
     @extend_schema(summary="Reject a draft, with a reason (Reviewer role; not the incident's flagger)",

@@ -162,8 +162,8 @@ def test_a_claim_leaves_cases_another_reviewer_claimed_first_with_them(canonical
     client.force_login(second)
     answer = client.post(BULK, {"case": [f"{incident.pk}/t05", f"{incident.pk}/t06"], "decision": "claim"}, follow=True)
     said = [str(m) for m in answer.context["messages"]]
-    assert "1 case(s) claimed." in said
-    assert f"1 case(s) were already claimed by another reviewer and stay theirs ({first.username} 1)." in said
+    assert "1 case claimed." in said
+    assert f"1 case was already claimed by another reviewer and stays theirs ({first.username} 1)." in said
     held = dict(CaseAssignment.objects.filter(incident=incident).values_list("ticket_id", "assignee__username"))
     assert held == {"t05": first.username, "t08": first.username, "t06": second.username}
     assert not AuditEvent.objects.filter(action="case.assigned", incident_id=incident.pk).exclude(from_status="").exists()
@@ -182,7 +182,7 @@ def test_the_next_case_after_a_decision_passes_over_cases_another_reviewer_claim
     case = f"{CASES}{incident.pk}/t05/?incident={incident.pk}"
     page = client.get(case).content.decode()
     assert f'data-next="{CASES}{incident.pk}/t07/?incident={incident.pk}"' in page
-    assert "5 cases left" in page  # still every case of the incident
+    assert "5 left in the incident" in page  # still every case of the incident
     decided = client.post(f"/admin/compensation/compensationitem/case-decisions/{incident.pk}/t05/?incident={incident.pk}",
                           {"decision": "approve_all"})
     assert decided["Location"] == f"{CASES}{incident.pk}/t07/?incident={incident.pk}"

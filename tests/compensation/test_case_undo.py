@@ -34,7 +34,7 @@ def test_a_case_decision_is_offered_for_undo_and_undo_reopens_the_case(canonical
     following = client.post(_decide(incident), {"decision": "approve_all"}, follow=True)
     page = following.content.decode()
     assert "/t06/" in following.redirect_chain[-1][0]  # the next case opened, and the toast came along
-    assert 'id="undo-toast"' in page and f"Case t05: {n} item(s) approved." in page
+    assert 'id="undo-toast"' in page and f"Case t05: {n} item{'' if n == 1 else 's'} approved." in page
     assert f'action="{UNDO}"' in page
     assert _statuses(incident, "t05") == {St.APPROVED}
 

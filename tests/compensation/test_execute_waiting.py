@@ -29,7 +29,7 @@ def test_execute_waiting_executes_an_item_approved_while_the_broker_was_down_onc
     capsys.readouterr()
     assert run_command(capsys, "execute_waiting", "--json") == (0, json.dumps({"executed": 1, "waiting": 0}, indent=2,
                                                                               sort_keys=True) + "\n")
-    assert run_command(capsys, "execute_waiting") == (0, "executed 0 waiting item(s); 0 still waiting\n")
+    assert run_command(capsys, "execute_waiting") == (0, "executed 0 waiting items; 0 still waiting\n")
     item.refresh_from_db()
     assert item.status == "executed" and item.execution_attempts == 1
     assert LedgerEntry.objects.filter(idempotency_key=item.execution_key).count() == 1

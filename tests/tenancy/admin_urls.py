@@ -146,6 +146,14 @@ def requests_for(name: str, b) -> list[Request] | None:
                                             {"trust": "untrusted", "reason": "x"})],
         "provenance_source_what_if_progress": [Request("GET", reverse("admin:provenance_source_what_if_progress",
                                                                       args=[source]))],
+        "compensation_compensationitem_cases_next": [
+            Request("POST", reverse("admin:compensation_compensationitem_cases_next"), {"incident": incident, "count": "5"})],
+        "compensation_compensationitem_message": [
+            Request("GET", reverse("admin:compensation_compensationitem_message", args=[item]))],
+        "provenance_workspace_members": [
+            Request("GET", reverse("admin:provenance_workspace_members", args=[b.workspace.pk]))] + [
+            Request("POST", reverse("admin:provenance_workspace_members", args=[b.workspace.pk]),
+                    {"do": do, "user": b.user.pk, "reason": "x"}) for do in ("add", "remove")],
         "provenance_workspace_suspicious": [Request("GET", reverse("admin:provenance_workspace_suspicious",
                                                                    args=[b.workspace.pk]))],
         "provenance_workspace_action": [Request("GET", reverse("admin:provenance_workspace_action",

@@ -2,6 +2,7 @@ from pathlib import Path
 
 from compensation.backup import BackupError, backup
 from core.commands import KintsugiCommand
+from core.wording import counted
 
 
 class Command(KintsugiCommand):
@@ -28,7 +29,7 @@ class Command(KintsugiCommand):
         graphs = sum(len(s["graphs"]) for s in manifest["falkordb"].values())
         rows = manifest["postgres"]["rows"]
         self.stdout.write(f"backed up database {manifest['postgres']['database']} "
-                          f"({manifest['postgres']['bytes']} bytes; {rows['tickets']} tickets, {rows['incidents']} "
-                          f"incidents, {rows['audit_events']} audit events, checked in the dump), {graphs} graphs on "
-                          f"{len(manifest['falkordb'])} FalkorDB server(s) and {manifest['checkpoints']['lines']} "
+                          f"({manifest['postgres']['bytes']:,} bytes; {rows['tickets']:,} tickets, {rows['incidents']:,} "
+                          f"incidents, {rows['audit_events']:,} audit events, checked in the dump), {counted(graphs, 'graph')} on "
+                          f"{counted(len(manifest['falkordb']), 'FalkorDB server')} and {manifest['checkpoints']['lines']:,} "
                           f"checkpoints into {o['directory']}")

@@ -2,6 +2,7 @@ from compensation.execution import execute_approved
 from compensation.models import CompensationItem
 from core.commands import KintsugiCommand
 from core.vocabulary import Via
+from core.wording import counted
 
 
 class Command(KintsugiCommand):
@@ -17,4 +18,4 @@ class Command(KintsugiCommand):
         if o["json"]:
             self.print_json({"executed": executed, "waiting": waiting})
         else:
-            self.stdout.write(f"executed {executed} waiting item(s); {waiting} still waiting")
+            self.stdout.write(f"executed {counted(executed, 'waiting item')}; {waiting:,} still waiting")

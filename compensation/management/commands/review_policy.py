@@ -5,6 +5,7 @@ from core.users import get_user
 from core.vocabulary import Via
 from provenance import tenancy
 from repairs.models import Incident
+from core.wording import counted, past
 
 
 class Command(KintsugiCommand):
@@ -46,22 +47,22 @@ class Command(KintsugiCommand):
             if policy is None or not tenancy.may_see(user, policy.incident.workspace_id):
                 raise LookupError(f"unknown policy {o['policy']}")
             out = {"policy": policy.pk, **policies.apply(policy=policy, actor=user, reason=o["reason"], via=Via.CLI)}
-            return self._print(o, out, f"policy #{policy.pk}: {out['decided']} item(s) {out['decision']}d, "
-                                       f"{len(out['refusals'])} refused, {out['skipped']} no longer matching")
+            return self._print(o, out, f"policy #{policy.pk}: {counted(out['decided'], 'item')} {past(out['decision'])}, "
+                                       f"{len(out['refusals']):,} refused, {out['skipped']:,} no longer matching")
         if not o["rule"]:
             raise ValueError("--rule is required")
         incident = self._incident(o, user)
         if o["preview"]:
             found = policies.preview(incident=incident, rule=o["rule"])
-            return self._print(o, found.as_dict(), f"{found.cases} case(s), {found.items} item(s), "
-                                                   f"{found.amount_cents} cents would be {o['decision']}d")
+            return self._print(o, found.as_dict(), f"{counted(found.cases, 'case')}, {counted(found.items, 'item')}, "
+                                                   f"{found.amount_cents:,} cents would be {past(o['decision'])}")
         if user is None:
             raise ValueError("--propose needs --user")
         policy = policies.propose(incident=incident, rule=o["rule"], decision=o["decision"], actor=user,
                                   reason=o["reason"], via=Via.CLI)
         found = policies.preview(incident=incident, rule=o["rule"])
         self._print(o, {"policy": policy.pk, **found.as_dict()},
-                    f"policy #{policy.pk} proposed: {found.items} item(s); another person applies it")
+                    f"policy #{policy.pk} proposed: {counted(found.items, 'item')}; another person applies it")
 
     def _print(self, o, data, line):
         if o["json"]:
