@@ -154,17 +154,13 @@ class RepairWalk:
             if not self.mask_enabled:
                 self._load([aid])
             if aid in self.nodes and self.nodes[aid].status not in DEAD:
-                if self.mask_enabled and self.nodes[aid].ticket and aid in walked:
-                    # It answered a ticket with the flagged source among its inputs: masking it would
-                    # leave the ticket unanswered, so it is re-run like any other action of the radius,
-                    # its ingest of the source answering None (the session excludes it).
+                if self.mask_enabled and aid in walked:
+                    # Re-run as a clean run would run it, its ingest of the source answering None: ticket
+                    # work stays re-run (masking it would leave the ticket unanswered); a digest is masked
+                    # when its re-run leaves nothing (masking what also wrote other things loses them).
                     self.forced.add(aid)
-                elif self.mask_enabled and aid in walked:
-                    # Re-run with the source answering None, as a clean run would run it; masked (poisoned)
-                    # when that leaves nothing (it only carried the source into memory), kept otherwise:
-                    # masking an action that also wrote what never came from the source loses that write.
-                    self.forced.add(aid)
-                    self.maskable.add(aid)
+                    if not self.nodes[aid].ticket:
+                        self.maskable.add(aid)
                 elif self.mask_enabled:
                     self._mask(aid)
                 else:  # the same masking, kept out of this part's plan: another part records it
@@ -218,10 +214,9 @@ class RepairWalk:
         if node.id in self.maskable and not (record.writes or record.effects or record.handoffs):
             self._mask(node.id)
             return
-        same = record.outputs() == self._old_outputs(node, payload)
         self.rows["drop_reads"].append(node.id)
         self.rows["drop_feeds"].append(node.id)
-        if same:
+        if record.outputs() == self._old_outputs(node, payload):
             self._stage(replace(record, writes=[], effects=[], handoffs=[]), create=False)
             self._set(node, S.RERUN_SAME, after=record.decision, rerun=record)
             return

@@ -83,20 +83,6 @@ class ApproveSerializer(StrictSerializer):
                                                     "(409) when the item has changed since.")
 
 
-class NextCasesSerializer(StrictSerializer):
-    count = serializers.IntegerField(min_value=1, max_value=500, help_text="How many cases to take.")
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, validators=[FREE_TEXT])
-
-
-class NextCasesAnswerSerializer(serializers.Serializer):
-    incident = serializers.IntegerField()
-    tickets = serializers.ListField(child=serializers.CharField(), help_text="The cases now yours, by ticket.")
-    count = serializers.IntegerField()
-    why_none = serializers.CharField(allow_blank=True, help_text="Why no case was handed out (empty otherwise).")
-    left_in_batch = serializers.IntegerField(help_text="Your cases of the incident that still need a decision.")
-    left_in_incident = serializers.IntegerField(help_text="Every case of the incident that still needs one.")
-
-
 class BlastRadiusQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=MAX_BLAST_RADIUS_PAGE, default=50,
                                      help_text=f"Actions per page; at most {MAX_BLAST_RADIUS_PAGE}.")

@@ -24,7 +24,7 @@ from compensation import links as compensation_links, selectors as compensation_
 from compensation import assignments, services as compensation_services
 from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
-from kintsugi_site.api.compensation_serializers import ReviewItemSerializer
+from kintsugi_site.api.compensation_serializers import NextCasesAnswerSerializer, NextCasesSerializer, ReviewItemSerializer
 from kintsugi_site.api.serializers import (
     ApproveSerializer,
     MAX_BLAST_RADIUS_PAGE,
@@ -36,8 +36,6 @@ from kintsugi_site.api.serializers import (
     FactQuerySerializer,
     IncidentReportQuerySerializer,
     IncidentSerializer,
-    NextCasesAnswerSerializer,
-    NextCasesSerializer,
     ReasonSerializer,
     SourceDetailSerializer,
     SourceSerializer,

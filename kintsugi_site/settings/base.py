@@ -352,21 +352,7 @@ REST_FRAMEWORK = {
 }
 # Incident report downloads from the admin (JSON, CSV, PDF), per user: PDFs cost seconds of CPU each.
 KINTSUGI_REPORT_DOWNLOAD_RATE = env("KINTSUGI_REPORT_DOWNLOAD_RATE", default="30/min")
-SPECTACULAR_SETTINGS = {
-    "TITLE": "kintsugi API",
-    "DESCRIPTION": "What did this source touch? Blast radius, incidents, explain paths, fact history, review.",
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    "COMPONENT_SPLIT_REQUEST": True,
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "kintsugi_site.api.schema.add_error_responses",
-        "kintsugi_site.api.schema.add_replay_headers",
-    ],
-}
+from .openapi import SPECTACULAR_SETTINGS  # noqa: E402,F401 - drf-spectacular's, kept in a module of their own
 # Agents in other processes (provenance.remote, provenance.replay): an HTTP recording idle this long
 # expires with nothing written; a repair serves a replay's calls on a loopback server bound here.
 KINTSUGI_RECORDING_TIMEOUT_SECONDS = env.int("KINTSUGI_RECORDING_TIMEOUT_SECONDS", default=300)
