@@ -7,17 +7,12 @@ class CompensationConfig(AppConfig):
 
     def ready(self) -> None:
         from compensation import checks, drafting, receivers  # noqa: F401  (registers checks, model tasks, receivers)
-        from compensation import delivery_selectors, drafts, execution, review_numbers, selectors
+        from compensation import delivery_selectors, review_numbers, selectors
         from compensation.models import CompensationItem
-        from compensation.effect_kinds import effect_kind
-        from provenance import upstream
         from repairs import downstream
 
-        upstream.compensation.provide(effect_kind=effect_kind)
         downstream.compensation.provide(
-            draft_repair=drafts.draft_repair, compensation_count=drafts.compensation_count,
-            draft_planned=drafts.draft_planned, planned_items=drafts.planned_items,
-            execute_approved=execution.execute_approved, compensation_items=selectors.compensation_items,
+            compensation_items=selectors.compensation_items,
             item_counts=selectors.item_counts, item_counts_by_incident=selectors.item_counts_by_incident,
             compensation_summary=selectors.compensation_summary, cases_url=selectors.cases_url,
             review_queue_url=selectors.review_queue_url,

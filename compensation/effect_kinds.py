@@ -112,6 +112,7 @@ def register(kind: EffectKind) -> EffectKind:
         if name not in ITEM_KINDS:
             raise ValueError(f"effect kind {kind.name!r}: {name!r} is not a review item kind")
     EFFECT_KINDS[kind.name] = kind
+    dispatchers.set_dispatcher(kind.name, kind.dispatch)  # the recorder's flush sends by provenance's table
     return kind
 
 
@@ -119,6 +120,7 @@ def unregister(name: str) -> None:
     if name in ("refund", "email"):
         raise ValueError(f"{name!r} is built in")
     EFFECT_KINDS.pop(name, None)
+    dispatchers.set_dispatcher(name, None)
 
 
 MONEY_DECIDES = "whether the money goes back (you may lower the amount, never raise it)"

@@ -6,7 +6,6 @@ from core.provided import Provided
 
 compensation = Provided(
     "repairs' calls into compensation",
-    "draft_repair", "compensation_count", "draft_planned", "planned_items", "execute_approved",
     "compensation_items", "item_counts", "item_counts_by_incident", "compensation_summary", "cases_url",
     "review_queue_url", "undecided_count",
     # What still waits for a person (compensation.review_numbers): the incident list, page, dashboard and
