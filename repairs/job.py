@@ -12,9 +12,8 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
 4. apply     hold the graph, apply the plan's steps, each idempotent, counting them as they land,
              then catch up with the actions the desk committed since the walk's snapshot
              (repairs.catch_up) and apply those too;
-5. draft     turn what already left the building into review items (compensation.drafts, called
-             through repairs.downstream), which
-             reviewers may decide from here on, and
+5. draft     announce the plan (repairs.signals.repair_planned): compensation turns what already
+             left the building into review items, which reviewers may decide from here on, and
 6. verify    re-execute the desk without the flagged sources and diff (repairs.verify), which
              execution waits for; both offered to idle workers as soon as they can start;
 7. finish    mark the incident repaired (or, when verification differs, needing attention) and wake
