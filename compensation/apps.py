@@ -6,4 +6,4 @@ class CompensationConfig(AppConfig):
     verbose_name = "Compensation"
 
     def ready(self) -> None:
-        from compensation import checks, drafting, receivers  # noqa: F401  (registers checks, model tasks, receivers)
+        from compensation import checks, receivers  # noqa: F401  (registers the checks and the receivers)
