@@ -17,6 +17,7 @@ from django.db.models import Q
 from compensation import effect_kinds
 from core import audit
 from compensation.customers import ticket_facts
+from compensation.kinds import spec as kinds_spec
 from compensation.drafting import (EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
@@ -120,6 +121,9 @@ def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = No
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
     answers come from (and go to) `workspace`'s cache; `kinds` names the workspace's effect kinds."""
     kind = planned.kind
+    registration = kinds_spec(kind)  # an unknown kind fails here, loudly
+    if registration.draft is not None:  # a kind drafted by its own registration (its wording, its numbers)
+        return registration.draft(planned, facts), f"kintsugi ({kind})", "", []
     if kind == K.MANUAL_COMPENSATION:
         # No model text: the note says what a person has to do about the effect it carries, and the item
         # carries its amount (nothing of it leaves through kintsugi).
