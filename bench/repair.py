@@ -126,24 +126,27 @@ DRAFTS = "drafts (the job's draft step)"
 @contextmanager
 def drafting(enabled: bool, record):
     """The repair job's drafting step on or off for one repair, timed: record(seconds) after each call."""
-    from repairs import downstream
+    from compensation import receivers
+    from repairs.signals import repair_planned
 
-    orig = downstream.compensation.draft_repair
+    uid, orig = "compensation.draft_planned_repair", receivers.draft_planned_repair
 
-    def draft_repair(**kw):
+    def draft_planned_repair(sender, **kw):
         if not enabled:
             return True
         t0 = time.perf_counter()
         try:
-            return orig(**kw)
+            return orig(sender, **kw)
         finally:
             record(time.perf_counter() - t0)
 
-    downstream.compensation.provide(draft_repair=draft_repair)
+    repair_planned.disconnect(dispatch_uid=uid)
+    repair_planned.connect(draft_planned_repair, dispatch_uid=uid, weak=False)
     try:
         yield
     finally:
-        downstream.compensation.provide(draft_repair=orig)
+        repair_planned.disconnect(dispatch_uid=uid)
+        repair_planned.connect(orig, dispatch_uid=uid)
 
 
 class Decidability:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.urls import reverse
 from django.utils.functional import cached_property
 
-from compensation import gates, messages, sequencing
+from compensation import gates, kinds, messages, sequencing
 from compensation.delivery_models import Delivery, delivery_needs_person
 from compensation.edits import edit_diffs
 from compensation.models import CompensationItem
@@ -30,8 +30,7 @@ from repairs.wording import describe
 K, St = CompensationItem.Kind, CompensationItem.Status
 INCIDENT_LIMIT = 20
 # The order a case's items leave in: money first, then the email that explains it, then the rest.
-KIND_ORDER = {K.REFUND_REVERSAL: 0, K.REPLACEMENT_REFUND: 1, K.CORRECTION_EMAIL: 2, K.REPLACEMENT_EMAIL: 3,
-              K.MANUAL_COMPENSATION: 4}
+KIND_ORDER = kinds.KindMap("order")
 GONE = (St.REJECTED, St.CANCELLED)
 
 
@@ -223,7 +222,7 @@ def _build(items: list[CompensationItem]) -> list[Case]:
     triage = _triage({k[0] for k in grouped}, {k[1] for k in grouped})
     out = []
     for (incident_id, ticket), group in grouped.items():
-        group.sort(key=lambda i: (KIND_ORDER.get(i.kind, 9), i.pk))
+        group.sort(key=lambda i: (KIND_ORDER[i.kind], i.pk))
         currency = next((i.currency for i in group if i.moves_money), group[0].currency)
         first = group[0]
         case = Case(incident_id=incident_id, ticket=ticket, customer=first.facts.get("customer", ""),

@@ -27,7 +27,7 @@ from typing import Callable
 from pydantic import BaseModel
 
 from compensation.effect_kinds import EffectKind, effect_kind, item_for
-from provenance.llm import model_task
+from provenance.llm import ModelTask
 
 REVERSAL_TASK = "draft_refund_reversal"
 EMAIL_TASK = "draft_correction_email"
@@ -163,15 +163,6 @@ def _money(cents: int, currency: str) -> str:
     return f"{cents / 100:.2f} {currency}"
 
 
-@model_task(
-    REVERSAL_TASK, prompt_version="draft-refund-reversal-v1", schema=ReversalDraft,
-    instruction=(
-        "You prepare a refund reversal request for a payments team. Use exactly the customer email, payment "
-        "reference, amount in cents and currency given in the input; never a different amount, currency or "
-        "recipient. Write a one-sentence plain-text note saying why the refund is reversed. No links, no "
-        "markup, no other email addresses."
-    ),
-)
 def draft_refund_reversal(input: dict, facts: dict) -> dict:
     money = _money(input["reverse_cents"], input["currency"])
     if input["situation"] == "refund_reduced":
@@ -185,15 +176,6 @@ def draft_refund_reversal(input: dict, facts: dict) -> dict:
             "amount_cents": input["reverse_cents"], "currency": input["currency"], "note": note}
 
 
-@model_task(
-    EMAIL_TASK, prompt_version="draft-correction-email-v1", schema=EmailDraft,
-    instruction=(
-        "You write a short, polite plain-text email to a customer correcting an earlier message that was based "
-        "on a wrong policy. Address it to the customer email given and to nobody else. Explain the situation "
-        "given; mention only the amounts and the currency in the input. No links, no markup, no other email "
-        "addresses, no phone numbers."
-    ),
-)
 def draft_correction_email(input: dict, facts: dict) -> dict:
     name, ticket, cur = input["customer"], input["ticket"], input["currency"]
     refunded, kept = input["refunded_cents"], input["replacement_cents"]
@@ -237,3 +219,25 @@ def email_input(*, item_facts: dict) -> dict:
     if item_facts.get("situation") == "message_corrected":  # the corrected words the email carries
         keys += ("corrected_subject", "corrected_body")
     return {k: item_facts.get(k) for k in keys}
+
+
+# The drafting's model tasks belong to compensation: drafts.py hands them to the model client itself
+# (provenance.llm registers by name only the desk's own tasks).
+MODEL_TASKS: dict[str, ModelTask] = {
+    REVERSAL_TASK: ModelTask(
+        REVERSAL_TASK, prompt_version="draft-refund-reversal-v1", schema=ReversalDraft, offline=draft_refund_reversal,
+        instruction=(
+            "You prepare a refund reversal request for a payments team. Use exactly the customer email, payment "
+            "reference, amount in cents and currency given in the input; never a different amount, currency or "
+            "recipient. Write a one-sentence plain-text note saying why the refund is reversed. No links, no "
+            "markup, no other email addresses."
+        )),
+    EMAIL_TASK: ModelTask(
+        EMAIL_TASK, prompt_version="draft-correction-email-v1", schema=EmailDraft, offline=draft_correction_email,
+        instruction=(
+            "You write a short, polite plain-text email to a customer correcting an earlier message that was based "
+            "on a wrong policy. Address it to the customer email given and to nobody else. Explain the situation "
+            "given; mention only the amounts and the currency in the input. No links, no markup, no other email "
+            "addresses, no phone numbers."
+        )),
+}

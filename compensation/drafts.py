@@ -17,7 +17,8 @@ from django.db.models import Q
 from compensation import effect_kinds
 from core import audit
 from compensation.customers import ticket_facts
-from compensation.drafting import (EMAIL_TASK, REVERSAL_TASK, PlannedItem, email_input, plan_items,
+from compensation.kinds import spec as kinds_spec
+from compensation.drafting import (EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK, PlannedItem, email_input, plan_items,
                                    reversal_input)
 from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
@@ -25,7 +26,7 @@ from compensation.validation import validate_draft
 from core import locks
 from core.bulk import copy_create, copy_rows
 from core.locks import advisory_lock
-from provenance.llm import backend_label, get_client, registered_task
+from provenance.llm import ModelTask, backend_label, get_client, registered_task
 from provenance.models import Ticket
 from core.scrub import scrub_secrets
 from core.vocabulary import AuditAction, EffectRole, Via
@@ -106,12 +107,12 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
     return facts
 
 
-def _model_request(planned: PlannedItem, facts: dict) -> tuple[str, dict] | None:
+def _model_request(planned: PlannedItem, facts: dict) -> tuple[ModelTask, dict] | None:
     """(task, model input) for the items whose text the model writes; None for the others."""
     if planned.kind == K.REFUND_REVERSAL:
-        return REVERSAL_TASK, reversal_input(item_facts=facts)
+        return MODEL_TASKS[REVERSAL_TASK], reversal_input(item_facts=facts)
     if planned.kind == K.CORRECTION_EMAIL:
-        return EMAIL_TASK, email_input(item_facts=facts)
+        return MODEL_TASKS[EMAIL_TASK], email_input(item_facts=facts)
     return None
 
 
@@ -120,6 +121,9 @@ def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = No
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
     answers come from (and go to) `workspace`'s cache; `kinds` names the workspace's effect kinds."""
     kind = planned.kind
+    registration = kinds_spec(kind)  # an unknown kind fails here, loudly
+    if registration.draft is not None:  # a kind drafted by its own registration (its wording, its numbers)
+        return registration.draft(planned, facts), f"kintsugi ({kind})", "", []
     if kind == K.MANUAL_COMPENSATION:
         # No model text: the note says what a person has to do about the effect it carries, and the item
         # carries its amount (nothing of it leaves through kintsugi).
@@ -129,7 +133,7 @@ def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = No
     request = _model_request(planned, facts)
     if request is not None:
         task, model_input = request
-        version = registered_task(task).prompt_version
+        version = task.prompt_version
         try:
             # Deferred: the caller saves every new answer to the shared cache in one write.
             answer = get_client().complete(task, model_input, defer=True, workspace=workspace)

@@ -10,17 +10,18 @@ Two registries, one per side of a repair:
   and money kinds reversed like them: each such kind netted on its own), "message" (emails, and message
   kinds corrected like them); the others get one item each. `money` kinds carry their amount onto
   their item, whatever it is: never $0.00 with the amount only in the text.
-- `ItemKind` (by the review item's kind): what the reviewer decides, which checks its draft must pass,
-  and how an approved item is delivered (exactly once, through its execution key).
+- `ItemKind` (by the review item's kind, compensation.kinds): every decision about the item kind; the
+  built-in ones are registered here.
 Three ways a kind gets its registration, first match wins: the built-ins and kinds registered in Python
 (`register`), a kind the workspace's agents declared over the API (provenance.effect_declarations,
 read here through `kinds_of(workspace_id)`), and for any other kind `MANUAL`: never dropped, its item
 carries the original effect with its amount, labelled as a kind nobody declared, and asks a person to
 compensate it by hand (its approval records what they did).
 
-Limits: item kinds are the CompensationItem.Kind choices (a column with a constraint in the queue's
-totals and indexes), so a team's own effect kind registers with one of them (usually the manual one)
-rather than inventing a new item kind at run time.
+A team's own effect kind names one of the built-in item kinds (usually the manual one), or an item kind
+of its own registered with compensation.kinds.register_item_kind (its spec then drafts, orders, validates
+and delivers it: tests/compensation/test_registered_item_kind.py). Limits: the admin's kind filter and
+labels list the CompensationItem.Kind choices; a registered kind shows under its name.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from typing import Callable
 from django.core.mail import EmailMessage
 
 from compensation import validation
+from compensation.kinds import ITEM_KINDS, ItemKind, register_item_kind
 from compensation.models import CompensationItem
 from core.money import format_money
 from provenance import effects as dispatchers
@@ -37,17 +39,6 @@ from provenance.effect_declarations import declarations
 from provenance.models import LedgerEntry, OutboxEmail
 
 K = CompensationItem.Kind
-
-
-@dataclass(frozen=True)
-class ItemKind:
-    name: str
-    decides: str  # what the reviewer decides, in the reviewer's words
-    validate: Callable[[dict, dict], list[str]]  # (draft, facts) -> problems
-    deliver: Callable[[CompensationItem], dict]  # sends an approved item; safe to repeat (execution key)
-    moves_money: bool = False
-    needs_ticket: bool = True  # drafted from the ticket's customer and payment
-    reason_required: bool = False  # approving must say what was done
 
 
 @dataclass(frozen=True)
@@ -96,13 +87,7 @@ def _done_by_hand(item: CompensationItem) -> dict:
     return {"manual": True, "recorded": item.decision_reason}
 
 
-ITEM_KINDS: dict[str, ItemKind] = {}
 EFFECT_KINDS: dict[str, EffectKind] = {}
-
-
-def register_item_kind(kind: ItemKind) -> ItemKind:
-    ITEM_KINDS[kind.name] = kind
-    return kind
 
 
 def register(kind: EffectKind) -> EffectKind:
@@ -112,6 +97,7 @@ def register(kind: EffectKind) -> EffectKind:
         if name not in ITEM_KINDS:
             raise ValueError(f"effect kind {kind.name!r}: {name!r} is not a review item kind")
     EFFECT_KINDS[kind.name] = kind
+    dispatchers.set_dispatcher(kind.name, kind.dispatch)  # the recorder's flush sends by provenance's table
     return kind
 
 
@@ -119,19 +105,26 @@ def unregister(name: str) -> None:
     if name in ("refund", "email"):
         raise ValueError(f"{name!r} is built in")
     EFFECT_KINDS.pop(name, None)
+    dispatchers.set_dispatcher(name, None)
 
 
 MONEY_DECIDES = "whether the money goes back (you may lower the amount, never raise it)"
 EMAIL_DECIDES = "whether this email goes to the customer as written (you may edit it first)"
+MONEY_EDITS, EMAIL_EDITS = ("amount_cents", "body"), ("to", "subject", "body")
 register_item_kind(ItemKind(K.REFUND_REVERSAL, MONEY_DECIDES, validation.money_draft_problems, _file_in_ledger,
-                            moves_money=True))
+                            order=0, connector="sandbox_ledger", editable=MONEY_EDITS, moves_money=True,
+                            compensates=True))
 register_item_kind(ItemKind(K.REPLACEMENT_REFUND, "whether the refund the repair produced is paid",
-                            validation.money_draft_problems, _file_in_ledger, moves_money=True))
-register_item_kind(ItemKind(K.CORRECTION_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email))
-register_item_kind(ItemKind(K.REPLACEMENT_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email))
+                            validation.money_draft_problems, _file_in_ledger, order=1, connector="sandbox_ledger",
+                            editable=MONEY_EDITS, moves_money=True))
+register_item_kind(ItemKind(K.CORRECTION_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email,
+                            order=2, connector="outbox", editable=EMAIL_EDITS, message=True, compensates=True))
+register_item_kind(ItemKind(K.REPLACEMENT_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email,
+                            order=3, connector="outbox", editable=EMAIL_EDITS, message=True))
 register_item_kind(ItemKind(
     K.MANUAL_COMPENSATION, "that a person compensated it by hand: approve saying what was done, or reject",
-    validation.manual_draft_problems, _done_by_hand, needs_ticket=False, reason_required=True))
+    validation.manual_draft_problems, _done_by_hand, order=4, connector="manual", compensates=True,
+    needs_ticket=False, reason_required=True))
 
 register(EffectKind("refund", dispatchers.pay_refunds, K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, nets="money",
                     money=True))

@@ -25,6 +25,7 @@ from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Upper
 
+from compensation import kinds
 from core.audit_event import AuditEvent  # noqa: F401  (registered under this app's label)
 from core.money import format_money
 from core.vocabulary import ItemKind, ItemStatus
@@ -57,9 +58,10 @@ class CompensationItem(models.Model):
 
     Status = ItemStatus
 
-    COMPENSATION_KINDS = (Kind.REFUND_REVERSAL, Kind.CORRECTION_EMAIL, Kind.MANUAL_COMPENSATION)
-    MONEY_KINDS = (Kind.REFUND_REVERSAL, Kind.REPLACEMENT_REFUND)
-    EMAIL_KINDS = (Kind.CORRECTION_EMAIL, Kind.REPLACEMENT_EMAIL)
+    # Read from each kind's spec at each use (compensation.kinds), so a kind registered later is in them.
+    COMPENSATION_KINDS = kinds.KindSet(lambda k: k.compensates)
+    MONEY_KINDS = kinds.KindSet(lambda k: k.moves_money)
+    EMAIL_KINDS = kinds.KindSet(lambda k: k.message)
 
     # Indexed by compensation_incident_queue below, which leads with incident.
     incident = models.ForeignKey("repairs.Incident", on_delete=models.PROTECT, related_name="compensation_items",

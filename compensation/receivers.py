@@ -1,6 +1,9 @@
-"""How the compensation app hears about repairs and people: cancelling on close, releasing what was
-approved while a repair was verified, and the audit event for every change of workspace membership
+"""How the compensation app hears about repairs and people: drafting a planned repair's items (and its
+`compensations` count), what a what-if's walk would draft, executing what waited for the stores after an
+outage, cancelling on close, releasing what was approved while a repair was verified, and the audit event for every change of workspace membership
 (incident transitions are audited where they happen: repairs.lifecycle.record_transition)."""
+from collections import defaultdict
+
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.signals import m2m_changed
@@ -8,16 +11,49 @@ from django.dispatch import receiver
 
 from core import audit
 from core.vocabulary import AuditAction, Via
+from compensation.drafts import compensation_count, draft_planned, draft_repair, planned_items
+from compensation.execution import execute_approved
 from compensation.models import CompensationItem
 from compensation.services import cancel_incident_items, enqueue_execution
 from provenance.membership import current_attribution
 from provenance.models import Workspace
-from repairs.signals import incident_closed, repair_finished
+from repairs.signals import incident_closed, repair_finished, repair_planned, stores_back, walked_without_applying
 
 
 @receiver(incident_closed, dispatch_uid="compensation.cancel_for_closed_incident")
 def cancel_for_closed_incident(sender, incident, actor=None, reason="", via=Via.WORKER, **kwargs) -> None:
     cancel_incident_items(incident=incident, actor=actor, reason=reason or "incident closed", via=via)
+
+
+@receiver(repair_planned, dispatch_uid="compensation.draft_planned_repair")
+def draft_planned_repair(sender, incident, wait, **kwargs) -> bool:
+    done = draft_repair(incident=incident, wait=wait)
+    if done:  # every part drafted: the repair's `compensations` count is final
+        type(incident).objects.filter(pk=incident.pk).update(compensations=compensation_count(incident=incident))
+    return done
+
+
+@receiver(stores_back, dispatch_uid="compensation.execute_waiting_items")
+def execute_waiting_items(sender, skip_servers, approved_before, **kwargs) -> int:
+    return execute_approved(via=Via.WORKER, skip_servers=skip_servers, approved_before=approved_before)
+
+
+@receiver(walked_without_applying, dispatch_uid="compensation.what_drafting_would_make")
+def what_drafting_would_make(sender, incident, effects, **kwargs) -> dict:
+    """The items a repair with these effects would draft, drafted without writing them (a what-if)."""
+    _, planned, _ = planned_items(incident=incident, effects=effects, lock=False)
+    drafted = draft_planned(planned=planned, incident=incident)
+    reversed_, paid = defaultdict(int), defaultdict(int)
+    for d in drafted:
+        if d.planned.kind == CompensationItem.Kind.REFUND_REVERSAL:
+            reversed_[d.draft["currency"] or d.planned.currency] += d.draft["amount_cents"]
+        elif d.planned.kind == CompensationItem.Kind.REPLACEMENT_REFUND:
+            paid[d.planned.currency] += d.planned.amount_cents
+    return {"compensations": sum(1 for d in drafted if d.planned.compensates),
+            "amount_reversed": dict(reversed_), "amount_paid": dict(paid),
+            "items": [{"kind": d.planned.kind, "ticket": d.planned.ticket, "amount_cents": d.draft["amount_cents"],
+                       "currency": d.draft["currency"] or d.planned.currency, "situation": d.planned.situation,
+                       "valid": not d.problems} for d in drafted]}
 
 
 @receiver(repair_finished, dispatch_uid="compensation.execute_approved_after_repair")

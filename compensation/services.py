@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import customers, effect_kinds, gates, sequencing
+from compensation import customers, effect_kinds, gates, kinds, sequencing
 from compensation.approval import content_hash
 from core import audit
 from core.broker import send
@@ -32,13 +32,7 @@ from repairs.models import Incident
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 REVIEW_PERMISSION = "compensation.review_compensationitem"
-EDITABLE_FIELDS = {
-    K.REFUND_REVERSAL: ("amount_cents", "body"),
-    K.REPLACEMENT_REFUND: ("amount_cents", "body"),
-    K.CORRECTION_EMAIL: ("to", "subject", "body"),
-    K.REPLACEMENT_EMAIL: ("to", "subject", "body"),
-    K.MANUAL_COMPENSATION: ("body",),
-}
+EDITABLE_FIELDS = kinds.KindMap("editable")  # each kind's spec says which draft fields a reviewer may change
 
 
 class ReviewRefused(PermissionError):

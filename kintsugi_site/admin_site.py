@@ -57,7 +57,7 @@ class KintsugiAdminSite(admin.AdminSite):
     index_template = "admin/kintsugi_index.html"
 
     def index(self, request, extra_context=None):
-        from repairs.selectors import dashboard  # apps are loaded by the time a request arrives
+        from kintsugi_site.dashboard import dashboard  # apps are loaded by the time a request arrives
 
         return super().index(request, {"dashboard": dashboard(user=request.user), **(extra_context or {})})
 

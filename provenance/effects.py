@@ -2,14 +2,15 @@
 goes out through Django's email framework (the outbox backend). Dispatched in batches by the
 recorder's flush, inside the caller's transaction; idempotency keys make a repeat a no-op.
 
-Which function sends which kind is the effect-kind registry's answer (compensation.effect_kinds); a kind
+Which function sends which kind is this module's table, DISPATCHERS: refunds and emails here, a team's own
+kind added by registering it (compensation.effect_kinds.register hands its `dispatch` down); a kind
 without a dispatcher is recorded in the graph only: the agent that recorded it performs it itself."""
 import logging
 from collections import defaultdict
+from typing import Callable
 
 from django.core.mail import EmailMessage, get_connection
 
-from provenance import upstream
 from provenance.models import LedgerEntry, Workspace
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,18 @@ def send_emails(ws: Workspace, run_number: int, batch: list[tuple[dict, dict, st
     ) for row, details, key in batch])
 
 
+Dispatcher = Callable[[Workspace, int, list[tuple[dict, dict, str]]], None]
+DISPATCHERS: dict[str, Dispatcher] = {"refund": pay_refunds, "email": send_emails}
+
+
+def set_dispatcher(kind: str, dispatch: Dispatcher | None) -> None:
+    """How live effects of `kind` leave the system from now on; None: the agent performs them itself."""
+    if dispatch is None:
+        DISPATCHERS.pop(kind, None)
+    else:
+        DISPATCHERS[kind] = dispatch
+
+
 def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dict, dict]]) -> None:
     """`effects`: (effect row, details) pairs as the recorder queued them."""
     if not effects:
@@ -45,7 +58,7 @@ def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dic
         by_kind[row["kind"]].append((row, details, idempotency_key(workspace, run_number, row["id"])))
     # Money before messages: a confirmation never precedes its payment in the same flush.
     for kind in sorted(by_kind, key=lambda k: (k != "refund", k != "email", k)):
-        dispatch = upstream.compensation.effect_kind(kind).dispatch
+        dispatch = DISPATCHERS.get(kind)
         if dispatch is None:
             log.debug("%d %s effects recorded; no dispatcher: the agent performs them", len(by_kind[kind]), kind)
             continue

@@ -48,6 +48,12 @@ class ModelOutputError(ValueError):
     """The model's answer did not match the task's schema."""
 
 
+def _spec(task: str | ModelTask) -> ModelTask:
+    """A task registered here by name (the desk's), or the task itself as its caller owns it (a layer
+    above provenance passes its own ModelTask: nothing of it is registered here)."""
+    return task if isinstance(task, ModelTask) else _tasks[task]
+
+
 def model_task(name: str, *, prompt_version: str, instruction: str, schema: type[BaseModel]):
     """Register a task: the decorated function is its offline (deterministic) implementation."""
 
@@ -124,7 +130,7 @@ class ModelClient:
         self._unsaved: dict[tuple[str | None, str | None], list[dict]] = {}
         self._absent: set[tuple[str | None, str]] = set()  # found in no cache by the open prefetched() blocks
 
-    def complete(self, task: str, input: dict, facts: dict | None = None, *, defer: bool = False,
+    def complete(self, task: str | ModelTask, input: dict, facts: dict | None = None, *, defer: bool = False,
                  workspace: str | None = None, server_url: str | None = None) -> dict:
         """The answer for this task, input and facts in `workspace`'s cache: from the cache, or from
         the backend once. Without a workspace: the shared cache on the default server. `server_url`:
@@ -132,7 +138,7 @@ class ModelClient:
         spares a placement lookup per call.
 
         With defer=True a new answer is saved at the next flush() (the recorder batches them)."""
-        spec = _tasks[task]
+        spec = _spec(task)
         facts = facts or {}
         key = cache_key(self.model, spec.prompt_version, input, facts)
         if (workspace, key) in self._memo:
@@ -148,17 +154,17 @@ class ModelClient:
             # Saved in batches (flush): the memo answers repeats in this process meanwhile.
             unsaved = self._unsaved.setdefault((workspace, server_url), [])
             unsaved.append({"key": key, "value": json.dumps(answer, sort_keys=True), "model": self.model,
-                            "task": task, "at": datetime.now(timezone.utc).isoformat()})
+                            "task": spec.name, "at": datetime.now(timezone.utc).isoformat()})
             if not defer or len(unsaved) >= 500:
                 self.flush()
         self._memo[(workspace, key)] = answer
         return answer
 
-    def prefetch(self, requests: list[tuple[str, dict, dict | None]], *, workspace: str | None = None
+    def prefetch(self, requests: list[tuple[str | ModelTask, dict, dict | None]], *, workspace: str | None = None
                  ) -> set[tuple[str | None, str]]:
         """Load the cached answers to many (task, input, facts) requests in a few queries, so the
         complete() calls that follow are memo hits. Returns the (workspace, key) pairs no cache had."""
-        keys = {cache_key(self.model, _tasks[task].prompt_version, input, facts or {}) for task, input, facts in requests}
+        keys = {cache_key(self.model, _spec(task).prompt_version, input, facts or {}) for task, input, facts in requests}
         missing = sorted(k for k in keys if (workspace, k) not in self._memo)
         if not missing:
             return set()
@@ -169,7 +175,7 @@ class ModelClient:
         return {(workspace, k) for k in missing if (workspace, k) not in self._memo}
 
     @contextmanager
-    def prefetched(self, requests: list[tuple[str, dict, dict | None]], *, workspace: str | None = None):
+    def prefetched(self, requests: list[tuple[str | ModelTask, dict, dict | None]], *, workspace: str | None = None):
         """prefetch(), and inside the block a request no cache had is computed without asking the cache
         again: one round trip per miss was a fifth of drafting a large repair with a cold cache. Only
         for work that asks right after the prefetch (an answer another process saves meanwhile is not
@@ -181,8 +187,8 @@ class ModelClient:
         finally:
             self._absent -= absent
 
-    def request_key(self, task: str, input: dict, facts: dict | None = None) -> str:
-        return cache_key(self.model, _tasks[task].prompt_version, input, facts or {})
+    def request_key(self, task: str | ModelTask, input: dict, facts: dict | None = None) -> str:
+        return cache_key(self.model, _spec(task).prompt_version, input, facts or {})
 
     def memo_answer(self, task: str, input: dict, facts: dict | None = None, *,
                     workspace: str | None = None) -> dict | None:

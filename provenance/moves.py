@@ -17,13 +17,14 @@ from django.db import transaction
 
 from core import audit
 from core.vocabulary import AuditAction
-from provenance import upstream, validation
+from provenance import validation
 from provenance.graph import (
     copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
 )
 from provenance.models import Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.services import workspace_lock
+from provenance.signals import workspace_moving
 
 MOVED, LEFTOVERS_DELETED = AuditAction.WORKSPACE_MOVED, AuditAction.WORKSPACE_LEFTOVERS_DELETED
 
@@ -43,10 +44,8 @@ class MoveResult:
 
 
 def _refuse_while_repairing(workspace: Workspace) -> None:
-    open_ids = upstream.repairs.open_repair_ids(workspace=workspace)
-    if open_ids:
-        raise MoveRefused(f"workspace {workspace.name!r} has a repair under way (incident "
-                          f"{', '.join(f'#{i}' for i in open_ids)}); move it once the repair has ended")
+    # The apps above refuse through the signal (repairs.receivers: a repair under way).
+    workspace_moving.send(sender=Workspace, workspace=workspace)
 
 
 def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:

@@ -1,6 +1,9 @@
-"""The incident admin: the changelist, the incident page (progress, outcome, verification, per-ticket
-before → after, picture, review queue links, report export), "why is this here?" and retry/close.
+"""The incident pages as far as repairs knows them: the changelist, the incident page (progress,
+outcome, verification, per-ticket before → after, picture), "why is this here?" and retry/close.
 
+What the pages show of compensation (review numbers, the review queue's links, item counts) and the
+report export combine repairs and compensation: kintsugi_site.admin registers IncidentAdmin, these
+pages with those parts, through the hooks `compensation_context` and `close_context`.
 Flagging itself starts from the Source admin (provenance/admin.py). Pages are thin: repairs.selectors
 reads, repairs.services changes state, repairs.views serves the small endpoints.
 """
@@ -9,7 +12,6 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -20,9 +22,8 @@ from core.admin_rows import WrittenByServices
 from core.errors import DomainError
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import capabilities, containment, quarantine, tenancy
-from repairs import deep_check, downstream, explain, phases, radius_picture, selectors, services, ticket_story, views
+from repairs import deep_check, explain, phases, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
-from repairs.reports import FORMATS
 
 TICKETS_PER_PAGE = 25
 PICTURE_TICKETS_PER_PAGE = 12
@@ -32,22 +33,10 @@ def incident_url(incident_id: int) -> str:
     return reverse("admin:repairs_incident_change", args=[incident_id])
 
 
-class ReviewedChangeList(ChangeList):
-    """The incident list's page, with what waits for review read for the whole page in two grouped
-    queries (compensation.review_numbers, through repairs.downstream) instead of per row."""
-
-    def get_results(self, request):
-        super().get_results(request)
-        found = downstream.compensation.review_by_incident(incident_ids=[i.pk for i in self.result_list])
-        for incident in self.result_list:
-            incident._review = found[incident.pk]
-
-
-@admin.register(Incident)
-class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
+class IncidentPages(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     # Opened by flagging a source, with a preview first; retried and closed through their own forms.
-    list_display = ("number", "source_id", "workspace", "status_display", "pending_display", "money_display",
-                    "progress_display", "blast_radius", "flagged_by", "created_at")
+    list_display = ("number", "source_id", "workspace", "status_display", "progress_display", "blast_radius",
+                    "flagged_by", "created_at")
     list_display_links = ("number", "source_id")
     list_filter = ("status", "workspace")
     search_fields = ("source_id",)
@@ -62,27 +51,9 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     def number(self, obj: Incident) -> str:
         return f"#{obj.pk}"
 
-    def get_changelist(self, request, **kwargs):
-        return ReviewedChangeList
-
-    @staticmethod
-    def _review(obj: Incident):
-        found = getattr(obj, "_review", None)
-        return found if found is not None else downstream.compensation.review(incident=obj)
-
     @admin.display(description="status", ordering="status")
     def status_display(self, obj: Incident) -> str:
-        return downstream.compensation.review_status_text(obj, self._review(obj))
-
-    @admin.display(description="pending items")
-    def pending_display(self, obj: Incident) -> str:
-        found = self._review(obj)
-        return f"{found.items_pending} in {found.cases_pending} case{'s' if found.cases_pending != 1 else ''}" if found.items_pending else "0"
-
-    @admin.display(description="money pending")
-    def money_display(self, obj: Incident) -> str:
-        found = self._review(obj)
-        return found.money if found.items_pending else "—"
+        return selectors.status_label(obj)
 
     @admin.display(description="progress")
     def progress_display(self, obj: Incident) -> str:
@@ -99,7 +70,6 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             path("<int:incident_id>/progress/", wrap(self.progress_view), name=f"{name}_progress"),
             path("<int:incident_id>/graph.svg", wrap(self.graph_view), name=f"{name}_graph"),
             path("<int:incident_id>/explain/", wrap(self.explain_view), name=f"{name}_explain"),
-            path("<int:incident_id>/report.<str:fmt>", wrap(self.report_view), name=f"{name}_report"),
             path("<int:incident_id>/retry/", wrap(self.retry_view), name=f"{name}_retry"),
             path("<int:incident_id>/verify-full/", wrap(self.verify_full_view), name=f"{name}_verify_full"),
             path("<int:incident_id>/close/", wrap(self.close_view), name=f"{name}_close"),
@@ -121,12 +91,17 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         return incident
 
     # --- the incident page ------------------------------------------------------------------------------
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        compensation = downstream.compensation
+    def compensation_context(self, request, incident: Incident) -> dict:
+        """What the incident page shows of the layers above repairs (kintsugi_site.admin fills it in):
+        the review numbers and status, item counts, the review queue's links and the report downloads."""
+        return {}
 
+    def close_context(self, request, incident: Incident) -> dict:
+        """What the close confirmation shows of the layers above repairs (the items closing cancels)."""
+        return {}
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
         incident = self._incident(request, object_id, for_page=True)
-        counts = compensation.item_counts(incident=incident)
-        review = compensation.review(incident=incident, counts=counts)
         page = views.page_number(request, "tickets")
         picture_page = views.page_number(request, "picture")
         tickets = selectors.ticket_changes(incident=incident, page=page, per_page=TICKETS_PER_PAGE)
@@ -141,10 +116,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "subtitle": None,
             "opts": self.opts,
             "incident": incident,
-            # While items wait for a person the status says so: never "Repaired" alone.
-            "status_label": (compensation.review_status_text(incident, review) if incident.status == Incident.Status.REPAIRED
-                             else selectors.status_label(incident)),
-            "review": review,
+            "status_label": selectors.status_label(incident),
             "progress": selectors.progress(incident),
             "timings": phases.timings(incident),
             "progress_url": reverse("admin:repairs_incident_progress", args=[incident.pk]),
@@ -161,10 +133,6 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "transitions": selectors.transition_rows(incident=incident),
             "quarantine": held,
             "containment": containment.state_of(incident_id=incident.pk),
-            "item_counts": counts,
-            "review_url": compensation.review_queue_url(incident=incident, pending=True),
-            "review_all_url": compensation.review_queue_url(incident=incident),
-            "cases_url": compensation.cases_url(incident=incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {
@@ -175,8 +143,6 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                 "next": (f"{base}?picture={picture_page + 1}#picture"
                          if (incident.tickets_in_radius or 0) > picture_page * PICTURE_TICKETS_PER_PAGE else None),
             },
-            "reports": [{"fmt": f, "label": {"csv": "CSV (zip)"}.get(f, f.upper()),
-                         "url": reverse("admin:repairs_incident_report", args=[incident.pk, f])} for f in FORMATS],
             # The API's PROV export (the admin's session signs the request in): the same read rule as the page.
             "prov": [{"fmt": f, "label": label, "url": f"{reverse('api:incident-prov', args=[incident.pk])}?format={f}"}
                      for f, label in (("json", "PROV-JSON"), ("ttl", "PROV-O (Turtle)"))],
@@ -187,6 +153,7 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "can_lift": (incident.status == Incident.Status.CLOSED and self.has_lead_permission(request)
                          and bool(held and held["held"])),
             "close_url": reverse("admin:repairs_incident_close", args=[incident.pk]),
+            **self.compensation_context(request, incident),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/repairs/incident/incident_page.html", context)
@@ -199,11 +166,6 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         incident = self._incident(request, incident_id)
         return views.graph_picture(request, incident,
                                    explain_url=reverse("admin:repairs_incident_explain", args=[incident.pk]))
-
-    def report_view(self, request, incident_id, fmt):
-        if fmt not in FORMATS:
-            raise Http404(f"no {fmt} report")
-        return views.report_download(request, self._incident(request, incident_id), fmt)
 
     def explain_view(self, request, incident_id):
         incident = self._incident(request, incident_id)
@@ -263,8 +225,6 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                                    "closed as a false alarm: its source reads again" if false_alarm else "closed")
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET", "POST"])
-        compensation = downstream.compensation
-
         incident = self._incident(request, incident_id)
         if not self.has_lead_permission(request):
             raise PermissionDenied
@@ -276,8 +236,8 @@ class IncidentAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "status_label": selectors.status_label(incident),
             "can_close": self._can_close(request, incident),
             "quarantine": quarantine.state_of(incident_id=incident.pk),
-            "item_counts": compensation.item_counts(incident=incident),
             "incident_url": incident_url(incident.pk),
+            **self.close_context(request, incident),
         }
         return TemplateResponse(request, "admin/repairs/incident/close_confirmation.html", context)
 

@@ -12,9 +12,8 @@ before the next starts, so a worker killed anywhere resumes at the step it was i
 4. apply     hold the graph, apply the plan's steps, each idempotent, counting them as they land,
              then catch up with the actions the desk committed since the walk's snapshot
              (repairs.catch_up) and apply those too;
-5. draft     turn what already left the building into review items (compensation.drafts, called
-             through repairs.downstream), which
-             reviewers may decide from here on, and
+5. draft     announce the plan (repairs.signals.repair_planned): compensation turns what already
+             left the building into review items, which reviewers may decide from here on, and
 6. verify    re-execute the desk without the flagged sources and diff (repairs.verify), which
              execution waits for; both offered to idle workers as soon as they can start;
 7. finish    mark the incident repaired (or, when verification differs, needing attention) and wake
@@ -47,13 +46,13 @@ from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
 from provenance.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
-from repairs import catch_up, downstream, parts, verify_radius
+from repairs import catch_up, parts, verify_radius
 from repairs.faults import fault_point
 from repairs.lifecycle import enqueue_repair, offer_to_idle_workers, transition
 from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
 from repairs.phases import enter_phase
 from repairs.steps import apply_step
-from repairs.signals import repair_finished
+from repairs.signals import repair_finished, repair_planned
 from repairs.verify import verification_differs, verify_incident
 
 log = logging.getLogger(__name__)
@@ -287,7 +286,7 @@ def verify_and_draft(incident: Incident) -> None:
         return verify_incident(incident, excluded=excluded, wait=wait)
 
     def drafting(wait: bool) -> bool:
-        return downstream.compensation.draft_repair(incident=incident, wait=wait)
+        return all(done for _, done in repair_planned.send(sender=Incident, incident=incident, wait=wait))
 
     chores = [drafting, verification]
     Incident.objects.filter(pk=incident.pk).update(phase=P.VERIFYING, progress_done=0, progress_total=len(chores))
@@ -305,7 +304,8 @@ def finish(incident: Incident) -> Incident:
     """Mark the incident repaired when its verification found no difference and announce it
     (compensation.receivers releases the items approved while it was verified); one whose verification
     differs is never repaired: it needs attention, the differences on it, and its approved items stay
-    held (compensation.gates). Either way the repair is in the graph: enqueue the repairs that waited."""
+    held (compensation.gates). Its `compensations` count is the drafting's (set once every part is
+    drafted, compensation.receivers). Either way the repair is in the graph: enqueue the repairs that waited."""
     with transaction.atomic():
         audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
@@ -314,7 +314,7 @@ def finish(incident: Incident) -> Incident:
         status, reason = ((IncidentStatus.NEEDS_ATTENTION, differs) if differs else
                           (IncidentStatus.REPAIRED, "repair finished"))
         transition(incident, status, actor=None, via=Incident.Via.WORKER, reason=reason, error=differs or "",
-                   compensations=downstream.compensation.compensation_count(incident=incident), finished_at=timezone.now(), phase=P.DONE,
+                   finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)
         enter_phase(incident.pk, P.DONE)
         if not differs:

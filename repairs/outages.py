@@ -18,12 +18,12 @@ from typing import NamedTuple
 from django.conf import settings
 from django.utils import timezone
 
-from core.vocabulary import IncidentStatus, Via
+from core.vocabulary import IncidentStatus
 from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
-from repairs import downstream
 from repairs.models import Incident
 from repairs.lifecycle import enqueue_repair
 from repairs.services import resume_orphaned_repairs
+from repairs.signals import stores_back
 from repairs.sweep_marks import record_sweep_run
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,9 @@ def heal_outages() -> Healed:
         enqueue_repair(pk)  # run_repair takes blocked incidents as they are and records the restart
     resumed = resume_orphaned_repairs(skip_servers=skip)
     # A younger approval still has its own task on the way; leave it that task, not a race for the key.
-    executed = downstream.compensation.execute_approved(via=Via.WORKER, skip_servers=skip,
-                                approved_before=timezone.now() - timedelta(seconds=settings.KINTSUGI_SWEEP_SECONDS))
+    executed = sum(n for _, n in stores_back.send(
+        sender=Incident, skip_servers=skip,
+        approved_before=timezone.now() - timedelta(seconds=settings.KINTSUGI_SWEEP_SECONDS)))
     if unblocked or resumed or executed or error:
         log.warning("sweep: unblocked %s, resumed %s, executed %s waiting items; unreachable: %s",
                     unblocked, resumed, executed, error or "none")

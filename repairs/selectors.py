@@ -1,4 +1,5 @@
-"""Read side of repairs for the dashboard, the incident page and the reports: counts, outcomes, the
+"""Read side of repairs for the incident page and the reports (the dashboard's repairs part too,
+kintsugi_site.dashboard): counts, outcomes, the
 per-ticket before → after, effects, transitions and progress. The explain path is repairs.explain,
 the blast-radius picture's data repairs.radius_picture.
 
@@ -16,49 +17,11 @@ from django.db.models.expressions import RawSQL
 from core.money import format_money
 from core.vocabulary import IncidentStatus
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus
-from repairs import downstream
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe, status_label  # noqa: F401 - the pages' words, here too
 
 STATUSES = COUNT_KEYS  # the repair statuses, in the article's order
 RUNNING = (IncidentStatus.OPEN, IncidentStatus.REPAIRING, IncidentStatus.BLOCKED, IncidentStatus.NEEDS_ATTENTION)
-
-
-# --- the dashboard ----------------------------------------------------------------------------------------
-def dashboard(*, user, limit: int = 10) -> dict:
-    """What a lead sees first, over the workspaces `user` may see: open incidents, the review queue's size
-    and amount, recent flags and the workspaces. Each part is shown only to whom the capability table
-    (provenance.capabilities) lets read it through the API and MCP too: incidents need `read_incidents`,
-    the queue's money and the failed deliveries `read_items`; a part not shown is None and not queried.
-    Bounded queries on indexed columns only; no count over a whole table."""
-    # compensation depends on repairs (its items point at incidents), so its modules are imported lazily.
-    compensation = downstream.compensation
-    from provenance import capabilities, tenancy
-
-    incidents, items = capabilities.may(user, "read_incidents"), capabilities.may(user, "read_items")
-    open_incidents = recent = None
-    if incidents:
-        light = (tenancy.scoped(Incident.objects.all(), user=user).select_related("workspace", "flagged_by")
-                 .defer("plan", "verification", "counts"))
-        open_incidents = list(light.exclude(status=IncidentStatus.CLOSED).order_by("-created_at")[:limit])
-        recent = list(light.order_by("-created_at")[:limit])
-        ids = {i.pk for i in open_incidents + recent}
-        counts = compensation.item_counts_by_incident(incident_ids=ids)
-        reviews = {pk: compensation.review_from_counts(c) for pk, c in counts.items()}  # no query: status lines only
-        for incident in open_incidents + recent:
-            incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
-            # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
-            incident.status_label = (compensation.review_status_text(incident, reviews[incident.pk])
-                                     if incident.status == IncidentStatus.REPAIRED else status_label(incident))
-    return {
-        "open_incidents": open_incidents,
-        "recent_flags": recent,
-        # Names, runs and action counts: what the API's workspace list gives every member.
-        "workspaces": list(tenancy.visible_workspaces(user=user).order_by("name")[:limit]),
-        "review_queue": compensation.compensation_summary(incident=None, user=user) if items else None,
-        "failed_deliveries": compensation.failed_deliveries(user=user) if items else None,
-        "limit": limit,
-    }
 
 
 # --- the incident page ------------------------------------------------------------------------------------

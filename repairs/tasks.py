@@ -5,7 +5,8 @@ from django.db import OperationalError
 
 from core.logcontext import log_context
 from provenance.graph import GraphUnavailable
-from repairs import downstream, job, parts
+from repairs import job, parts
+from repairs.signals import repair_planned
 from repairs.models import Incident
 
 
@@ -62,7 +63,9 @@ def draft_ahead_task(incident_id: int) -> bool:
     waits for it, or drafts itself if nobody did)."""
 
     incident = _repairing(incident_id, plan__isnull=False)
-    return downstream.compensation.draft_repair(incident=incident, wait=False) if incident else False
+    if incident is None:
+        return False
+    return all(done for _, done in repair_planned.send(sender=Incident, incident=incident, wait=False))
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -2,13 +2,11 @@
 wrapped in admin_site.admin_view: staff only, and each checks the incident's view permission)."""
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 
-from core.throttle import wait_seconds
-from repairs import graph_svg, radius_picture, reports, selectors
+from repairs import graph_svg, radius_picture, selectors
 from repairs.models import Incident
 
 
@@ -38,18 +36,4 @@ def graph_picture(request, incident: Incident, *, explain_url: str) -> HttpRespo
         title = f"Blast radius of {incident.source_id}, tickets page {page}"
     response = HttpResponse(graph_svg.render_svg(picture, title=title), content_type="image/svg+xml; charset=utf-8")
     response["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'"  # no script in the picture
-    return response
-
-
-def report_download(request, incident: Incident, fmt: str) -> HttpResponse:
-    """The report file; 429 once the user spent KINTSUGI_REPORT_DOWNLOAD_RATE (a PDF is seconds of CPU)."""
-    wait = wait_seconds(scope="report_download", user=request.user, rate=settings.KINTSUGI_REPORT_DOWNLOAD_RATE)
-    if wait is not None:
-        response = HttpResponse(f"Too many report downloads; try again in {wait} seconds.\n", status=429,
-                                content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = str(wait)
-        return response
-    body, content_type, filename = reports.render_report(incident, fmt)
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

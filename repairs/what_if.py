@@ -2,8 +2,8 @@
 
 The repair walk writes nothing until its plan is applied, so the walk on the current graph, never
 applied, is the exact what-if: the same outcomes, the same invalidated effects; the drafting of its
-effects (compensation.drafts.draft_planned, the function the real drafting calls) gives the same
-items and amounts. Model answers the walk and the drafting need go to the shared response cache, so
+effects (compensation.receivers answers repairs.signals.walked_without_applying with
+compensation.drafts.draft_planned, the function the real drafting calls) gives the same items and amounts. Model answers the walk and the drafting need go to the shared response cache, so
 the real repair afterwards reads the same answers and comes out the same. Nothing is written to the
 workspace's graph or tables; the look is recorded as one audit event ("what_if.viewed").
 
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from django.db import transaction
 
 from core import audit
-from core.vocabulary import AuditAction, ItemKind
+from core.vocabulary import AuditAction
 from provenance import queries, tenancy, top_ids, validation
 from provenance.graph import workspace_graph
 from provenance.llm import get_client
@@ -28,9 +28,9 @@ from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
-from repairs import downstream
 from repairs.walks import walk_incident
 from repairs.models import Incident, RepairEffect
+from repairs.signals import walked_without_applying
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
                 "tickets_changed")
@@ -105,14 +105,13 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
     plan = walk_without_applying(incident=unopened, progress=progress)
     get_client().flush()  # the re-runs' answers, for the real repair (and its baseline) to read
     effects = plan["effects"]
-    _, planned, _ = downstream.compensation.planned_items(incident=unopened, effects=effects, lock=False)
-    drafted = downstream.compensation.draft_planned(planned=planned, incident=unopened)
-    reversed_, paid = defaultdict(int), defaultdict(int)
-    for d in drafted:
-        if d.planned.kind == ItemKind.REFUND_REVERSAL:
-            reversed_[d.draft["currency"] or d.planned.currency] += d.draft["amount_cents"]
-        elif d.planned.kind == ItemKind.REPLACEMENT_REFUND:
-            paid[d.planned.currency] += d.planned.amount_cents
+    compensations, reversed_, paid, items = 0, defaultdict(int), defaultdict(int), []
+    for _, made in walked_without_applying.send(sender=Incident, incident=unopened, effects=effects):
+        compensations += made["compensations"]
+        for total, amounts in ((reversed_, made["amount_reversed"]), (paid, made["amount_paid"])):
+            for currency, cents in amounts.items():
+                total[currency] += cents
+        items += made["items"]
     invalidated = [e for e in effects if e["role"] == RepairEffect.Role.INVALIDATED]
     by_kind: dict[str, int] = defaultdict(int)
     for e in invalidated:
@@ -120,12 +119,10 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
     return WhatIf(
         workspace=workspace.name, source=source, fingerprint=fingerprint, blast_radius=plan["blast_radius"],
         counts={k: plan["counts"].get(k, 0) for k in COUNT_KEYS}, effects_invalidated=len(invalidated),
-        effects_by_kind=dict(sorted(by_kind.items())), compensations=sum(1 for d in drafted if d.planned.compensates),
+        effects_by_kind=dict(sorted(by_kind.items())), compensations=compensations,
         amount_reversed=dict(sorted(reversed_.items())), amount_paid=dict(sorted(paid.items())),
         tickets_changed=_tickets_changed(plan["outcomes"]),
-        items=[{"kind": d.planned.kind, "ticket": d.planned.ticket, "amount_cents": d.draft["amount_cents"],
-                "currency": d.draft["currency"] or d.planned.currency, "situation": d.planned.situation,
-                "valid": not d.problems} for d in drafted],
+        items=items,
     )
 
 

@@ -313,10 +313,10 @@ def module_transaction(django_db_blocker):
 def offline_answer(request) -> dict:
     """A fake Gemini responder that answers each registered task with its offline implementation (the
     request's system instruction names the task)."""
+    from compensation.drafting import MODEL_TASKS
     from provenance import llm
 
-    for name in llm.task_names():
-        task = llm.registered_task(name)
+    for task in [*map(llm.registered_task, llm.task_names()), *MODEL_TASKS.values()]:
         if task.instruction == request.system_instruction:
             payload = request.user_json
             return task.offline(payload["input"], payload["facts"])

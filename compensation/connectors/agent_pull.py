@@ -9,13 +9,13 @@ key). The agent carries that key to its own provider, so a repeated offer is per
 from __future__ import annotations
 
 from compensation.connectors.base import Connector, Outcome, register
+from compensation.kinds import KindSet
 from compensation.delivery_models import DeliveryState
-from compensation.models import CompensationItem
 
 
 class AgentPull(Connector):
     name, label = "agent_pull", "the team's agent (pull)"
-    kinds = frozenset(CompensationItem.Kind.values)
+    kinds = KindSet(lambda k: True)  # every registered kind
     resumes_safely = True  # offering twice is one offer: the delivery row is the offer
     schema = {}  # no options: the agent comes to kintsugi, kintsugi connects nowhere
 

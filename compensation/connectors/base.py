@@ -7,6 +7,7 @@ then, at the address connected to). A failure is told in fixed words, never the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 from core import egress, secret_registry
 
@@ -65,7 +66,7 @@ def _type_problem(key: str, value, option: Option) -> str | None:
 class Connector:
     name: str = ""
     label: str = ""
-    kinds: frozenset[str] = frozenset()
+    kinds: Collection[str] = frozenset()  # a KindSet for kinds read from their specs
     schema: dict[str, Option] = {}  # every connector declares its own, even an empty one
     # The setting naming the API base it calls when no option says where (Stripe's): checked like an option.
     base_setting: str = ""

@@ -11,23 +11,29 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from compensation import kinds
 from compensation.connectors.base import connector
 from compensation.models import CompensationItem
 from core import secret_registry
 from core.scrub import redact_url
 
 K = CompensationItem.Kind
-SANDBOX_DEFAULTS = {K.REFUND_REVERSAL: "sandbox_ledger", K.REPLACEMENT_REFUND: "sandbox_ledger",
-                    K.CORRECTION_EMAIL: "outbox", K.REPLACEMENT_EMAIL: "outbox",
-                    K.MANUAL_COMPENSATION: "manual"}
+SANDBOX_DEFAULTS = kinds.KindMap("connector")  # each kind's spec names the connector it leaves through
 
 
 def defaults() -> dict[str, str]:
-    chosen = dict(SANDBOX_DEFAULTS)
+    chosen = dict(SANDBOX_DEFAULTS.items())
     for part in filter(None, (p.strip() for p in settings.KINTSUGI_CONNECTORS.split(","))):
         kind, _, name = part.partition("=")
         chosen[kind.strip()] = name.strip()
     return chosen
+
+
+def _default(kind: str) -> str:
+    chosen = defaults()
+    if kind not in chosen:
+        raise kinds.UnknownKind(kind)
+    return chosen[kind]
 
 
 def choice(*, workspace_id: int, kind: str) -> tuple[str, dict]:
@@ -37,7 +43,7 @@ def choice(*, workspace_id: int, kind: str) -> tuple[str, dict]:
     row = WorkspaceConnector.objects.filter(workspace_id=workspace_id, kind=kind).first()
     if row is not None:
         return row.connector, dict(row.options)
-    return defaults().get(kind, "manual"), {}
+    return _default(kind), {}
 
 
 def _workspace_name(workspace_id: int) -> str:
@@ -103,9 +109,11 @@ def rows(*, workspace_id: int) -> list[ConnectorRow]:
     chosen = {r.kind: r for r in WorkspaceConnector.objects.filter(workspace_id=workspace_id)}
     fallback = defaults()
     out = []
-    for kind, kind_label in K.choices:
+    labels = dict(K.choices)
+    for kind in [*labels, *(k for k in SANDBOX_DEFAULTS if k not in labels)]:  # the built-in kinds, then the registered
+        kind_label = labels.get(kind, kind.replace("_", " "))
         row = chosen.get(kind)
-        name, options = (row.connector, dict(row.options)) if row else (fallback.get(kind, "manual"), {})
+        name, options = (row.connector, dict(row.options)) if row else (fallback[kind], {})
         try:
             found, label = connector(name), connector(name).label
         except ValueError:

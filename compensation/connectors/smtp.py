@@ -81,7 +81,7 @@ def _refusal(code: int) -> Exception:
 
 class Smtp(Connector):
     name, label = "smtp", "email (SMTP or the operator's email provider)"
-    kinds = frozenset(CompensationItem.EMAIL_KINDS)
+    kinds = CompensationItem.EMAIL_KINDS
     resumes_safely = False
     secret_options = {"username_env": "KINTSUGI_SMTP_USERNAME", "password_env": "KINTSUGI_SMTP_PASSWORD"}
     schema = {"host": Option(str, role="host"), "port": Option(int, role="port"), "use_tls": Option(bool),

@@ -104,7 +104,7 @@ def _invoice(c: stripe.StripeClient, item) -> Outcome:
 
 class Stripe(Connector):
     name, label = "stripe", "Stripe"
-    kinds = frozenset(CompensationItem.MONEY_KINDS)
+    kinds = CompensationItem.MONEY_KINDS
     resumes_safely = True
     secret_options = {"api_key_env": API_KEY_ENV}
     schema = {"api_key_env": Option(str, role="secret"), "webhook_secret_env": Option(str, role="secret")}

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from compensation.connectors.base import Connector, Option, Outcome, PermanentFailure, TemporaryFailure, register
+from compensation.kinds import KindSet
 from compensation.links import item_payload
-from compensation.models import CompensationItem
 from core import egress, secret_registry
 
 SECRET_ENV = "KINTSUGI_WEBHOOK_SECRET"
@@ -91,7 +91,7 @@ def post(url: str, key: str, event: dict, *, idempotency_key: str) -> egress.Ans
 
 class Webhook(Connector):
     name, label = "webhook", "signed webhook"
-    kinds = frozenset(CompensationItem.Kind.values)
+    kinds = KindSet(lambda k: True)  # every registered kind
     resumes_safely = True  # the receiver acts once per Idempotency-Key
     secret_options = {"secret_env": SECRET_ENV}
     schema = {"url": Option(str, role="url", required=True), "secret_env": Option(str, role="secret")}

@@ -17,8 +17,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from repairs import deep_check, reports
-from kintsugi_site import prov_export
+from kintsugi_site import prov_export, reports
+from repairs import deep_check
 from kintsugi_site.api.errors import ApiError
 from compensation import links as compensation_links, selectors as compensation_selectors
 from compensation import assignments, services as compensation_services

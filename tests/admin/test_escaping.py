@@ -10,7 +10,7 @@ from compensation.models import CompensationItem
 from provenance.models import Source, Ticket
 from provenance.services import record_root
 from repairs.models import Incident
-from repairs.reports import render_html
+from kintsugi_site.reports import render_html
 from repairs.services import flag_source
 from repairs.job import run_repair
 
@@ -99,7 +99,7 @@ def test_every_admin_page_escapes_page_ticket_and_model_text(lead_client, evil_i
 
 
 def test_report_html_and_csv_defuse_untrusted_text(evil_incident):
-    from repairs.reports import build_report, render_report
+    from kintsugi_site.reports import build_report, render_report
 
     _, _, incident = evil_incident
     report = build_report(incident)

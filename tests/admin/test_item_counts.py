@@ -12,7 +12,7 @@ from compensation import services as review
 from compensation.models import CompensationItem
 from compensation.selectors import item_counts
 from repairs.models import Incident
-from repairs.reports import render_report
+from kintsugi_site.reports import render_report
 
 K = CompensationItem.Kind
 

@@ -13,7 +13,7 @@ from core.roles import AUDITOR
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
 from repairs.models import Incident
-from repairs.reports import render_report
+from kintsugi_site.reports import render_report
 from repairs.services import flag_source
 from repairs.job import run_repair
 

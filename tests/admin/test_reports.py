@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from provenance.desk.scenario import POISONED_PAGE
 from repairs.models import Incident
-from repairs.reports import build_report, render_html, render_report
+from kintsugi_site.reports import build_report, render_html, render_report
 
 
 def test_json_report_carries_everything_the_report_shows(repaired):

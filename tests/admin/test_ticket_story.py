@@ -9,7 +9,7 @@ from django.urls import reverse
 from compensation import services as review
 from compensation.models import CompensationItem
 from provenance.models import Ticket
-from repairs.reports import build_report, render_html, render_report
+from kintsugi_site.reports import build_report, render_html, render_report
 from repairs.ticket_story import build
 from repairs.wording import human_decision
 

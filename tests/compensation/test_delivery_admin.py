@@ -19,7 +19,7 @@ from compensation.services import approve_item
 from core.roles import REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN
 from core.vocabulary import AuditAction
 from provenance.models import Workspace
-from repairs import reports
+from kintsugi_site import reports
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 model's answers never becomes approvable; the response cache answers repeated inputs."""
 import pytest
 
-from compensation.drafting import EMAIL_TASK, REVERSAL_TASK
+from compensation.drafting import EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK
 from compensation.models import CompensationItem
 from compensation.selectors import queue_rows
 from compensation.services import DecisionRefused, approve_item, redraft_item
@@ -20,9 +20,9 @@ def people(canonical):
 
 
 def _task(request) -> str:
-    for name in llm.task_names():
-        if llm.registered_task(name).instruction == request.system_instruction:
-            return name
+    for task in [*map(llm.registered_task, llm.task_names()), *MODEL_TASKS.values()]:
+        if task.instruction == request.system_instruction:
+            return task.name
     return "?"
 
 
@@ -69,12 +69,12 @@ def test_a_repair_under_gemini_drafts_through_the_real_client_and_injections_sta
 
 
 def _email(item, **override):
-    good = llm.registered_task(EMAIL_TASK).offline(_input(item, EMAIL_TASK), {})
+    good = MODEL_TASKS[EMAIL_TASK].offline(_input(item, EMAIL_TASK), {})
     return {**good, **override}
 
 
 def _reversal(item, **override):
-    good = llm.registered_task(REVERSAL_TASK).offline(_input(item, REVERSAL_TASK), {})
+    good = MODEL_TASKS[REVERSAL_TASK].offline(_input(item, REVERSAL_TASK), {})
     return {**good, **override}
 
 

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from core.roles import REVIEWER, SUPPORT_LEAD
-from repairs.reports import render_report
+from kintsugi_site.reports import render_report
 from repairs.services import close_incident
 from tests.helpers import repaired_incident, run_command
 

@@ -8,7 +8,7 @@ from rest_framework.authtoken.models import Token
 from compensation.models import AuditEvent, CompensationItem
 from compensation.services import redraft_item
 from core.scrub import scrub_secrets
-from repairs.reports import render_report
+from kintsugi_site.reports import render_report
 from tests.helpers import client_for
 from tests.fake_gemini import FakeReply
 

@@ -22,7 +22,10 @@ from django.template.loader import render_to_string
 from core.audit import csv_cell
 from provenance.progress import ProgressFn, noop
 from provenance.selectors import whole_seq
-from repairs import downstream, radius_picture, report_record, selectors, ticket_story
+from compensation import review_numbers
+from compensation import selectors as items
+from kintsugi_site import report_record
+from repairs import radius_picture, selectors, ticket_story
 from repairs.models import ActionOutcome, Incident
 
 FORMATS = ("json", "csv", "pdf")
@@ -49,8 +52,6 @@ def _outcomes(incident: Incident, progress: ProgressFn) -> list[ActionOutcome]:
 
 def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
     """Everything the incident report shows, as plain JSON-able data."""
-    compensation = downstream.compensation
-
     incident = selectors.incident_for_page(incident.pk)
     outcomes = _outcomes(incident, progress)
     actions = [{"action_id": o.action_id, "agent": o.agent, "ticket": o.ticket, "seq": whole_seq(o.seq), "parent_id": o.parent_id,
@@ -85,10 +86,10 @@ def build_report(incident: Incident, *, progress: ProgressFn = noop) -> dict:
                      "statuses": t.statuses, "changed": t.changed, "story": stories[t.ticket].as_dict()}
                     for t in changes],
         "effects": effects,
-        "compensation": compensation.compensation_items(incident=incident),
-        "item_counts": {**(counts := compensation.item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
-        "review": {**(found := compensation.review(incident=incident)).as_dict(),
-                   "status_text": compensation.review_status_text(incident, found)},
+        "compensation": items.compensation_items(incident=incident),
+        "item_counts": {**(counts := items.item_counts(incident=incident)).as_dict(), "sentence": counts.sentence},
+        "review": {**(found := review_numbers.review(incident=incident)).as_dict(),
+                   "status_text": review_numbers.status_text(incident, found)},
         "verification": incident.verification,
         "transitions": [{**t, "at": _iso(t["at"])} for t in selectors.transition_rows(incident=incident)],
         "record": report_record.record_section(incident),

@@ -14,7 +14,7 @@ import json
 
 from core import chains, checkpoints
 from core.checkpoints import Checkpoint
-from repairs import downstream
+from compensation.models import CompensationItem
 from repairs.models import Incident
 
 ALGORITHM = "ed25519"
@@ -34,7 +34,7 @@ def record_section(incident: Incident) -> dict:
     checkpoints.sign_heads([ws])
     cp = checkpoints.latest().get(checkpoints.chain_label(ws))
     head = chains.head(workspace=ws)
-    undecided = downstream.compensation.undecided_count(incident=incident)
+    undecided = CompensationItem.objects.filter(incident=incident, status=CompensationItem.Status.PENDING).count()
     return {
         "chain": checkpoints.chain_label(ws), "workspace": incident.workspace.name,
         "head": head._asdict() if head else None,

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from core import checkpoints
 from core.commands import KintsugiCommand
-from repairs.report_record import ReportRefused, verify_report
+from kintsugi_site.report_record import ReportRefused, verify_report
 
 
 class Command(KintsugiCommand):

@@ -4,7 +4,7 @@ from pathlib import Path
 from core.commands import KintsugiCommand
 from provenance.progress import reporter
 from repairs.models import Incident
-from repairs.reports import FORMATS, render_report
+from kintsugi_site.reports import FORMATS, render_report
 
 
 class Command(KintsugiCommand):
