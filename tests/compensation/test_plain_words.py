@@ -14,7 +14,7 @@ from compensation.approval import undo
 from compensation.services import approve_item
 from core.vocabulary import AuditAction
 from core.wording import counted, event_words, past, plural
-from repairs.reports import build_report, render_html
+from kintsugi_site.reports import build_report, render_html
 
 pytestmark = pytest.mark.django_db
 _PATH = re.compile(r"\b(?:provenance|repairs|compensation|core|kintsugi_site)\.[a-z_]+\.[a-z_]+\b")
