@@ -1,18 +1,42 @@
 """Sending work to the Celery workers, where a broker that refuses is an answer, not a crash: the caller
 says what a refusal means (the incident is blocked with the reason, this worker does the piece itself,
-the page says the what-if could not start, the approved item waits for the next sweep)."""
+the page says the what-if could not start, the approved item waits for the next sweep).
+
+A send has a deadline (KINTSUGI_BROKER_SEND_DEADLINE_SECONDS): a frozen broker accepts the connection and
+never answers, and a request that sends (an approval, a flag) must answer at once whatever the broker
+does. The send goes on in the background past it; whatever it ends with, the caller has already treated
+the task as not sent, and what was not sent is sent by the outage sweep, which is safe to repeat."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as DeadlinePassed
 
 log = logging.getLogger("kintsugi.broker")
 
+# A few senders are enough: past the deadline one is lost until the broker's own socket timeout frees it.
+_senders = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-send")
+
+
+def send_deadline() -> float:
+    from django.conf import settings
+
+    return float(getattr(settings, "KINTSUGI_BROKER_SEND_DEADLINE_SECONDS", 1.0))
+
 
 def send(task, *args, what: str, **options) -> Exception | None:
-    """Send `task` with `args` (and apply_async's `options`). None when the broker took it; otherwise the
-    broker's error, logged with `what` was being sent."""
+    """Send `task` with `args` (and apply_async's `options`). None when the broker took it within the
+    deadline; otherwise the broker's error (or TimeoutError), logged with `what` was being sent."""
     try:
-        task.apply_async(args, **options)
+        if task.app.conf.task_always_eager:  # runs the task here, in this thread's transaction
+            task.apply_async(args, **options)
+        else:
+            deadline = send_deadline()
+            future = _senders.submit(task.apply_async, args, **options)
+            try:
+                future.result(timeout=deadline)
+            except DeadlinePassed:
+                raise TimeoutError(f"the broker did not take it within {deadline:g} s") from None
     except Exception as exc:  # noqa: BLE001 - any broker failure: the caller decides what it means
         log.warning("could not send %s to a worker: %s", what, exc)
         return exc
