@@ -146,6 +146,7 @@ def test_a_frozen_postgres_answers_503_on_every_request_path_within_its_deadline
         listener.listen(64)
         port = listener.getsockname()[1]
         answers = _probe(f"postgresql://postgres@127.0.0.1:{port}/frozen", falkordb_url)
+    print({path: round(answer["seconds"], 2) for path, answer in answers.items()})
     _assert_within_deadlines(answers)
     assert "no answer within" in json.loads(answers["/readyz"]["body"])["checks"]["postgres"]["error"]
 
@@ -176,3 +177,41 @@ def test_a_command_that_needs_no_broker_starts_beside_a_frozen_embedded_broker(t
         proc.wait(timeout=20)
     assert done.returncode == 0, done.stderr[-2000:]  # it died at settings import (ServerUnresponsive)
     assert took < 15, took
+
+
+SETTINGS = """
+import json
+import django
+django.setup()
+from django.conf import settings
+print(json.dumps({alias: db.get("OPTIONS", {}) for alias, db in settings.DATABASES.items()}))
+"""
+
+
+def _database_options(**env) -> dict:
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="kintsugi_site.settings.test", **env)
+    done = subprocess.run([sys.executable, "-c", SETTINGS], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_only_a_web_process_cancels_a_long_statement_and_every_process_has_a_connect_timeout(monkeypatch):
+    import psycopg
+    from django.db import connections
+
+    monkeypatch.delenv("KINTSUGI_PROCESS", raising=False)
+    worker = _database_options()
+    web = _database_options(KINTSUGI_PROCESS="web", KINTSUGI_WEB_STATEMENT_TIMEOUT_SECONDS="0.5")
+    assert all(options["connect_timeout"] == 3 for options in (*worker.values(), *web.values()))
+    assert "statement_timeout" not in json.dumps(worker)  # the worker's repairs run as long as they need
+    assert "statement_timeout" not in json.dumps(web.get("owner", {}))  # nor do migrations
+    conninfo = connections["owner"].get_connection_params()
+    conninfo = {k: v for k, v in conninfo.items() if k in ("host", "port", "user", "password", "dbname")}
+    with psycopg.connect(**conninfo, options=web["default"]["options"], autocommit=True) as conn:
+        start = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT pg_sleep(5)")
+        assert time.monotonic() - start < 2
+    with psycopg.connect(**conninfo, autocommit=True) as conn:  # a worker's connection: not cancelled
+        conn.execute("SELECT pg_sleep(1)")
