@@ -41,3 +41,25 @@ def send(task, *args, what: str, **options) -> Exception | None:
         log.warning("could not send %s to a worker: %s", what, exc)
         return exc
     return None
+
+
+def closed_channel_is_a_lost_connection() -> None:
+    """A worker that acknowledges a task on a channel whose broker connection was closed under it (the
+    broker was killed, the worker reconnected with a new connection, then the task ended) reaches kombu's
+    Redis transport with no connection left: it raised AttributeError ('NoneType' object has no attribute
+    'hostname'), which Celery counts as an unrecoverable error and the worker died. Said as what it is, a
+    lost connection, it is one Celery logs and recovers from (the unacknowledged task is delivered again,
+    and the tasks are safe to run twice). Installed once, by kintsugi_site.celery."""
+    import redis
+    from kombu.transport import redis as transport
+
+    original = transport.Channel._connparams
+    if getattr(original, "closed_channel_is_a_lost_connection", False):
+        return
+
+    def _connparams(self, asynchronous=False):
+        if self.connection is None or self.connection.client is None:
+            raise redis.exceptions.ConnectionError("the broker connection of this channel was closed")
+        return original(self, asynchronous=asynchronous)
+    _connparams.closed_channel_is_a_lost_connection, _connparams.unpatched = True, original
+    transport.Channel._connparams = _connparams

@@ -40,6 +40,11 @@ CELERY_BROKER_CONNECTION_TIMEOUT = KINTSUGI_BROKER_TIMEOUT_SECONDS
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS,
                                    "socket_connect_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
+# A worker that lost the broker reconnects for as long as it takes (Celery's default gives up after 100
+# tries and the worker exits); a task acknowledged on the lost connection is a logged connection error
+# (core.broker.closed_channel_is_a_lost_connection), delivered again and safe to run twice.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # The shared cache (throttle counters, login lockouts) lives on the broker's Redis server: a request waits
 # for it at most this long per call.
 KINTSUGI_CACHE_TIMEOUT_SECONDS = env.float("KINTSUGI_CACHE_TIMEOUT_SECONDS", default=1.0)
