@@ -9,13 +9,23 @@ the task as not sent, and what was not sent is sent by the outage sweep, which i
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as DeadlinePassed
 
 log = logging.getLogger("kintsugi.broker")
 
 # A few senders are enough: past the deadline one is lost until the broker's own socket timeout frees it.
-_senders = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-send")
+# One pool per process: a forked child (a worker's pool process, a web worker) inherits the parent's pool
+# object but not its threads, and work given to it would never run.
+_senders: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _senders
+    if _senders is None or _senders[0] != os.getpid():
+        _senders = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-send"))
+    return _senders[1]
 
 
 def send_deadline() -> float:
@@ -32,7 +42,7 @@ def send(task, *args, what: str, **options) -> Exception | None:
             task.apply_async(args, **options)
         else:
             deadline = send_deadline()
-            future = _senders.submit(task.apply_async, args, **options)
+            future = _pool().submit(task.apply_async, args, **options)
             try:
                 future.result(timeout=deadline)
             except DeadlinePassed:
