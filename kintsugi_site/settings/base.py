@@ -171,9 +171,6 @@ FALKORDB_URL = env("FALKORDB_URL", default="")
 # every workspace on FALKORDB_URL. Each new workspace goes to the one holding the fewest (provenance.placement).
 KINTSUGI_FALKORDB_URLS = env.list("KINTSUGI_FALKORDB_URLS", default=[])
 KINTSUGI_GRAPH_PREFIX = env("KINTSUGI_GRAPH_PREFIX", default="ks")
-# How long a FalkorDB call may wait for an answer before the server counts as away (a repair then blocks
-# and waits; it never fails for it). Long enough for the largest single query of a million-action graph.
-KINTSUGI_FALKORDB_TIMEOUT_SECONDS = env.float("KINTSUGI_FALKORDB_TIMEOUT_SECONDS", default=120.0)
 
 # The embedded broker starts in under a second when absent; one frozen on its port is not waited for.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.broker_url()

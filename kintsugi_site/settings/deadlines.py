@@ -28,6 +28,15 @@ def with_database_deadlines(databases: dict) -> dict:
     return databases
 
 
+# FalkorDB: how long a call may wait for an answer before the server counts as away (a repair then blocks
+# and waits; it never fails for it). Long enough for the largest single query of a million-action graph;
+# a web process waits KINTSUGI_WEB_FALKORDB_TIMEOUT_SECONDS instead (its questions are small, and a
+# frozen server must cost a request seconds, not minutes).
+KINTSUGI_FALKORDB_TIMEOUT_SECONDS = env.float("KINTSUGI_FALKORDB_TIMEOUT_SECONDS", default=120.0)
+KINTSUGI_WEB_FALKORDB_TIMEOUT_SECONDS = env.float("KINTSUGI_WEB_FALKORDB_TIMEOUT_SECONDS", default=15.0)
+if WEB_PROCESS:
+    KINTSUGI_FALKORDB_TIMEOUT_SECONDS = min(KINTSUGI_FALKORDB_TIMEOUT_SECONDS, KINTSUGI_WEB_FALKORDB_TIMEOUT_SECONDS)
+
 # The broker. A task sent by a request (an approval, a flag, a retry) is waited for at most
 # KINTSUGI_BROKER_SEND_DEADLINE_SECONDS (core.broker.send): the request has already stored its decision,
 # and what the broker did not take in time is sent by the outage sweep, exactly once (an approved item
