@@ -102,6 +102,26 @@ def test_a_frozen_cache_answers_503_with_retry_after_within_its_deadline(frozen,
     assert not Incident.objects.filter(workspace=ws).exists()
 
 
+@pytest.mark.django_db
+def test_readyz_and_metrics_with_the_broker_and_its_cache_frozen_answer_within_their_deadlines(
+        frozen, settings, client):  # noqa: F811
+    settings.CELERY_BROKER_URL = frozen["url"] + "/0"
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": frozen["url"] + "/1"}}
+    frozen["freeze"]()
+    client.get("/healthz")  # the first request loads the URLs and the middleware: not a store's wait
+    start = time.monotonic()
+    ready = client.get("/readyz")
+    took = time.monotonic() - start
+    assert took < 2.0, took  # it took 7 s
+    assert ready.status_code == 503
+    checks = json.loads(ready.content)["checks"]
+    assert checks["broker"]["state"] == "down" and checks["postgres"]["state"] == "ok"
+    start = time.monotonic()
+    metrics = client.get("/metrics")
+    assert time.monotonic() - start < 2 * BROKER_REQUEST_DEADLINE
+    assert metrics.status_code == 200 and b'kintsugi_celery_queue_depth{queue="celery"} NaN' in metrics.content
+
+
 PROBE = """
 import json, os, sys, time
 import django
