@@ -30,6 +30,7 @@ from compensation.connectors import config
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState, WorkspaceConnector
 from compensation.models import CompensationItem
 from core import audit
+from core import broker
 from core.scrub import redact_url
 from core.vocabulary import AuditAction, ItemStatus
 from provenance.models import Workspace
@@ -180,7 +181,7 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=was, to_status=S.QUEUED)
     from compensation.tasks import execute_compensation
 
-    transaction.on_commit(lambda: execute_compensation.delay(item.pk))
+    transaction.on_commit(lambda: broker.send(execute_compensation, item.pk, what=f"the delivery of item {item.pk}"))
     return delivery
 
 

@@ -25,7 +25,8 @@ from urllib.parse import quote, urlsplit
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FALKORDB_PORT = 6479
-BROKER_PORT = 6480
+# Another port for a second home's broker on the same machine (and for tests that freeze one of their own).
+BROKER_PORT = int(os.environ.get("KINTSUGI_EMBEDDED_BROKER_PORT", "") or 6480)
 
 
 def kintsugi_home() -> Path:
@@ -269,6 +270,16 @@ def ensure_falkordb() -> str:
 def ensure_broker(*, db: int = 0) -> str:
     start_redis_server(data_dir=kintsugi_home() / "broker", port=BROKER_PORT, with_graph=False)
     return server_url(BROKER_PORT, db=db)
+
+
+def broker_url(*, db: int = 0) -> str:
+    """The embedded broker's URL for settings: started when nothing holds its port, but a broker that
+    holds it and does not answer (frozen, loading, overloaded) is not waited for. Settings are imported
+    by every command, and most of them never send a task; those that do meet the broker's own deadlines."""
+    try:
+        return ensure_broker(db=db)
+    except ServerUnresponsive:
+        return server_url(BROKER_PORT, db=db)
 
 
 def ensure_postgres(*, database: str = "postgres") -> str:

@@ -11,6 +11,8 @@ from django.core.asgi import get_asgi_application
 from kintsugi_site.body_limit import BodyLimit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kintsugi_site.settings.base")
+# A web process: its requests' statements have a deadline (kintsugi_site.settings.deadlines).
+os.environ.setdefault("KINTSUGI_PROCESS", "web")
 django_app = BodyLimit(get_asgi_application(), django=True)  # sets Django up before anything imports models
 
 

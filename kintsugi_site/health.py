@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 
 import redis
 from django.conf import settings
@@ -22,7 +23,7 @@ from django.views.decorators.http import require_GET
 from repairs.sweep_marks import sweep_last_run
 
 def _timeout() -> float:
-    return float(getattr(settings, "KINTSUGI_READYZ_TIMEOUT_SECONDS", 2.0))
+    return float(getattr(settings, "KINTSUGI_READYZ_TIMEOUT_SECONDS", 1.5))
 
 
 def _timed(check) -> dict:
@@ -80,26 +81,67 @@ def check_sweep() -> dict:
     return {"state": "stale" if stale else "ok", "required": False, "last_run_age_seconds": round(age, 1)}
 
 
-def readiness() -> dict:
-    """Each dependency's state; `ready` when every required one is ok."""
-    checks: dict[str, dict] = {"postgres": check_postgres()}
+def _sweep() -> dict:
     try:
-        servers = falkordb_servers()
-    except Exception as exc:  # noqa: BLE001 - e.g. an embedded server that cannot start
-        servers, checks["falkordb"] = {}, {"state": "down", "latency_ms": 0, "error": str(exc)}
-    from provenance.graph import server_label
+        return check_sweep()
+    except Exception as exc:  # noqa: BLE001 - its mark lives in the cache, on the broker's server
+        return {"state": "unknown", "required": False, "error": type(exc).__name__}
 
-    remote = {f"falkordb:{key}": url for key, url in servers.items()}
-    remote["broker"] = settings.CELERY_BROKER_URL
-    with ThreadPoolExecutor(max_workers=len(remote)) as pool:
-        futures = {name: pool.submit(_timed, lambda u=url: _ping_redis(u)) for name, url in remote.items()}
-    for name, future in futures.items():
-        checks[name] = future.result()
-        checks[name]["server"] = server_label(remote[name])
-    checks["audit_signer"] = check_signer()
-    checks["sweep"] = check_sweep()
+
+def _late(timeout: float) -> dict:
+    return {"state": "down", "latency_ms": round(timeout * 1000, 1), "error": f"no answer within {timeout:g} s"}
+
+
+def readiness() -> dict:
+    """Each dependency's state; `ready` when every required one is ok. Answered within the probe's
+    deadline whatever the dependencies do: each is asked in a thread of its own, and one that has not
+    answered by then is reported down, named, while its thread finishes (or times out) on its own."""
+    timeout = _timeout()
+    deadline = time.monotonic() + timeout
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="readyz")
+    try:
+        futures = {"postgres": pool.submit(_closing(check_postgres)),
+                   "broker": pool.submit(_timed, lambda: _ping_redis(settings.CELERY_BROKER_URL)),
+                   "audit_signer": pool.submit(_closing(check_signer)), "sweep": pool.submit(_sweep)}
+        servers, graph_error = _graph_servers(pool, deadline)
+        checks = {} if graph_error is None else {"falkordb": graph_error}
+        from provenance.graph import server_label
+
+        for key, url in servers.items():
+            futures[f"falkordb:{key}"] = pool.submit(_timed, lambda u=url: _ping_redis(u))
+        for name, future in futures.items():
+            try:
+                checks[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FuturesTimeout:
+                checks[name] = _late(timeout) if name != "sweep" else {"state": "unknown", "required": False}
+        for name, url in [("broker", settings.CELERY_BROKER_URL)] + [(f"falkordb:{k}", u) for k, u in servers.items()]:
+            checks[name]["server"] = server_label(url)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     ready = all(c["state"] == "ok" for c in checks.values() if c.get("required", True))
     return {"ready": ready, "checks": checks}
+
+
+def _closing(check):
+    """`check` in a pool thread: whatever connection it opened is closed when it ends."""
+    def run():
+        try:
+            return check()
+        finally:
+            connections.close_all()
+    return run
+
+
+def _graph_servers(pool: ThreadPoolExecutor, deadline: float) -> tuple[dict[str, str], dict | None]:
+    """The FalkorDB servers to ask, or the error saying why there are none to ask (the default one may
+    be an embedded server that is still starting)."""
+    future = pool.submit(_closing(falkordb_servers))
+    try:
+        return future.result(timeout=max(0.0, deadline - time.monotonic())), None
+    except FuturesTimeout:
+        return {}, {"state": "down", "latency_ms": 0, "error": "the servers to ask were not known in time (starting)"}
+    except Exception as exc:  # noqa: BLE001 - e.g. an embedded server that cannot start
+        return {}, {"state": "down", "latency_ms": 0, "error": str(exc)}
 
 
 @never_cache

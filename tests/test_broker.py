@@ -36,3 +36,22 @@ def test_a_refusing_broker_is_returned_and_logged_with_what_was_sent(caplog, mon
         refused = send(task, 1, what="part 3 of incident 7", retry=False)
     assert isinstance(refused, Exception)
     assert "could not send part 3 of incident 7 to a worker" in caplog.text
+
+
+def test_a_forked_process_sends_within_the_deadline_too(monkeypatch):
+    """A worker's pool processes and the web workers are forked: each sends through threads of its own
+    (the parent's pool object comes along, its threads do not, and every send timed out)."""
+    import os
+
+    app = _app("memory://", monkeypatch)
+    task = app.task(name="broker_test.echo")(echo)
+    assert send(task, 1, what="an echo in the parent") is None  # the parent's senders are started
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what its send answered, and leave without pytest's clean-up
+        refused = send(task, 2, what="an echo in the child")
+        os.write(write, b"sent" if refused is None else str(refused).encode()[:200])
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 300) == b"sent"

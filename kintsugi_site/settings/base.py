@@ -12,6 +12,7 @@ import environ
 from core import db_roles, embedded, logcontext, secret_registry
 from core.egress import parse_allow_list
 from kintsugi_site.client_ip import trusted_proxies
+from kintsugi_site.settings.deadlines import *  # noqa: F403  (every deadline a request waits by)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
@@ -48,6 +49,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A NUL in the query string answers 400 before any view (kintsugi_site.query_nul).
     "kintsugi_site.query_nul.RefuseNulInQueryString",
+    "kintsugi_site.unavailable.AnswerUnavailableStores",  # a store past its deadline: 503, not 500
     # Static files (the admin's CSS and scripts) from the app server itself, compressed and cached.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -139,7 +141,7 @@ ASGI_APPLICATION = "kintsugi_site.asgi.application"
 # KINTSUGI_DB_APP_ROLE, which may append to the audit record but never change or cut it.
 DATABASE_URL = env("DATABASE_URL", default="") or embedded.ensure_postgres()
 DATABASE_OWNER_URL = env("DATABASE_OWNER_URL", default="")
-DATABASES = db_roles.databases(env=env, owner_url=DATABASE_OWNER_URL, app_url=DATABASE_URL)
+DATABASES = with_database_deadlines(db_roles.databases(env=env, owner_url=DATABASE_OWNER_URL, app_url=DATABASE_URL))  # noqa: F405
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -169,12 +171,9 @@ FALKORDB_URL = env("FALKORDB_URL", default="")
 # every workspace on FALKORDB_URL. Each new workspace goes to the one holding the fewest (provenance.placement).
 KINTSUGI_FALKORDB_URLS = env.list("KINTSUGI_FALKORDB_URLS", default=[])
 KINTSUGI_GRAPH_PREFIX = env("KINTSUGI_GRAPH_PREFIX", default="ks")
-# How long a FalkorDB call may wait for an answer before the server counts as away (a repair then blocks
-# and waits; it never fails for it). Long enough for the largest single query of a million-action graph.
-KINTSUGI_FALKORDB_TIMEOUT_SECONDS = env.float("KINTSUGI_FALKORDB_TIMEOUT_SECONDS", default=120.0)
 
-# The broker is a plain redis-server; the embedded one starts in well under a second when absent.
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.ensure_broker()
+# The embedded broker starts in under a second when absent; one frozen on its port is not waited for.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="") or embedded.broker_url()
 
 
 def _beside_broker(broker_url: str) -> str:
@@ -192,6 +191,7 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": KINTSUGI_CACHE_URL,
         "KEY_PREFIX": env("KINTSUGI_CACHE_PREFIX", default=KINTSUGI_GRAPH_PREFIX),
+        "OPTIONS": CACHE_OPTIONS,  # noqa: F405
     }
 }
 CELERY_TASK_ACKS_LATE = True
@@ -199,14 +199,6 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Deadlines for a request that enqueues (an approval, a flag, a retry): a broker that refuses, or accepts
-# and never answers (frozen), costs the request at most about two of these; the request has already
-# stored its decision, and the sweep enqueues it later, exactly once (the idempotency key).
-KINTSUGI_BROKER_TIMEOUT_SECONDS = env.float("KINTSUGI_BROKER_TIMEOUT_SECONDS", default=5.0)
-CELERY_BROKER_CONNECTION_TIMEOUT = KINTSUGI_BROKER_TIMEOUT_SECONDS
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS,
-                                   "socket_connect_timeout": KINTSUGI_BROKER_TIMEOUT_SECONDS}
-CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 
 # Outages heal without anyone: a repair blocked by FalkorDB or Postgres retries with exponential backoff
 # (jittered, each wait at most KINTSUGI_RETRY_BACKOFF_MAX_SECONDS; the defaults cover a quarter of an
@@ -220,9 +212,7 @@ KINTSUGI_RETRY_MAX = env.int("KINTSUGI_RETRY_MAX", default=12)
 # outage is `needs attention`: still resumed by the sweep when the store answers, but alerted on.
 KINTSUGI_INCIDENT_MAX_ATTEMPTS = env.int("KINTSUGI_INCIDENT_MAX_ATTEMPTS", default=30)
 KINTSUGI_SWEEP_SECONDS = env.float("KINTSUGI_SWEEP_SECONDS", default=30)
-# Probes and scrapes (kintsugi_site.health, kintsugi_site.metrics): how long /readyz waits for each
-# dependency, and the bearer token a Prometheus scraper off loopback sends (unset: loopback only).
-KINTSUGI_READYZ_TIMEOUT_SECONDS = env.float("KINTSUGI_READYZ_TIMEOUT_SECONDS", default=2.0)
+# The bearer token a Prometheus scraper off loopback sends to /metrics (unset: loopback only).
 KINTSUGI_METRICS_TOKEN = env("KINTSUGI_METRICS_TOKEN", default="")
 CELERY_BEAT_SCHEDULE = {
     "heal-outages": {"task": "repairs.tasks.heal_outages_task", "schedule": KINTSUGI_SWEEP_SECONDS,

@@ -23,7 +23,8 @@ for name in ("DJANGO_SECRET_KEY", "DATABASE_URL", "FALKORDB_URL", "CELERY_BROKER
     if not env(name, default=""):
         raise ImproperlyConfigured(f"{name} must be set in production")
 
-DATABASES = db_roles.databases(env=env, owner_url=DATABASE_OWNER_URL, app_url=DATABASE_URL, derive_app_role=False)
+DATABASES = with_database_deadlines(db_roles.databases(env=env, owner_url=DATABASE_OWNER_URL, app_url=DATABASE_URL,  # noqa: F405
+                                                        derive_app_role=False))
 if DATABASE_OWNER_URL and DATABASES["default"]["USER"] == DATABASES[db_roles.OWNER_ALIAS]["USER"]:
     raise ImproperlyConfigured("DATABASE_URL must log in as the application role, not as the owner of DATABASE_OWNER_URL")
 KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = True
