@@ -54,6 +54,8 @@ def test_a_recording_commits_while_the_repair_verifies_or_drafts(held_at, scope,
     assert len(recorded[0]) == len(payloads) and all(recorded[0]), recorded
     assert seconds < 20, seconds
     assert incident.status == Incident.Status.REPAIRED, incident.error
+    # The one hold a repair puts on the desk's recordings is measured: the apply step, seconds on this desk.
+    assert 0 < incident.plan["graph_held_seconds"] < 20
     assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
     # Landed after the repair applied: the workspace is the clean run with the same recordings after it.
     assert export_state(workspace=workspace) == _clean_twin(f"{workspace}-clean", payloads)
