@@ -94,16 +94,23 @@ class KintsugiStore(BaseStore):
         namespace, key = _split(mem_key)
         return Item(value=value, key=key, namespace=namespace, created_at=now, updated_at=now)
 
-    def _get(self, rec: RemoteRecorder, mem_key: str) -> Item | None:
-        self._seen[rec].add(mem_key)
-        return self._item(mem_key, rec.get(mem_key))
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        rec, results = self._rec(), []
-        for op in ops:
+        """The ops in order; a put is sent in the background (the recorder holds it back), and a run of
+        gets is one request (the several-calls form) with whatever puts were held before it."""
+        rec, results, ops = self._rec(), [], list(ops)
+        i = 0
+        while i < len(ops):
+            op = ops[i]
             if isinstance(op, GetOp):
-                results.append(self._get(rec, memory_key(op.namespace, op.key)))
-            elif isinstance(op, PutOp):
+                run = []
+                while i < len(ops) and isinstance(ops[i], GetOp):
+                    run.append(memory_key(ops[i].namespace, ops[i].key))
+                    i += 1
+                self._seen[rec].update(run)
+                results += [self._item(k, v) for k, v in zip(run, rec.get_many(run))]
+                continue
+            i += 1
+            if isinstance(op, PutOp):
                 mem_key = memory_key(op.namespace, op.key)
                 rec.set(mem_key, op.value)
                 self._seen[rec].add(mem_key)
@@ -122,10 +129,10 @@ class KintsugiStore(BaseStore):
             raise NotImplementedError("KintsugiStore has no semantic search: list keys by namespace instead")
         prefix = op.namespace_prefix
         found = []
-        for mem_key in sorted(self._seen[rec] | self.known):
-            if _split(mem_key)[0][:len(prefix)] != tuple(prefix):
-                continue
-            item = self._get(rec, mem_key)
+        keys = [k for k in sorted(self._seen[rec] | self.known) if _split(k)[0][:len(prefix)] == tuple(prefix)]
+        self._seen[rec].update(keys)
+        for mem_key, value in zip(keys, rec.get_many(keys)):  # each read recorded, all in one request
+            item = self._item(mem_key, value)
             if item and all(item.value.get(f) == v for f, v in (op.filter or {}).items()):
                 found.append(SearchItem(namespace=item.namespace, key=item.key, value=item.value,
                                         created_at=item.created_at, updated_at=item.updated_at))

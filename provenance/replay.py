@@ -44,7 +44,7 @@ from core.errors import error_body, first_line, map_domain_error
 from provenance import protocol
 from provenance.graph import GraphUnavailable
 
-CALL_PATH = re.compile(r"^/api/v1/recording/actions/(\d+)/(ingest|get|set|handoff|effect|finish)/?$")
+CALL_PATH = re.compile(r"^/api/v1/recording/actions/(\d+)/(ingest|get|set|handoff|effect|finish|calls)/?$")
 MAX_BODY = 512 * 1024
 
 
@@ -120,6 +120,25 @@ class _Replay:
         self.refused: str | None = None  # the first call the recorder refused
         self.lock = threading.Lock()
 
+    def handle_calls(self, action: int, body) -> tuple[int, dict]:
+        """The several-calls form, as the API answers it: each call's answer in order, or the first
+        refusal naming its place (a refused call fails the replay, so what came before it does not matter)."""
+        calls = body.get("calls") if isinstance(body, dict) else None
+        if not isinstance(calls, list) or not calls or not all(isinstance(c, dict) for c in calls):
+            return 400, error_body("invalid", "calls must be a non-empty list of calls")
+        results = []
+        for i, call in enumerate(calls):
+            op = call.get("op")
+            if op not in protocol.OPS + ("finish",) or (op == "finish" and i != len(calls) - 1):
+                return 400, error_body("invalid", "each call's op is a call of the protocol, finish only last",
+                                       {"call": i, "op": op})
+            status, answer = self.handle(action, op, {k: v for k, v in call.items() if k != "op"})
+            if status != 200:
+                answer["error"]["details"] = {"call": i, "op": op, "cause": answer["error"].get("details")}
+                return status, answer
+            results.append(answer)
+        return 200, {"results": results}
+
     def handle(self, action: int, op: str, body) -> tuple[int, dict]:
         if action != self.record.id:
             return 404, error_body("not_found", f"this replay is of action {self.record.id}, not {action}")
@@ -164,6 +183,8 @@ def _server(replay: _Replay) -> ThreadingHTTPServer:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 return self._send(400, {"error": {"code": "parse_error", "message": "the body is not JSON",
                                                   "details": None}})
+            if match.group(2) == "calls":
+                return self._send(*replay.handle_calls(int(match.group(1)), body))
             self._send(*replay.handle(int(match.group(1)), match.group(2), body))
 
         def _send(self, status: int, payload: dict) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import redis
 from django.conf import settings
@@ -251,6 +252,7 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
     too. From here on verification and drafting cover everything committed below `through`; idle
     workers may start them."""
     with advisory_lock(locks.WORKSPACE_GRAPH, incident.workspace_id, wait=True):
+        held_from = time.monotonic()
         catch_up.hold_reserved_ids(incident, graph)
         if incident.applied_steps == 0 and "before_apply" not in incident.plan:
             note_boundary(incident, graph)
@@ -261,6 +263,11 @@ def apply_and_catch_up(incident: Incident, graph: Graph) -> None:
         # Everything the containment held is repaired now: live reads see the repaired facts.
         containment.replace_with_repair(incident_id=incident.pk, graph=graph)
         catch_up.release_ids(graph)
+    # How long the desk's recordings could not commit: the only hold a repair puts on them.
+    held = round(time.monotonic() - held_from, 3)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE repairs_incident SET plan = jsonb_set(plan, '{graph_held_seconds}', %s::jsonb) "
+                       "WHERE id = %s", [json.dumps(held), incident.pk])
     offer_to_idle_workers("record_baseline_task", incident.pk)
     offer_to_idle_workers("draft_ahead_task", incident.pk)
 

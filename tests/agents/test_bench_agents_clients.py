@@ -24,9 +24,12 @@ def test_client_rows_record_every_root_through_their_library(live_server, django
     key = issue_agent_token(workspace=ws, label="b", actor=admin, reason="test", via="cli")[1]
 
     rows, notes, out = agents_clients.run(base=live_server.url, key=key, roots=2, ops_per_root=8, base_ops_per_s=1.0)
-    assert [r[0] for r in rows] == ["LangGraph GraphDesk", "Agents SDK AgentDesk", "Python client, set+get roots"]
-    assert [(r[1], r[2]) for r in rows] == [(2, 16), (2, 16), (2, 4)]
+    assert [r[0] for r in rows] == [f"{label}, {mode}" for label in (
+        "LangGraph GraphDesk", "Agents SDK AgentDesk", "Python client, set+get roots") for mode in ("call by call", "batching")]
+    assert [(r[1], r[2]) for r in rows] == [(2, 16), (2, 16), (2, 16), (2, 16), (2, 4), (2, 4)]
+    assert {"langgraph_s", "langgraph_batched_s", "agents_sdk_s", "agents_sdk_batched_s", "py_setget_s",
+            "py_setget_batched_s"} <= set(out)
     assert all(r[3] > 0 and r[4] > 0 for r in rows)
     assert len(notes) == 1 and notes[0].startswith("TypeScript: no row (no ") and notes[0].endswith("record.mjs)")
     # Each row ran a warm-up root and two timed ones: writer+reader for the frameworks, one action for set+get.
-    assert workspace_graph("bench-clients").ro_query(queries.ACTION_COUNT)[0][0] == 3 * 2 + 3 * 2 + 3
+    assert workspace_graph("bench-clients").ro_query(queries.ACTION_COUNT)[0][0] == 2 * (3 * 2 + 3 * 2 + 3)

@@ -6,8 +6,9 @@
 //     node clients/typescript/bench/record.mjs [N]          (N also from KINTSUGI_BENCH_N; default 100)
 //
 // Each action is one root of KINTSUGI_AGENT (registered in the token's workspace) that writes a fact,
-// reads it back and finishes: four requests (open, set, get, finish), committed one by one. Nothing is
-// recorded before the clock starts, so the workspace holds exactly N more actions afterwards.
+// reads it back and finishes: four requests (open, set, get, finish) call by call, or three with the set
+// held back and sent with the get (KINTSUGI_BUFFER, the client's buffer: 0 for call by call, the default).
+// Nothing is recorded before the clock starts, so the workspace holds exactly N more actions afterwards.
 import { Client, Desk } from "../src/index.js";
 
 const url = process.env.KINTSUGI_URL;
@@ -19,7 +20,8 @@ if (!url || !token || !Number.isInteger(n) || n < 1) {
   process.exit(2);
 }
 
-const desk = new Desk(new Client(url, token));
+const buffer = Number(process.env.KINTSUGI_BUFFER ?? 0);
+const desk = new Desk(new Client(url, token, { buffer }));
 desk.agent(agent, async (rec, payload) => {
   await rec.set(`bench/${payload.n}`, `answer ${payload.n}`);
   await rec.get(`bench/${payload.n}`);

@@ -20,14 +20,19 @@ function retryAfterSeconds(header) {
   return Number(header);
 }
 
+export const BUFFER = 64;
+
 export class Client {
   // maxWaitSeconds: the most one call spends waiting out rate limits (429 with Retry-After, e.g. flagging
   // at 30 a minute); a wait that would go past it throws the 429 at once instead.
-  constructor(baseUrl, token, { timeout = 60_000, maxWaitSeconds = 60 } = {}) {
+  // buffer: how many calls whose answer the agent does not use (set, handoff) a recorder holds back and
+  // sends in the background (recorder.js); 0 sends each call as it is made.
+  constructor(baseUrl, token, { timeout = 60_000, maxWaitSeconds = 60, buffer = BUFFER } = {}) {
     this.baseUrl = String(baseUrl).replace(/\/+$/, "");
     this.token = token;
     this.timeout = timeout; // milliseconds
     this.maxWaitSeconds = maxWaitSeconds;
+    this.buffer = buffer;
   }
 
   async request(method, path, body) {
@@ -182,6 +187,18 @@ export class Client {
   /** One call of an open action: ingest, get, set, handoff, effect or finish. */
   call(action, op, body) {
     return this.request("POST", `/api/v1/recording/actions/${action}/${op}/`, body);
+  }
+
+  /** Several calls of one open action in one request, in order (each `{ op, ...body }`, finish last);
+   *  each call's answer. All or nothing: a refused call throws KintsugiError naming it (`details.call`). */
+  async calls(action, calls) {
+    return (await this.request("POST", `/api/v1/recording/actions/${action}/calls/`, { calls })).results;
+  }
+
+  /** A whole finished recording in one request (a RecordingBatch, or its `actions`): `{ committed,
+   *  actions: [ids], results: [[answers]] }`. All or nothing. */
+  recordBatch(actions) {
+    return this.request("POST", "/api/v1/recording/batch/", { actions: actions?.actions ?? actions });
   }
 
   /** Abandon the open recording holding `action`: nothing of it reaches the graph. */

@@ -13,7 +13,7 @@ export class Desk {
   constructor(client, { perform, replaySecret, toleranceSeconds = TOLERANCE_SECONDS, replayClient } = {}) {
     this.client = client;
     this.replayClient = replayClient ?? ((baseUrl, token) => new Client(baseUrl, token, {
-      timeout: this.client.timeout, maxWaitSeconds: this.client.maxWaitSeconds }));
+      timeout: this.client.timeout, maxWaitSeconds: this.client.maxWaitSeconds, buffer: this.client.buffer }));
     this.agents = new Map();
     this.perform = perform ?? (async () => {}); // your real side effects: (agent, payload, effect)
     this.guard = replaySecret ? new ReplayGuard(replaySecret, { toleranceSeconds }) : null;
@@ -31,8 +31,14 @@ export class Desk {
     const fn = this.agents.get(agent);
     if (!fn) throw new Error(`no agent ${JSON.stringify(agent)} on this desk`);
     const rec = new RemoteRecorder(client, action, payload);
-    const decision = await fn(rec, payload);
-    const answer = await rec.finish(decision);
+    let decision;
+    try {
+      decision = await fn(rec, payload);
+    } catch (err) {
+      rec.discard(); // never finished, so nothing of the action lands: its held calls neither
+      throw err;
+    }
+    const answer = await rec.finish(decision); // sends what the agent's calls left held back, or throws
     // Only after finish: an effect leaves once kintsugi holds the whole action it belongs to.
     for (const effect of rec.effects) {
       if (effect.perform) await this.perform(agent, payload, effect);

@@ -76,13 +76,16 @@ export interface TicketFields {
 }
 
 export declare class Client {
-  constructor(baseUrl: string, token: string, options?: { timeout?: number; maxWaitSeconds?: number });
+  constructor(baseUrl: string, token: string, options?: { timeout?: number; maxWaitSeconds?: number; buffer?: number });
   readonly baseUrl: string;
   readonly token: string;
   /** Milliseconds per request. */
   readonly timeout: number;
   /** The most seconds one call waits out rate limits (429 with Retry-After) before throwing the 429. */
   readonly maxWaitSeconds: number;
+  /** Calls whose answer the agent does not use (set, handoff) a recorder holds back and sends in the
+   *  background; 0 sends each call as it is made. */
+  readonly buffer: number;
   request<T = any>(method: string, path: string, body?: unknown): Promise<T>;
 
   workspaces(): Promise<Workspace[]>;
@@ -108,7 +111,33 @@ export declare class Client {
 
   openAction(agent: string, payload?: JsonObject | null, options?: { parent?: number }): Promise<ActionOpened>;
   call(action: number, op: "ingest" | "get" | "set" | "handoff" | "effect" | "finish", body: JsonObject): Promise<any>;
+  /** Several calls of one open action in one request; each call's answer, in order. All or nothing. */
+  calls(action: number, calls: RecordingCall[]): Promise<any[]>;
+  /** A whole finished recording in one request. All or nothing. */
+  recordBatch(actions: RecordingBatch | BatchActionSpec[]): Promise<{ committed: boolean; actions: number[]; results: any[][] }>;
   abandon(action: number, options: { reason: string }): Promise<any>;
+}
+
+/** One call of the several-calls and batch forms: a single call's body with its `op`. */
+export type RecordingCall = { op: "ingest" | "get" | "set" | "handoff" | "effect" | "finish"; [field: string]: Json | undefined };
+export interface BatchActionSpec { agent: string; payload?: JsonObject; parent?: number; calls: RecordingCall[] }
+
+export declare const BUFFER: number;
+
+/** A whole finished recording, built call by call and recorded with client.recordBatch. */
+export declare class RecordingBatch {
+  readonly id: string;
+  readonly actions: BatchActionSpec[];
+  action(agent: string, payload?: JsonObject | null, options?: { parent?: BatchAction | number }): BatchAction;
+}
+export declare class BatchAction {
+  readonly index: number;
+  ingest(sourceId: string): this;
+  get(key: string, defaultValue?: Json | null): this;
+  set(key: string, value: Json, clocks?: { validFrom?: string; validUntil?: string; observedAt?: string }): this;
+  handoff(agent: string, payload: JsonObject): this;
+  effect(kind: string, options?: EffectOptions & { external?: boolean }): this;
+  finish(decision: Decision): this;
 }
 
 export interface EffectOptions {
@@ -121,7 +150,7 @@ export interface EffectOptions {
 }
 
 export declare class RemoteRecorder {
-  constructor(client: Client, action: number, payload?: JsonObject);
+  constructor(client: Client, action: number, payload?: JsonObject, options?: { buffer?: number });
   readonly actionId: number;
   readonly ticket: string | undefined;
   readonly effects: EffectAnswer[];
@@ -131,6 +160,14 @@ export declare class RemoteRecorder {
   handoff(agent: string, payload: JsonObject): Promise<void>;
   effect(kind: string, options?: EffectOptions): Promise<EffectAnswer>;
   finish(decision: Decision): Promise<FinishAnswer>;
+  /** Several reads in one request, each recorded as its own get. */
+  getMany<T extends Json = Json>(keys: string[], defaultValue?: T | null): Promise<(T | null)[]>;
+  /** Several calls of this action in one request, after what is held back; their answers. */
+  calls(calls: RecordingCall[]): Promise<any[]>;
+  /** Send what is held back now; rejects with a refusal of any of it. */
+  flush(): Promise<void>;
+  /** Drop what is held back (the action will not be finished). */
+  discard(): void;
 }
 
 /** What an agent returns (or resolves to): an object, sent as JSON (fields that are undefined are left

@@ -1,4 +1,5 @@
-export { Client, KintsugiError } from "./client.js";
+export { BUFFER, Client, KintsugiError } from "./client.js";
+export { BatchAction, RecordingBatch } from "./batch.js";
 export { RemoteRecorder } from "./recorder.js";
 export { Desk, MAX_REPLAY_BODY } from "./desk.js";
 export {
