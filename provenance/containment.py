@@ -23,6 +23,10 @@ when the clean run made the same effect (it is still live), dropped when the rep
 Closing the incident as a false alarm takes the marks off (the nodes are as before the flag) and
 releases the held effects as they were asked for.
 
+The marks follow the flag's commit: a flag whose transaction fails takes them off (repairs.services),
+one inside a caller's transaction marks after that commit, and lift_orphans() sweeps any left behind.
+The what-if reads what a flag would contain (preview) without marking.
+
 This module is the flag's and the repair's side; a recording's side is provenance.contained_view.
 """
 from __future__ import annotations
@@ -142,13 +146,19 @@ def _radius_ids(graph: Graph, source_id: str) -> list[int]:
                   | set(ingesters(graph, source_id)))
 
 
-def preview(*, graph: Graph, source_id: str) -> dict:
-    """What a flag of `source_id` would contain now, read without marking anything: the live versions
-    its radius wrote (the versions _mark would mark), their count and the first of them."""
+def containable(*, graph: Graph, source_id: str) -> dict[int, tuple[str, int]]:
+    """The live versions a flag of `source_id` would contain now ({fact id: (key, version)}: the versions
+    _mark would mark), read without marking anything."""
     ids = _radius_ids(graph, source_id)
     found: dict[int, tuple[str, int]] = {}
     for i in range(0, len(ids), CHUNK):
         found.update((f.id, (f.key, f.version)) for f in graph.ro_query(cq.CONTAINABLE, {"ids": ids[i:i + CHUNK]}))
+    return found
+
+
+def preview(*, graph: Graph, source_id: str) -> dict:
+    """What a flag of `source_id` would contain now: how many versions, and the first of them."""
+    found = containable(graph=graph, source_id=source_id)
     return {"facts": len(found), "sample": [{"key": k, "version": v} for k, v in sorted(found.values())[:SAMPLE]]}
 
 
