@@ -31,6 +31,10 @@ def test_the_what_if_tells_the_versions_the_flag_then_contains(client, django_us
     # The canonical page reached memory through one version: vip_rules as it rewrote it.
     assert preview == {"facts": 1, "sample": [{"key": "vip_rules", "version": 2}]}
 
+    text = io.StringIO()
+    call_command("what_if", workspace="cprev", source=POISONED_PAGE, stdout=text)
+    assert "1 fact version would be contained at the flag: vip_rules v2" in text.getvalue()
+
     admin = django_user_model.objects.create_superuser("cp-root", "cp@example.com", "pass-1234-kintsugi")
     api = APIClient()
     api.force_authenticate(user=admin)
