@@ -8,7 +8,11 @@ workspace record side by side (provenance.live), in the same run on the same mac
   baseline), then the poisoned page is flagged and repaired in this process while it keeps recording.
   Reported: each recording's commit latency (open on a snapshot, run, then commit: the time commit()
   takes, waiting for the graph included) before and during the repair, how many recordings were
-  refused (none should be), the actions the repair caught up with, and its verification;
+  refused (none should be), the actions the repair caught up with, and its verification; then the
+  containment (bench.containment): flag → containment time (p50/p99 over a few flags closed at once as
+  false alarms and the repair's own), the effects held and how the repair settled them, and "paid live"
+  (effects performed live by recordings that read the poisoned versions between the flag and the apply)
+  beside the same run with containment off (the flag's marks taken off at once): the baseline;
 - `record_root on a hot key`: the same roots on a workspace whose `shared` key (the writer sets it, the
   reader gets it, every root) already has N versions, beside N = 0.
 """
@@ -27,6 +31,7 @@ RATE = {"full": 20.0, "quick": 10.0}  # recordings per second during the repair
 BASELINE_SECONDS = {"full": 10.0, "quick": 3.0}
 HOT_VERSIONS = {"full": [0, 2_000, 20_000], "quick": [0, 2_000]}
 HOT_ROOTS = {"full": 50, "quick": 20}
+FLAG_SAMPLES = {"full": 20, "quick": 5}  # flags closed at once as false alarms, for flag → containment time
 
 
 def _concurrent_roots(roots: int) -> dict:
@@ -114,14 +119,21 @@ class _Recorder(threading.Thread):
         self.samples: list[tuple[float, float, bool]] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
+        # Set once the flag is near: the poisoned versions, and (committed at, effects, refund cents) of
+        # each recording that performed effects live after reading one of them.
+        self.poisoned: list[int] | None = None
+        self.paid: list[tuple[float, int, int]] = []
 
     def run(self) -> None:
         from django.db import connection
 
+        from bench.containment import paid
+        from provenance.graph import workspace_graph
         from provenance.live import LiveRecording
         from provenance.models import Workspace
 
         ws = Workspace.objects.get(name=self.workspace)
+        graph = workspace_graph(self.workspace)
         i, start = 0, time.monotonic()
         try:
             while not self.stop.is_set():
@@ -132,8 +144,10 @@ class _Recorder(threading.Thread):
                     recording = LiveRecording(ws)
                     recording.run("triage", payload)
                     t0 = time.monotonic()
-                    recording.commit()
+                    ids = recording.commit()
                     self.samples.append((begun, time.monotonic() - t0, True))
+                    if self.poisoned is not None:
+                        self.paid.append((time.monotonic(), *paid(graph, ids, self.poisoned)))
                 except Exception as exc:  # noqa: BLE001 - a refused recording is what is measured
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                     self.samples.append((begun, 0.0, False))
@@ -144,10 +158,12 @@ class _Recorder(threading.Thread):
             connection.close()
 
 
-def _live_repair(tickets: int, quick: bool) -> dict:
+def _live_repair(tickets: int, quick: bool, *, contain: bool = True) -> dict:
     from django.conf import settings
 
+    from bench import containment
     from provenance.desk.scenario import POISONED_PAGE
+    from provenance.graph import workspace_graph
     from provenance.models import Workspace
     from provenance.services import desk_run
     from repairs.job import run_repair
@@ -156,7 +172,7 @@ def _live_repair(tickets: int, quick: bool) -> dict:
 
     settings.KINTSUGI_REPAIR_PARTS, settings.KINTSUGI_REPAIR_HELPERS = 1, False
     mode = "quick" if quick else "full"
-    name = "bench-live-desk"
+    name = "bench-live-desk" if contain else "bench-live-desk-uncontained"  # a repaired flag's quarantine stays
     common.log(f"live: recording a desk of {tickets:,} tickets")
     t0 = time.perf_counter()
     summary = desk_run(workspace=name, tickets=tickets, seed=3, reason="bench")
@@ -171,10 +187,16 @@ def _live_repair(tickets: int, quick: bool) -> dict:
     from bench.repair import _actor
 
     lead = _actor()
-    common.log("live: flagging the poisoned page and repairing while the desk records")
+    samples = (containment.flag_samples(workspace=ws, source_id=POISONED_PAGE, actor=lead, count=FLAG_SAMPLES[mode])
+               if contain else [])
+    recorder.poisoned = containment.poisoned_versions(workspace_graph(name), POISONED_PAGE)
+    common.log(f"live: flagging the poisoned page and repairing while the desk records (containment "
+               f"{'on' if contain else 'off'})")
     began = time.monotonic()
     # Enqueued into the bench's own broker, which no worker reads: the repair runs here.
     incident = flag_source(workspace=ws, source_id=POISONED_PAGE, actor=lead, reason="bench", via=Incident.Via.CLI)
+    if not contain:
+        containment.uncontain(name, incident.pk)
     run_repair(incident_id=incident.pk)
     ended = time.monotonic()
     time.sleep(1.0)
@@ -194,6 +216,17 @@ def _live_repair(tickets: int, quick: bool) -> dict:
         "caught_up": (incident.plan or {}).get("caught_up"), "blast_radius": incident.blast_radius,
         "verification": [verification.get(k) for k in ("facts", "decisions", "effects")],
     })
+    window = [(n, cents) for at, n, cents in recorder.paid if began <= at <= ended]
+    held = containment.figures([incident.pk])
+    seconds = samples + held["seconds"]
+    out["containment"] = {
+        "on": contain, "flag_samples": len(seconds) if contain else 0, "p50_s": common.median(seconds) if contain else None,
+        "p99_s": common.pct(seconds, 99) if contain else None,
+        "repair_flag_s": held["seconds"][0] if contain and held["seconds"] else None,
+        "held": held["held"], "performed": held["performed"], "dropped": held["dropped"],
+        "still_held": held["still_held"], "paid_live": sum(n for n, _ in window),
+        "paid_live_refund_cents": sum(c for _, c in window), "poisoned_versions": len(recorder.poisoned),
+    }
     return out
 
 
@@ -226,5 +259,24 @@ def run(quick: bool, tickets: int | None = None) -> dict:
                  [f"desk {r['tickets']:,} tickets, {r['actions']:,} actions; repair {r['repair_s']:.1f}s, {r['status']}; "
                   f"blast radius {r['blast_radius']}, caught up {r['caught_up']}; verification "
                   f"{'/'.join(str(v) for v in r['verification'])}; max commit during {r['commit_max_during_ms']:.0f} ms",
+                  f"load average {common.load_avg()}"])
+    from core.money import format_money
+
+    off = _live_repair(tickets or TICKETS[mode], quick, contain=False)
+    out["containment"] = {"on": r["containment"], "off": off["containment"]}
+    rows = []
+    for label, run_ in (("containment on", r), ("containment off (baseline)", off)):
+        c = run_["containment"]
+        rows.append([label, c["flag_samples"] or "-", c["p50_s"] if c["on"] else "-", c["p99_s"] if c["on"] else "-", c["held"], c["performed"], c["dropped"],
+                     c["still_held"], c["paid_live"], format_money(c["paid_live_refund_cents"], "USD")])
+    common.table("containment during a repair (flag → containment; effects held and settled; paid live)",
+                 ["run", "flags", "flag → contained p50 s", "p99 s", "held", "performed", "dropped", "still held",
+                  "paid live", "paid live refunds"], rows,
+                 [f"paid live: effects performed live by recordings that read one of the "
+                  f"{r['containment']['poisoned_versions']} poisoned versions between the flag and the apply; "
+                  f"containment off = the flag's marks taken off at once, same desk and rate; baseline repair "
+                  f"{off['repair_s']:.1f}s {off['status']}, verification "
+                  f"{'/'.join(str(v) for v in off['verification'])}",
+                  f"flags: {FLAG_SAMPLES[mode]} closed at once as false alarms plus the repair's own",
                   f"load average {common.load_avg()}"])
     return out

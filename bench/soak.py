@@ -653,6 +653,9 @@ def run(quick: bool, minutes: float | None = None) -> dict:
     faults = _fault_rows(op, incidents)
     items = _items(op)
     latencies = _latency_rows(result["samples"], result["baseline_s"], faults)
+    from bench.containment import figures
+
+    contained = figures(incident_ids)
     out = {
         "minutes": minutes, "baseline_s": result["baseline_s"], "elapsed_s": result["elapsed_s"], "drain_s": drained,
         "clients": {"per_call": CLIENTS["per_call"], "batch": CLIENTS["batch"], "batch_roots": BATCH_ROOTS},
@@ -666,6 +669,7 @@ def run(quick: bool, minutes: float | None = None) -> dict:
         "slowest": [{"at_s": at, "endpoint": e, "seconds": sec, "status": st}
                     for at, e, sec, st in sorted(result["samples"].rows, key=lambda row: -row[2])[:10]],
         "server_env": SERVER_ENV, "load_avg_end": common.load_avg(),
+        "containment": {k: v for k, v in contained.items() if k != "seconds"},
     }
     _report(out)
     return out
@@ -707,6 +711,14 @@ def _report(out: dict) -> None:
                      f"#{pk} {r['status']} ({r['attempts']} attempts, flag → repaired "
                      f"{common.fmt(r['flag_to_repaired_s'])}s{'' if r['status'] == 'repaired' else ': ' + r['error']})"
                      for pk, r in out["incidents"].items())])
+    c = out["containment"]
+    common.table("soak: containment (flag → contained; effects held by recordings that read through it)",
+                 ["incidents", "not contained at the flag", "flag → contained p50 s", "p99 s", "max s", "held",
+                  "performed", "dropped", "released", "still held"],
+                 [[c["containments"], c["not_contained"], c["p50_s"], c["p99_s"], c["max_s"], c["held"],
+                   c["performed"], c["dropped"], c["released"], c["still_held"]]],
+                 ["settled by each incident's repair: performed when the clean run made the same effect, dropped "
+                  "otherwise; 'paid live' is measured by `bench live` (in-process recordings it can inspect)"])
     a = out["approvals"]
     common.table("soak: recordings and approvals", ["committed roots", "lost", "duplicated", "unknown (no answer)",
                                                     "of those landed", "refused but landed", "approved", "executed"],

@@ -21,14 +21,49 @@ def taint_of(session, record) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
+def note_lineage(session, record) -> None:
+    """Remember, for a recording staged action by action, what `record` depends on in its own session
+    (its parent, the actions of the session whose writes it read) and the committed versions it read:
+    what contained_by() asks again when a later action of the recording asks for an effect."""
+    loaded = session._loaded_ids[1]
+    session.lineage[record.id] = (
+        record.parent, tuple(r.fact_id for r in record.reads if r.fact_id is not None and r.fact_id <= loaded),
+        tuple(r.writer for r in record.reads if r.writer is not None and r.writer != record.id))
+
+
 def contained_by(session, record) -> tuple[int, ...]:
-    """taint_of(), after asking the graph whether the committed versions `record` read were contained
-    since (a flag between its read and its effect)."""
+    """taint_of(), after asking the graph whether the committed versions that `record`, or an action of
+    its recording it depends on (its parent, an action whose writes it read, and theirs), read were
+    contained since: a flag between those reads and this effect. An action handed off by one that read
+    the poisoned version before the flag is inside the source's radius: its effects are held too."""
     loaded = session._loaded_ids[1]
     committed = [r.fact_id for r in record.reads if r.fact_id is not None and r.fact_id <= loaded]
+    todo, deps = [record.parent, *(r.writer for r in record.reads)], set()
+    while todo:
+        action = todo.pop()
+        if action in session.lineage and action not in deps:
+            deps.add(action)
+            parent, facts, writers = session.lineage[action]
+            committed += facts
+            todo += [parent, *writers]
     if committed:
         session.contained_facts.update(marks_of(session.graph, committed))
+    for action in sorted(deps):  # opened in id order: a dependency's own dependencies come first
+        parent, facts, writers = session.lineage[action]
+        found = set(session.tainted.get(action, ()))
+        for fact_id in facts:
+            found.update(session.contained_facts.get(fact_id, ()))
+        for other in (parent, *writers):
+            found.update(session.tainted.get(other, ()))
+        if found:
+            session.tainted[action] = tuple(sorted(found))
     return taint_of(session, record)
+
+
+def repairing(session) -> tuple[int, ...]:
+    """The incident whose repair re-runs this session's actions (a replay of an action inside the
+    radius): its effects are held, and that repair settles them (performed only once approved)."""
+    return (session.incident,) if session.effects_mode == "held" and session.incident is not None else ()
 
 
 def marks_of(graph: Graph, fact_ids) -> dict[int, tuple[int, ...]]:

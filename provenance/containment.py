@@ -23,6 +23,10 @@ when the clean run made the same effect (it is still live), dropped when the rep
 Closing the incident as a false alarm takes the marks off (the nodes are as before the flag) and
 releases the held effects as they were asked for.
 
+The marks follow the flag's commit: a flag whose transaction fails takes them off (repairs.services),
+one inside a caller's transaction marks after that commit, and lift_orphans() sweeps any left behind.
+The what-if reads what a flag would contain (preview) without marking.
+
 This module is the flag's and the repair's side; a recording's side is provenance.contained_view.
 """
 from __future__ import annotations
@@ -80,6 +84,36 @@ def contain(*, workspace: Workspace, incident_id: int, source_id: str, flagged_a
     return row
 
 
+def unmark_quietly(*, workspace: Workspace, incident_id: int) -> None:
+    """The flag's transaction failed after its marks were written (its commit included): take them off,
+    so no version stays contained by an incident that does not exist. A graph away now leaves them to
+    lift_orphans(), which the next repair of the workspace runs."""
+    try:
+        workspace_graph(workspace.name).query(cq.LIFT, {"incident": incident_id})
+    except Exception:  # noqa: BLE001 - the flag's own failure is what the caller reports
+        log.warning("marks of the unflagged incident %s left for the next repair", incident_id, exc_info=True)
+
+
+def lift_orphans(*, workspace: Workspace) -> int:
+    """Take off the marks of incidents that hold no containment (a flag whose commit failed and whose
+    marks could not be taken off then). Under the graph's lock: a flag in flight holds it until its row
+    is committed. Returns how many incidents' marks it lifted (0 when the graph stays busy)."""
+    from provenance.services import WorkspaceBusy, workspace_lock
+
+    with transaction.atomic():
+        try:
+            workspace_lock(workspace, wait_seconds=30)
+        except WorkspaceBusy:
+            return 0
+        graph = workspace_graph(workspace.name)
+        marked = {r.n for r in graph.ro_query(cq.MARKING_INCIDENTS, {})}
+        holding = set(Containment.objects.filter(workspace=workspace, incident_id__in=marked,
+                                                 ended=Containment.Ended.HOLDING).values_list("incident_id", flat=True))
+        for incident_id in sorted(marked - holding):
+            graph.query(cq.LIFT, {"incident": incident_id})
+    return len(marked - holding)
+
+
 def ensure_quietly(*, incident_id: int, via: str) -> None:
     """ensure() right after a flag that could not contain at once; a failure is left to the repair."""
     try:
@@ -105,11 +139,31 @@ def ensure(*, incident_id: int, via: str, wait_seconds: int = 600) -> Containmen
     return row
 
 
-def _mark(row: Containment, graph: Graph) -> None:
+def _radius_ids(graph: Graph, source_id: str) -> list[int]:
     from provenance.selectors import ingesters, radius_actions
 
-    ids = sorted({a[0] for a in radius_actions(graph, row.source_id, build_mirror=False)}
-                 | set(ingesters(graph, row.source_id)))
+    return sorted({a[0] for a in radius_actions(graph, source_id, build_mirror=False)}
+                  | set(ingesters(graph, source_id)))
+
+
+def containable(*, graph: Graph, source_id: str) -> dict[int, tuple[str, int]]:
+    """The live versions a flag of `source_id` would contain now ({fact id: (key, version)}: the versions
+    _mark would mark), read without marking anything."""
+    ids = _radius_ids(graph, source_id)
+    found: dict[int, tuple[str, int]] = {}
+    for i in range(0, len(ids), CHUNK):
+        found.update((f.id, (f.key, f.version)) for f in graph.ro_query(cq.CONTAINABLE, {"ids": ids[i:i + CHUNK]}))
+    return found
+
+
+def preview(*, graph: Graph, source_id: str) -> dict:
+    """What a flag of `source_id` would contain now: how many versions, and the first of them."""
+    found = containable(graph=graph, source_id=source_id)
+    return {"facts": len(found), "sample": [{"key": k, "version": v} for k, v in sorted(found.values())[:SAMPLE]]}
+
+
+def _mark(row: Containment, graph: Graph) -> None:
+    ids = _radius_ids(graph, row.source_id)
     marked = []
     for i in range(0, len(ids), CHUNK):
         marked += graph.query(cq.CONTAIN_WRITTEN_BY, {"ids": ids[i:i + CHUNK], "incident": row.incident_id})

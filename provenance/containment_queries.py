@@ -18,6 +18,13 @@ WHERE f.active AND NOT $incident IN coalesce(f.contained, [])
 SET f.contained = coalesce(f.contained, []) + [$incident]
 RETURN f.id, f.key, f.version
 """, rows.ContainedFact)
+# The live fact versions the listed actions wrote, unmarked: what a flag would contain (the what-if).
+CONTAINABLE = Query("""
+UNWIND $ids AS id
+MATCH (a:Action {id: id})-[:WROTE]->(f:Fact)
+WHERE f.active
+RETURN f.id, f.key, f.version
+""", rows.ContainedFact)
 # Which of these fact versions are contained now, and by which incidents (a recording that read them
 # before the flag: its commit and its effect calls ask).
 CONTAINED_OF = Query("""
@@ -30,6 +37,12 @@ MATCH (f:Fact) WHERE $incident IN f.contained
 WITH f, [x IN f.contained WHERE x <> $incident] AS rest
 SET f.contained = CASE WHEN size(rest) = 0 THEN NULL ELSE rest END
 RETURN count(f)
+""", rows.Count)
+# Every incident that marks some version of this graph (a sweep for marks whose flag never committed).
+MARKING_INCIDENTS = Query("""
+MATCH (f:Fact) WHERE f.contained IS NOT NULL
+UNWIND f.contained AS incident
+RETURN DISTINCT incident
 """, rows.Count)
 # How many fact versions $incident holds contained right now.
 CONTAINED_COUNT = Query("MATCH (f:Fact) WHERE $incident IN f.contained RETURN count(f)", rows.Count)

@@ -118,7 +118,9 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
         # Checked now, not when a repair drafts its correction from them and finds nothing to correct.
         raise InvalidCall(f"a {body.get('kind')} effect needs details {{{', '.join(needs)}}} as strings; "
                           f"missing or not a string: {', '.join(missing)}")
-    contained = rec.contained_by() if perform else ()
+    # Held: read through a flag's containment (or depends on an action of its recording that did), or
+    # re-run by a repair of the source's radius; the answer names the incident that settles it.
+    contained = rec.contained_by() if perform else rec.repairing()
     if perform:
         validation.effect_ticket(workspace=rec.workspace, ticket=body.get("ticket") or rec.ticket,
                                  external=body.get("external"))
@@ -138,7 +140,6 @@ def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, k
     answer = {"effect": index, "idempotency_key": key, "kind": effect["kind"], "ticket": effect["ticket"],
               "amount": effect["amount"], "currency": effect["currency"], "perform": perform and not contained,
               "held": not perform or bool(contained)}
-    # Read through a flag's containment: held until the incident's repair settles it (provenance.containment).
     return answer | ({"incident": contained[0]} if contained else {})
 
 

@@ -115,6 +115,10 @@ class Recorder:
         """The incidents whose containment holds this action's effects (provenance.containment)."""
         return contained_view.contained_by(self._session, self._record)
 
+    def repairing(self) -> tuple[int, ...]:
+        """The incident whose repair re-runs this action, if a repair does (its effects are held)."""
+        return contained_view.repairing(self._session)
+
     def ask(self, task: str, input: dict) -> dict:
         """A model call whose cache key covers the facts this action has read so far."""
         # The session's graph already says which server the workspace is on: its cache is there too.
@@ -149,6 +153,7 @@ class RecordingSession:
         # incidents}), the committed versions found contained after they were read, and the effects held.
         self.tainted: dict[int, tuple[int, ...]] = {}
         self.contained_facts: dict[int, tuple[int, ...]] = {}
+        self.lineage: dict[int, tuple] = {}  # a staged recording's dependencies (contained_view.note_lineage)
         self._held: list[tuple[dict, dict, tuple[int, ...]]] = []
         self.incident = incident
         self.facts = FactIndex()
@@ -280,6 +285,8 @@ class RecordingSession:
         at = now_iso()
         pending = self._pending if sink is None else sink
         contained = contained_view.taint_of(self, record)
+        if sink is not None and self.effects_mode == "live":
+            contained_view.note_lineage(self, record)
         if contained:
             self.tainted[record.id] = contained
         mark = {"contained": list(contained)} if contained and self.effects_mode == "live" else {}

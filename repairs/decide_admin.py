@@ -70,11 +70,22 @@ def what_if_words(wi) -> dict:
         "money": (f"{format_totals(wi.amount_reversed)} would be asked back"
                   + (f"; {format_totals(wi.amount_paid)} of corrected refunds would wait for approval"
                      if wi.amount_paid else "") + "."),
+        "containment": _containment_words(wi.containment),
         "tickets": [f"{t['ticket']}: {_decision(t['before'])} → {_decision(t['after'])}" for t in wi.tickets_changed],
         "items": [f"{i['kind'].replace('_', ' ')} for {i['ticket']}"
                   + (f", {format_money(i['amount_cents'], i['currency'])}" if i["amount_cents"] else "")
                   for i in wi.items],
     }
+
+
+def _containment_words(contains: dict) -> str:
+    if not contains:  # a what-if computed before the preview said it
+        return ""
+    n, sample = contains["facts"], contains["sample"][:5]
+    shown = ", ".join(f"{f['key']} v{f['version']}" for f in sample) + (", …" if n > len(sample) else "")
+    return (f"At the flag, {_n(n, 'fact version')} it put into memory would be contained at once"
+            + (f" ({shown})" if n else "") + ": live reads resolve around them and the effects of recordings "
+            "that read them are held, until the repair lands.")
 
 
 def what_if_preview(request, source: Source, radius_size: int) -> dict:

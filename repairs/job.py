@@ -175,6 +175,7 @@ def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
     graph = workspace_graph(incident.workspace.name)
     containment.ensure(incident_id=incident.pk, via=Incident.Via.WORKER)  # a flag that could not contain at once
+    containment.lift_orphans(workspace=incident.workspace)  # marks of a flag whose commit failed
     if incident.plan is None:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)

@@ -59,6 +59,12 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
     existing = Incident.objects.open_of_source(workspace=workspace, source_id=source_id).first()
     if existing:
         raise IncidentAlreadyOpen(existing)
+    # The marks follow the commit. Written in the flag's own transaction they contain at once (no
+    # recording commits half-way: the transaction holds the graph's lock); when that transaction fails,
+    # commit included, they are taken off again. A flag inside a caller's transaction cannot see that
+    # commit: its marks are written after it (the "not contained yet" path).
+    owns_commit = not transaction.get_connection().in_atomic_block
+    marked = None
     try:
         with transaction.atomic():
             # The graph's lock before the incident's row (which locks the workspace's row for its key),
@@ -78,13 +84,19 @@ def flag_source(*, workspace: Workspace, source_id: str, actor, reason: str, via
             # closes the incident as a false alarm.
             contained = containment.contain(workspace=workspace, incident_id=incident.pk, source_id=source_id,
                                             flagged_at=incident.created_at, actor=actor, reason=reason, via=via,
-                                            locked=graph_held)
+                                            locked=graph_held and owns_commit)
+            marked = contained.incident_id if contained.contained_at is not None else None
             if contained.contained_at is None:
                 transaction.on_commit(lambda: containment.ensure_quietly(incident_id=incident.pk, via=via))
             transaction.on_commit(lambda: enqueue_repair(incident.pk))
-    except IntegrityError:
+    except BaseException as exc:
+        if marked is not None:
+            containment.unmark_quietly(workspace=workspace, incident_id=marked)
         # Two flags raced past the check above; the partial unique index let exactly one through.
-        raise IncidentAlreadyOpen(Incident.objects.open_of_source(workspace=workspace, source_id=source_id).get()) from None
+        winner = Incident.objects.open_of_source(workspace=workspace, source_id=source_id).first()
+        if isinstance(exc, IntegrityError) and winner is not None:
+            raise IncidentAlreadyOpen(winner) from None
+        raise
     incident.refresh_from_db(fields=["status", "error"])  # the enqueue after commit blocks it if the broker is down
     return incident
 

@@ -21,7 +21,7 @@ from django.db import transaction
 
 from core import audit
 from core.vocabulary import AuditAction
-from provenance import queries, tenancy, top_ids, validation
+from provenance import containment, queries, tenancy, top_ids, validation
 from provenance.graph import workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
@@ -33,7 +33,7 @@ from repairs.models import Incident, RepairEffect
 from repairs.signals import walked_without_applying
 
 WHAT_IF_KEYS = ("source", "blast_radius", "counts", "effects_invalidated", "compensations", "amount_reversed",
-                "tickets_changed")
+                "tickets_changed", "containment")
 
 
 @dataclass
@@ -52,6 +52,8 @@ class WhatIf:
     amount_paid: dict[str, int]  # replacement refunds the repair would hold for approval
     tickets_changed: list[dict]
     items: list[dict] = field(default_factory=list)
+    # What the flag would contain at once (provenance.containment): {"facts": n, "sample": [{key, version}]}.
+    containment: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
         """The `what_if --json` shape; the keys flag_source --json shares mean the same there."""
@@ -101,6 +103,7 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
     if not Source.objects.filter(workspace=workspace, source_id=source).exists():
         raise UnknownSource(f"unknown source {source!r} in workspace {workspace.name!r}")
     fingerprint = desk_fingerprint(workspace)
+    contains = containment.preview(graph=workspace_graph(workspace.name), source_id=source)
     unopened = Incident(workspace=workspace, run_number=workspace.run_number, source_id=source)
     plan = walk_without_applying(incident=unopened, progress=progress)
     get_client().flush()  # the re-runs' answers, for the real repair (and its baseline) to read
@@ -123,6 +126,7 @@ def compute_what_if(*, workspace: Workspace, source: str, progress: ProgressFn =
         amount_reversed=dict(sorted(reversed_.items())), amount_paid=dict(sorted(paid.items())),
         tickets_changed=_tickets_changed(plan["outcomes"]),
         items=items,
+        containment=contains,
     )
 
 

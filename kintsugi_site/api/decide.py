@@ -41,6 +41,16 @@ class WhatIfItemSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
 
 
+class FactVersionSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    version = serializers.IntegerField()
+
+
+class ContainmentPreviewSerializer(serializers.Serializer):
+    facts = serializers.IntegerField(help_text="Fact versions the flag would contain at once.")
+    sample = FactVersionSerializer(many=True, help_text="The first fifty of them, by key and version.")
+
+
 class WhatIfSerializer(serializers.Serializer):
     workspace = serializers.CharField()
     source = serializers.CharField()
@@ -56,6 +66,8 @@ class WhatIfSerializer(serializers.Serializer):
                                         help_text="Corrected refunds that would wait for approval, in cents per currency.")
     tickets_changed = TicketChangeSerializer(many=True)
     items = WhatIfItemSerializer(many=True)
+    containment = ContainmentPreviewSerializer(
+        help_text="What the flag would contain at once: live reads resolve around these versions until the repair lands.")
 
 
 class SuggestionSerializer(serializers.Serializer):

@@ -132,8 +132,10 @@ class EffectAnswerSerializer(serializers.Serializer):
                                                  "perform it.")
     held = serializers.BooleanField()
     incident = serializers.IntegerField(required=False, help_text="Present when the action read through this "
-                                                                  "incident's containment: its repair settles the "
-                                                                  "effect (performed if the clean run makes it too).")
+                                                                  "incident's containment (or depends on an action "
+                                                                  "of its recording that did): its repair settles the "
+                                                                  "effect (performed if the clean run makes it too); "
+                                                                  "in a repair's replay, the incident re-running it.")
 
 
 DECISION_KEYS_TEXT = (

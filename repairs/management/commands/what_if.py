@@ -32,6 +32,11 @@ class Command(KintsugiCommand):
             f"{c['superseded']}, new {c['new']}")
         self.stdout.write(f"{result.effects_invalidated} effects invalidated; {result.compensations} compensation "
                           f"items; {format_totals(result.amount_reversed)} to be reversed")
+        contains = result.containment
+        plural = "" if contains["facts"] == 1 else "s"
+        self.stdout.write(f"{contains['facts']} fact version{plural} would be contained at the flag"
+                          + (f": {', '.join(f['key'] + ' v' + str(f['version']) for f in contains['sample'][:5])}"
+                             + (", ..." if contains["facts"] > 5 else "") if contains["facts"] else ""))
         for t in result.tickets_changed:
             self.stdout.write(f"  {t['ticket']}: {_decision(t['before'])} -> {_decision(t['after'])}")
         for item in result.items:
