@@ -107,6 +107,8 @@ def requests_for(name: str, b) -> list[Request] | None:
         "repairs_incident_retry": [Request("POST", reverse("admin:repairs_incident_retry", args=[incident]), {"reason": "x"})],
         "repairs_incident_close": [Request("GET", reverse("admin:repairs_incident_close", args=[incident])),
                                    Request("POST", reverse("admin:repairs_incident_close", args=[incident]), {"reason": "x"})],
+        "repairs_incident_verify_full": [Request("POST", reverse("admin:repairs_incident_verify_full", args=[incident]),
+                                                 {"reason": "x"})],
         "compensation_compensationitem_decide": [
             Request("POST", reverse("admin:compensation_compensationitem_decide", args=[item]), {"decision": d, "reason": "x"})
             for d in ("approve", "reject", "redraft", "edit_approve")] + [
