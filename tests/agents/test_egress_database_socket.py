@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from kintsugi_site import egress
+from core import egress
 from provenance.models import AgentRegistration, Workspace
 from tests.agents.test_egress import admin, cli_register  # noqa: F401  (the workspace admin and the CLI door)
 from tests.helpers import client_for

@@ -15,7 +15,7 @@ from django.conf import settings
 from rest_framework.authtoken.models import Token
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.roles import REVIEWER, SUPPORT_LEAD
+from core.roles import REVIEWER, SUPPORT_LEAD
 from provenance.models import Workspace
 from repairs.models import Incident
 from tests.edge.test_lockout_behind_proxies import serve

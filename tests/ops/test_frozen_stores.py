@@ -16,7 +16,7 @@ import pytest
 
 from compensation.execution import execute_approved
 from compensation.models import CompensationItem
-from compensation.roles import REVIEWER, SUPPORT_LEAD
+from core.roles import REVIEWER, SUPPORT_LEAD
 from compensation.tasks import execute_compensation
 from compensation.delivery_models import DeliveryAttempt
 from provenance.models import Source, Workspace
