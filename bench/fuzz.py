@@ -35,7 +35,7 @@ def run(quick: bool, *, minutes: float | None = None) -> dict:
               phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
     @given(desk=programs.desks())
     def one(desk):
-        nonlocal tried
+        nonlocal tried, affected
         if time.perf_counter() - started > budget:
             raise _TimeUp
         tried += 1

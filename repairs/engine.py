@@ -12,8 +12,8 @@ import bisect
 import heapq
 import json
 import math
-from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, fields, replace
 
 from core.vocabulary import EffectRole
 from provenance import queries
@@ -70,10 +70,7 @@ class Plan:
     next_ids: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"steps": self.steps, "outcomes": self.outcomes, "effects": self.effects,
-                "blast_radius": self.blast_radius, "counts": self.counts, "upstream": self.upstream,
-                "reads": self.reads, "writes": self.writes, "depends_on": self.depends_on, "masked": self.masked,
-                "next_ids": self.next_ids}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class RepairWalk:
@@ -84,19 +81,13 @@ class RepairWalk:
         # up with afterwards (repairs.catch_up). `only`: walk just these radius actions (one part of a parallel repair). `mask`: this walk
         # records the poisoning actions' masking; the other parts apply it to their fact mirror only.
         # `radius`: the blast radius (id, seq) when the caller has read it already.
-        self.only = None if only is None else set(only)
-        self.radius = radius
-        self.mask_enabled = mask
+        self.only, self.radius, self.mask_enabled = None if only is None else set(only), radius, mask
         self.below = EVERYTHING if below is None else below
         self.retired_keys: set[str] = set()
         self.masked_silently: list[int] = []
         self.forced: set[int] = set()  # re-run whatever changed upstream: ticket work that read the source
         self.maskable: set[int] = set()  # poisoning actions, masked unless their clean re-run leaves something
-        self.graph = graph
-        self.session = session
-        self.source = source
-        self.incident = incident
-        self.progress = progress
+        self.graph, self.session, self.source, self.incident, self.progress = graph, session, source, incident, progress
         self.nodes: dict[int, Node] = {}
         self.preds: dict[int, set[int]] = {}
         self.upstream: defaultdict[int, list] = defaultdict(list)  # pre-repair edges, see Plan.upstream
@@ -149,6 +140,9 @@ class RepairWalk:
         radius = self.radius if self.radius is not None else radius_actions(self.graph, self.source, build_mirror=False)
         radius_ids = [r[0] for r in radius if (self.only is None or r[0] in self.only) and r[1] < self.below]
         self._load(radius_ids)
+        # An action an earlier repair took out (poisoned or superseded) is not in the clean run: the
+        # radius may still reach it through its old edges, but it is never re-run (that would bring it back).
+        radius_ids = [i for i in radius_ids if self.nodes[i].status not in DEAD]
         walked = set(radius_ids)
         for aid in ingesters(self.graph, self.source):
             if not self.mask_enabled:
@@ -182,9 +176,7 @@ class RepairWalk:
                 self._visit(self.nodes[aid])
             done += 1
             self.progress(min(done, total), total)
-        counts = {k: 0 for k in COUNT_KEYS}
-        for s in self.status.values():
-            counts[s] += 1
+        counts = {k: 0 for k in COUNT_KEYS} | dict(Counter(self.status.values()))
         steps = plan_steps(grouped_rows(self.rows))
         upstream = {str(aid): sorted(e for e in edges if e[0] in self.outcomes)
                     for aid, edges in self.upstream.items() if aid in self.outcomes}
@@ -204,6 +196,8 @@ class RepairWalk:
                     sorted(self.masked_silently), next_ids)
 
     def _visit(self, node: Node) -> None:
+        if node.status in DEAD:
+            return  # woken through a key it read, but taken out by an earlier repair (see run)
         if node.id not in self.forced and self.preds.get(node.id, set()).isdisjoint(self.changed):
             self._set(node, S.SKIPPED)
             return
