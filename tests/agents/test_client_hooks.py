@@ -10,7 +10,6 @@ import urllib.request
 
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
@@ -20,7 +19,7 @@ from kintsugi_client.signing import sign
 from provenance.models import AgentRegistration, Source, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 from repairs.job import run_repair
-from tests.helpers import create_user, free_port, open_incident
+from tests.helpers import api_key, create_user, free_port, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +38,8 @@ class Calls(Client):
 
 @pytest.fixture
 def hooked_desk():
-    """writer ingests kb/page and writes `policy`; reader reads it. The desk serves replays with hooks."""
+    """writer ingests kb/page and writes `policy`; reader reads it. The desk serves both agents' replays
+    with hooks."""
     admin = get_user_model().objects.create_superuser("root", "r@example.com", "pass-1234-kintsugi")
     ws = Workspace.objects.create(name="hooks")
     Source.objects.create(workspace=ws, source_id="kb/page", content="refunds: 30 days")
@@ -48,6 +48,13 @@ def hooked_desk():
     events, verified, calls = [], [], []
     desk = Desk(Client("http://127.0.0.1:9", ""), replay_secret=secrets,
                 replay_client=lambda base_url, token: Calls(base_url, token, seen=calls))
+
+    @desk.agent("writer")
+    def writer(rec, payload):
+        content = rec.ingest(payload["source"])
+        if content:
+            rec.set("policy", content)
+        return {"wrote": bool(content)}
 
     @desk.agent("reader")
     def reader(rec, payload):
@@ -81,12 +88,16 @@ def test_hooks_see_each_real_replay_and_its_calls_go_through_the_developers_clie
     ws, _, _, events, verified, calls = hooked_desk
     incident = run_repair(incident_id=open_incident(ws.name, "kb/page").pk)
     assert incident.status == "repaired", incident.error
-    assert sorted(p for p, _ in verified) == ["repair", "verification"]
+    # The writer's digest of the flagged page is re-run first (the page answering None), then the reader,
+    # in the repair and again in its verification's clean baseline.
+    assert [p for p, _ in verified] == ["repair", "repair", "verification", "verification"]
     assert all(h == ["x-kintsugi-signature", "x-kintsugi-timestamp"] for _, h in verified)
-    assert sorted((e["outcome"], e["purpose"], e["agent"], e["status"]) for e in events) == [
-        ("ran", "repair", "reader", 200), ("ran", "verification", "reader", 200)]
+    assert [(e["outcome"], e["purpose"], e["agent"], e["status"]) for e in events] == [
+        ("ran", "repair", "writer", 200), ("ran", "repair", "reader", 200),
+        ("ran", "verification", "writer", 200), ("ran", "verification", "reader", 200)]
     assert all(e["replay_id"] and e["headers"] and "token" not in json.dumps(e) for e in events)
-    assert calls == ["get", "finish", "get", "finish"]  # observed through the client the desk was given
+    # Observed through the client the desk was given.
+    assert calls == ["ingest", "finish", "get", "finish"] * 2
 
 
 def _post(port: int, body: bytes, headers: dict) -> int:
@@ -116,7 +127,7 @@ def test_the_verify_hook_refuses_a_purpose_before_the_agent_runs_and_the_log_hea
 def test_a_restarted_desk_keeps_its_replay_secret_without_a_rotation(live_server, tmp_path, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     admin = create_user("wsadmin", "Workspace admin")
-    client = Client(live_server.url, Token.objects.create(user=admin).key)
+    client = Client(live_server.url, api_key(admin))
     ws = client.ensure_workspace("kept", reason="a desk")["id"]
     path = tmp_path / "secrets" / "desk_triage.krs"
     first = keep_replay_secret(client, ws, "desk_triage", "http://127.0.0.1:9100/replay", path=path, reason="start")
@@ -144,7 +155,7 @@ def throttled(live_server, settings):
         ws = Workspace.objects.create(name=f"rates-{value.replace('/', '-')}")
         source = Source.objects.create(workspace=ws, source_id="kb/page", content="x")
         lead = create_user(f"lead-{ws.pk}", "Support lead", workspaces=[ws])
-        return f"/api/v1/sources/{source.pk}/blast-radius/", Token.objects.create(user=lead).key
+        return f"/api/v1/sources/{source.pk}/blast-radius/", api_key(lead)
     return lambda value: (live_server.url, *rate(value))
 
 

@@ -208,8 +208,8 @@ def test_a_repair_stores_fixed_words_and_needs_attention_after_the_bounded_attem
     incident.refresh_from_db()
     errors.append(incident.error)
     assert incident.replay_failures == 3 and "needs attention" in incident.error
-    for error in errors:
-        assert error.startswith("agent 'reader' unreachable: replay of action"), error
+    for error in errors:  # both agents are down: the first replay, the writer's digest of the page, finds it
+        assert error.startswith("agent 'writer' unreachable: replay of action"), error
         for remote in ("SSH", "bastion", "refused", "Errno", "closed", "Remote end"):
             assert remote not in error, error
     assert graph_dump(ws.name) == before
@@ -223,7 +223,8 @@ def test_a_url_the_policy_refuses_at_connection_fails_the_repair_at_once(setting
     ws = recorded("egress-refused-later", agent)
     settings.KINTSUGI_EGRESS_ALLOW = []  # the operator narrowed the policy after the agent was registered
     incident = run_repair(incident_id=open_incident(ws.name, "kb/page").pk)
-    assert incident.status == "failed" and "agent 'reader' refused by egress policy" in incident.error
+    # Both agents' URLs are refused now: the first replay, the writer's, fails the repair before any request.
+    assert incident.status == "failed" and "agent 'writer' refused by egress policy" in incident.error
     assert agent.requests == [] and Incident.objects.get(pk=incident.pk).replay_failures == 0
 
 

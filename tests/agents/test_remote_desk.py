@@ -55,7 +55,8 @@ def test_replay_endpoint_down_blocks_the_repair_and_it_resumes_to_the_same_resul
     assert isinstance(caught.value, GraphUnavailable)  # what the repair task retries and the sweep resumes
     incident.refresh_from_db()
     assert incident.status == "blocked"
-    assert incident.error.startswith("agent 'desk_triage' unreachable: replay of action")
+    # The first replay is the research agent's digest of the flagged page, re-run with the page answering None.
+    assert incident.error.startswith("agent 'desk_research' unreachable: replay of action")
     assert "(failure 1; the repair retries once the agent answers)" in incident.error and "refused" not in incident.error  # fixed words, not the socket's
 
     desk.start(serve_only=True)

@@ -55,8 +55,20 @@ def callback(request, op, body):
         return exc.code, json.loads(exc.read())
 
 
+def replays_writer_as_recorded(request) -> bool:
+    """The writer's replay done as the recorded writer would: it ingests kb/page (answering None in a repair)
+    and, finding nothing, writes nothing. True when `request` was the writer's."""
+    if request["agent"] != "writer":
+        return False
+    status, answer = callback(request, "ingest", {"source": "kb/page"})
+    assert status == 200, answer
+    callback(request, "finish", {"decision": {"wrote": False}})
+    return True
+
+
 def recorded(name: str, agent: Agent) -> Workspace:
-    """writer ingests kb/page and writes a fact; reader reads it: flagging kb/page re-runs the reader."""
+    """writer ingests kb/page and writes a fact; reader reads it: flagging kb/page re-runs the writer (the
+    page answering None) and then the reader."""
     admin = get_user_model().objects.create_superuser(f"{name}-root", "r@example.com", "pass-1234-kintsugi")
     ws = Workspace.objects.create(name=name)
     Source.objects.create(workspace=ws, source_id="kb/page", content="refunds: 30 days")
@@ -77,7 +89,7 @@ def recorded(name: str, agent: Agent) -> Workspace:
 
 
 def test_a_replay_never_finished_blocks_the_repair_with_the_reason(settings):
-    agent = Agent(lambda request: None)  # takes the replay, never calls finish
+    agent = Agent(replays_writer_as_recorded)  # the writer replays; the reader takes it, never calls finish
     ws = recorded("never-finishes", agent)
     before = graph_dump(ws.name)
     incident = open_incident(ws.name, "kb/page")
@@ -86,8 +98,10 @@ def test_a_replay_never_finished_blocks_the_repair_with_the_reason(settings):
     incident.refresh_from_db()
     assert incident.status == "blocked"
     assert "agent 'reader'" in incident.error and "did not finish its replay" in incident.error
-    assert "token" not in incident.error.lower() or agent.requests[0]["token"] not in incident.error
-    assert agent.requests[0]["mode"] == "replay" and agent.requests[0]["payload"] == {"ticket": "t1"}
+    assert [r["agent"] for r in agent.requests] == ["writer", "reader"]
+    reader = agent.requests[1]
+    assert "token" not in incident.error.lower() or reader["token"] not in incident.error
+    assert reader["mode"] == "replay" and reader["payload"] == {"ticket": "t1"}
     assert graph_dump(ws.name) == before
 
 

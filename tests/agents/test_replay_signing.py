@@ -105,7 +105,8 @@ class SigningDesk:
 
 @pytest.fixture
 def signed_workspace():
-    """writer ingests kb/page and writes `policy`; reader reads it: flagging kb/page re-runs the reader."""
+    """writer ingests kb/page and writes `policy`; reader reads it: flagging kb/page re-runs the writer (the
+    page answering None, it writes nothing and is masked) and then the reader."""
     def make(name: str):
         admin = get_user_model().objects.create_superuser(f"{name}-root", "r@example.com", "pass-1234-kintsugi")
         ws = Workspace.objects.create(name=name)
@@ -142,9 +143,11 @@ def test_a_signed_replay_is_accepted_and_says_it_is_a_repair_or_its_verification
     ws, desk = signed_workspace("signed")
     incident = run_repair(incident_id=open_incident(ws.name, "kb/page").pk)
     assert incident.status == "repaired", incident.error
-    purposes = {(r["agent"], r["purpose"]) for r in desk.runs}
-    # The repair re-runs the reader; the verification baseline re-runs it too (the writer read the flagged page).
-    assert purposes == {("reader", "repair"), ("reader", "verification")}
+    # The repair re-runs the writer with the flagged page answering None (it writes nothing, so it is masked),
+    # then the reader; the verification's clean baseline runs both the same way.
+    assert [(r["agent"], r["purpose"]) for r in desk.runs] == [
+        ("writer", "repair"), ("reader", "repair"), ("writer", "verification"), ("reader", "verification")]
+    assert incident.counts["poisoned"] == 1 and incident.counts["rerun_changed"] == 1
     assert len({r["replay_id"] for r in desk.runs}) == len(desk.runs)
 
 
@@ -152,7 +155,8 @@ def test_a_signed_replay_is_accepted_and_says_it_is_a_repair_or_its_verification
 def test_a_what_if_replay_says_it_is_a_what_if(signed_workspace):
     ws, desk = signed_workspace("signed-wif")
     compute_what_if(workspace=ws, source="kb/page")
-    assert [(r["agent"], r["purpose"]) for r in desk.runs] == [("reader", "what_if")]
+    # The writer re-runs first, the flagged page answering None, then the reader it fed: both as a what-if.
+    assert [(r["agent"], r["purpose"]) for r in desk.runs] == [("writer", "what_if"), ("reader", "what_if")]
 
 
 def _post(url: str, body: bytes, headers: dict) -> int:
