@@ -13,7 +13,9 @@ actions), a few levels deep.
 A probe only predicts: nothing it does is kept but the fetched answers in the memo. The walk's real
 execution computes its own key, so a prediction gone stale (an earlier re-run in the window changed a
 fact, or a payload) costs one ordinary cache lookup, never a wrong answer. Probes run only registered
-in-process agents, which touch nothing but their recorder.
+in-process agents, which touch nothing but their recorder. A poisoning action whose probe leaves
+nothing will be masked when visited; its writes are hidden from the mirror for that window's probes
+(and put back after), so what comes after it is predicted against the memory the walk will see.
 """
 from __future__ import annotations
 
@@ -86,11 +88,14 @@ class ModelLookahead:
 
     def before_visit(self, aid: int) -> None:
         if aid not in self.probed:
-            self._window()
+            self._window(aid)
 
-    def _window(self) -> None:
+    def _window(self, visiting: int) -> None:
         walk = self.walk
-        upcoming = [aid for _, aid in sorted(walk.heap) if aid not in walk.status and aid not in self.probed]
+        # The action about to be visited is off the heap already; it opens the window (a poisoning
+        # action the walk re-runs first decides what everything after it reads).
+        upcoming = [visiting] + [aid for _, aid in sorted(walk.heap)
+                                 if aid not in walk.status and aid not in self.probed and aid != visiting]
         first = upcoming[:WINDOW]
         self.probed.update(first)
         self.windows += 1
@@ -103,11 +108,46 @@ class ModelLookahead:
             preds = walk.preds.get(aid, set())
             # Predecessors come earlier in seq order: visited already, or in this window. With none
             # changed and none still to come, the walk will skip the action; nothing to fetch for it.
-            if node.parent in window or (preds.isdisjoint(walk.changed) and preds.isdisjoint(window)):
+            if node.parent in window or (aid not in walk.forced and preds.isdisjoint(walk.changed)
+                                         and preds.isdisjoint(window)):
                 continue
             work.append((node.agent, walk.pending_payload.get(aid, node.payload), aid, node.seq, node.parent,
                          node.children))
         client = self.client = get_client()
+        hidden = self._hide_predicted_masks(window)
+        try:
+            self._fetch(work, client)
+        finally:
+            for fv in hidden:
+                fv.active = True
+
+    def _hide_predicted_masks(self, window: set[int]) -> list:
+        """A poisoning action the walk will mask (its clean re-run leaves nothing) still has its writes
+        in the fact mirror until it is visited; the probes after it would read them and predict requests
+        nobody makes. Take those writes (and its handoffs', which masking supersedes) out for this
+        window's probes only; the caller puts them back."""
+        walk, hidden = self.walk, []
+        for aid in sorted(window & walk.maskable, key=lambda a: walk.nodes[a].seq):
+            node = walk.nodes[aid]
+            record = _probe(walk, node.agent, walk.pending_payload.get(aid, node.payload), id=aid, seq=node.seq,
+                            parent=node.parent)
+            if not isinstance(record, ActionRecord) or record.writes or record.effects or record.handoffs:
+                continue
+            stack = [aid]
+            while stack:
+                gone = walk.nodes.get(stack.pop())
+                if gone is None:
+                    continue
+                for fid, _, _ in gone.writes:
+                    fv = walk.session.facts.by_id.get(fid)
+                    if fv is not None and fv.active:
+                        fv.active = False
+                        hidden.append(fv)
+                stack.extend(gone.children)
+        return hidden
+
+    def _fetch(self, work: list, client) -> None:
+        walk = self.walk
         fetched: set[str] = set()
         for _ in range(LEVELS + 1):
             requests: dict[str, tuple] = {}

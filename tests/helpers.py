@@ -148,6 +148,23 @@ def wait_until_finished(incident: Incident, timeout: float) -> None:
 
 # What is stored ----------------------------------------------------------------------------------------
 
+# What a verification took, which two runs of the same repair never share: the wall time, and when a full
+# verification ran. Everything else in it (the counts, the rows, the set, actions re-run, replay calls)
+# is the outcome, the same for the same repair however often it was interrupted.
+VERIFICATION_TIMING_KEYS = frozenset({"seconds", "at"})
+
+
+def verification_outcome(verification):
+    """A verification dict without its timing keys (its own, and its whole-desk run's under `full`);
+    the differing rows are outcome and stay as they are. Compare two runs' outcomes exactly with it."""
+    if not isinstance(verification, dict):
+        return verification
+    out = {k: v for k, v in verification.items() if k not in VERIFICATION_TIMING_KEYS}
+    if isinstance(out.get("full"), dict):
+        out["full"] = {k: v for k, v in out["full"].items() if k not in VERIFICATION_TIMING_KEYS}
+    return out
+
+
 def graph_dump(workspace: str) -> dict:
     """Everything in a workspace graph that a repair can touch, id for id."""
     g = workspace_graph(workspace)

@@ -6,7 +6,7 @@ import pytest
 
 from compensation.models import AuditEvent, CompensationItem
 from repairs.models import Incident
-from tests.helpers import client_for, wait_for
+from tests.helpers import client_for, verification_outcome, wait_for
 from tests.api.test_api_access import assert_error
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -40,7 +40,11 @@ def test_flag_repair_review_and_report_through_the_api(celery_worker_process, ma
     assert incident["blast_radius"] == 25
     assert incident["counts"] == CANONICAL_COUNTS
     assert incident["effects_invalidated"] == 10 and incident["compensations"] == 10
-    assert incident["verification"] == {"facts": 0, "decisions": 0, "effects": 0, "differences": [], "differences_total": 0}
+    # The repair's own verification re-ran what the flagged page could change (its 21 actions), no remote agent.
+    assert verification_outcome(incident["verification"]) == {
+        "facts": 0, "decisions": 0, "effects": 0, "differences": [], "differences_total": 0,
+        "scope": "radius", "actions_rerun": 21, "replay_calls": 0, "full": None}
+    assert incident["verification"]["seconds"] >= 0
     assert incident["progress"]["percent"] == 100
 
     queue = as_alice.get("/api/v1/review-items/", {"incident": incident["id"], "limit": 200}).json()["results"]
@@ -83,7 +87,8 @@ def test_flag_repair_review_and_report_through_the_api(celery_worker_process, ma
     body = json.loads(report.content)
     assert body["incident"]["flagged_via"] == "api" and body["incident"]["flagged_by"] == "e2e-lead"
     assert body["outcome"]["blast_radius"] == 25 and body["outcome"]["counts"] == CANONICAL_COUNTS
-    assert {k: body["verification"][k] for k in ("facts", "decisions", "effects")} == incident["verification"]
+    assert {k: body["verification"][k] for k in ("facts", "decisions", "effects")} == {
+        k: incident["verification"][k] for k in ("facts", "decisions", "effects")}
     assert Incident.objects.get(pk=incident["id"]).status == "repaired"
     tables = as_auditor.get(f"{url}report/", {"format": "csv"})
     assert tables["Content-Type"] == "application/zip" and tables.content[:2] == b"PK"

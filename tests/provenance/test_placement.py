@@ -5,11 +5,13 @@ from django.core.management import call_command
 
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import Graph, GraphUnavailable, copy_graph, server_url, workspace_graph_names
+from provenance.graph import (Graph, GraphUnavailable, cache_graph_name, copy_graph, graph_name, server_url,
+                              workspace_graph_names)
 from provenance.models import Workspace
 from provenance import quarantine
 from provenance.moves import MoveRefused, move_workspace
 from provenance.services import desk_run
+from repairs.deep_check import verify_full
 from repairs.models import Incident
 from tests.helpers import graph_dump, repair
 
@@ -24,6 +26,14 @@ def _graphs_on(url: str, workspace: str) -> list[str]:
 
 def _admin():
     return get_user_model().objects.create_superuser("ops", password="ops-pass-123")
+
+
+def _full_verification_on(url: str, incident: Incident) -> None:
+    """The whole-desk replay (`verify --full`) records its baseline graph beside the workspace's own."""
+    name = incident.workspace.name
+    full = verify_full(incident=incident, actor=None, reason="nightly deep check", via="cli")
+    assert (full["scope"], full["facts"], full["decisions"], full["effects"]) == ("full", 0, 0, 0)
+    assert _graphs_on(url, name) == sorted(workspace_graph_names(name))
 
 
 def _assert_repaired(incident: Incident) -> None:
@@ -42,9 +52,14 @@ def test_two_workspaces_land_on_different_servers_and_each_repairs_there(two_fal
     assert placed == {"east": first, "west": second}
     for name, key in placed.items():
         other = second if key == first else first
-        _assert_repaired(repair(name, POISONED_PAGE))
-        # Graph, baseline and model cache on its own server, nothing of it on the other.
-        assert _graphs_on(server_url(key), name) == sorted(workspace_graph_names(name))
+        incident = repair(name, POISONED_PAGE)
+        _assert_repaired(incident)
+        # Graph and model cache on its own server, nothing of it on the other: a repair's own
+        # verification re-runs only its radius and records no baseline graph.
+        assert _graphs_on(server_url(key), name) == sorted([graph_name(name), cache_graph_name(name)])
+        assert _graphs_on(server_url(other), name) == []
+        # The whole-desk replay's baseline lands on the workspace's server too.
+        _full_verification_on(server_url(key), incident)
         assert _graphs_on(server_url(other), name) == []
 
 
@@ -65,6 +80,7 @@ def test_a_moved_workspace_keeps_its_data_and_repairs_on_the_new_server(two_falk
     assert Workspace.objects.get(name="mover").falkordb_server == first
     repaired = repair("mover", POISONED_PAGE)
     _assert_repaired(repaired)
+    _full_verification_on(server_url(first), repaired)  # so the move has a baseline graph to carry too
     before = graph_dump("mover")
     ops = _admin()
     call_command("move_workspace", "mover", "--to", second, "--user", "ops", "--reason", "spread tenants")

@@ -13,7 +13,8 @@ from provenance.services import desk_run
 from repairs.models import Incident, RepairEffect
 from repairs.services import IncidentAlreadyOpen
 from repairs.job import run_repair
-from tests.helpers import Worker, flagger, graph_dump, inputs_by_step, open_incident, purge_broker, repair, wait_for, wait_until_finished, worker_env
+from tests.helpers import (Worker, flagger, graph_dump, inputs_by_step, open_incident, purge_broker, repair,
+                           verification_outcome, wait_for, wait_until_finished, worker_env)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,20 +109,22 @@ def test_overlapping_incidents_compensate_each_effect_once():
 
 
 @pytest.mark.worker
-@pytest.mark.parametrize("fault", ["walked", "applied:1", "applied:6", "baselined", "drafted:1", "verified"])
-def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, settings):
-    # Only the whole-desk check records a baseline; the check in proportion to the damage has none.
-    scope = {"KINTSUGI_VERIFY_SCOPE": "full"} if fault == "baselined" else {}
-    if scope:
-        settings.KINTSUGI_VERIFY_SCOPE = "full"
+@pytest.mark.parametrize("fault,scope", [("walked", "radius"), ("applied:1", "radius"), ("applied:6", "radius"),
+                                         ("verifying", "radius"), ("baselined", "full"), ("drafted:1", "radius"),
+                                         ("verified", "radius")])
+def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, scope, tmp_path, settings):
+    # `baselined` (the whole-desk baseline recorded, not yet diffed) is a checkpoint of the full
+    # verification only: the incremental one records no baseline.
+    settings.KINTSUGI_VERIFY_SCOPE = scope
     desk_run(workspace="ref")
     reference = repair("ref", POISONED_PAGE)
+    assert reference.verification["scope"] == scope
     desk_run(workspace="kill")
     fault_file = tmp_path / "fault"
     fault_file.write_text(fault)
     purge_broker()
-    worker = Worker(worker_env(connection.settings_dict["NAME"], KINTSUGI_FAULT_FILE=str(fault_file), **scope),
-                    tmp_path / "worker.log").start()
+    worker = Worker(worker_env(connection.settings_dict["NAME"], KINTSUGI_FAULT_FILE=str(fault_file),
+                               KINTSUGI_VERIFY_SCOPE=scope), tmp_path / "worker.log").start()
     try:
         incident = open_incident("kill", POISONED_PAGE)
         wait_until_finished(incident, timeout=120)
@@ -131,7 +134,7 @@ def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, tmp_path, s
     assert not fault_file.exists(), "the fault point was never reached"
     assert incident.status == "repaired", incident.error
     assert incident.counts == reference.counts
-    assert _measured(incident.verification) == _measured(reference.verification)
+    assert verification_outcome(incident.verification) == verification_outcome(reference.verification)
 
     def effects(inc):
         return sorted(inc.effects.values_list("role", "kind", "ticket", "amount_cents", "effect_id"))
@@ -179,11 +182,6 @@ def test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker(tmp_path
         second.stop()
     incident.refresh_from_db()
     assert incident.status == "repaired", incident.error
-    assert incident.counts == reference.counts and _measured(incident.verification) == _measured(reference.verification)
+    assert incident.counts == reference.counts
+    assert verification_outcome(incident.verification) == verification_outcome(reference.verification)
     assert graph_dump("gone") == graph_dump("ref")
-
-
-def _measured(verification: dict) -> dict:
-    """What a verification found, without how long it took (a resumed repair is checked again)."""
-    return {k: v for k, v in verification.items() if k != "seconds"}
-
