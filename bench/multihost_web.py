@@ -59,14 +59,13 @@ def setup() -> str:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-
-    from provenance import tenancy
+    from provenance.tenancy import OPERATOR_VIA
     from provenance.tokens import issue_api_token
 
     call_command("migrate", verbosity=0, interactive=False)
     user = get_user_model().objects.create_superuser("mh-lead", password=os.urandom(16).hex())
-    # Token rows hold only a digest of their key: the key comes from issuing it, once.
-    return issue_api_token(user=user, actor=None, reason="multi-host run", via=tenancy.OPERATOR_VIA)[1]
+    # The key as issued (the token's row keeps only its digest), as the operator's command line issues it.
+    return issue_api_token(user=user, actor=None, reason="multi-host run", via=OPERATOR_VIA)[1]
 
 
 def record(workspaces: list[str], tickets: int) -> dict:
@@ -85,10 +84,13 @@ def wait_for_web(base: str, token: str, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if _http("GET", f"{base}/api/v1/workspaces/", token)[0] == 200:
-                return
+            status = _http("GET", f"{base}/api/v1/workspaces/", token)[0]
         except OSError:
-            pass
+            status = None
+        if status == 200:
+            return
+        if status in (401, 403):  # it answers, and waiting will not change its mind
+            raise RuntimeError(f"the web server at {base} refused the lead's API token ({status})")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the web server at {base} did not answer within {timeout:.0f}s")
         time.sleep(0.5)

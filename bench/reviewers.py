@@ -236,9 +236,10 @@ class Reviewer:
             if not await self.rows():
                 return
             n = await self.bulk("claim", tick=batch)
-            got = re.search(r"(\d+) case\(s\) claimed", " ".join(self.said))
-            self.claimed += int(got.group(1)) if got else 0
-            self.taken += n - (int(got.group(1)) if got else 0)
+            got = re.search(r"([\d,]+) cases? claimed", " ".join(self.said))  # "1 case claimed", "1,204 cases claimed"
+            claimed = int(got.group(1).replace(",", "")) if got else 0
+            self.claimed += claimed
+            self.taken += n - claimed
             await self.my_cases()
             await self.filter(max=APPROVE_UP_TO, assignee="me")
             await self.bulk("approve")

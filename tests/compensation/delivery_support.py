@@ -49,7 +49,8 @@ class SmtpServer:
         self.controller = None
 
     def start(self):
-        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port)
+        # Named, so no connection waits for a reverse lookup of this machine's name (aiosmtpd's default).
+        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port, server_hostname="mail.test")
         self.controller.start()
         return self
 
@@ -71,9 +72,11 @@ def smtp_server(settings):
 def fake_stripe(settings, monkeypatch):
     monkeypatch.setenv("KINTSUGI_STRIPE_API_KEY", STRIPE_KEY)
     monkeypatch.setenv("KINTSUGI_STRIPE_WEBHOOK_SECRET", WEBHOOK_SECRET)
-    with FakeStripe(hang_seconds=1.5) as fake:
+    # The deadline is every delivery's, SMTP's to the in-process mail server too: short enough that a hang
+    # test is quick, long enough that a loaded machine (the whole suite on two cores) still gets its answers.
+    with FakeStripe(hang_seconds=4.0) as fake:
         settings.KINTSUGI_STRIPE_API_BASE = fake.url
-        settings.KINTSUGI_DELIVERY_TIMEOUT_SECONDS = 0.5
+        settings.KINTSUGI_DELIVERY_TIMEOUT_SECONDS = 2.0
         yield fake
 
 

@@ -81,6 +81,10 @@ def test_a_repair_finishing_takes_the_chain_before_its_row_so_an_approval_does_n
     ws = _notice_desk(1)
     ws.members.add(lead)
     incident = flag_source(workspace=ws, source_id="notice/0", actor=lead, reason="fake", via=Incident.Via.CLI)
+    # Where a repair stands when it finishes: applied and verified equal to its clean run (an unverified
+    # one finishes as needing attention, which is not the order under test).
+    Incident.objects.filter(pk=incident.pk).update(status=Incident.Status.REPAIRING, phase=Incident.Phase.VERIFYING,
+                                                   verification={"facts": 0, "decisions": 0, "effects": 0, "rows": []})
     other = owner_connection()
     other.autocommit = False  # the chain's lock lasts until its commit, as in an approval's transaction
     outcome: dict = {}
