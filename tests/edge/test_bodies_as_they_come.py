@@ -79,7 +79,7 @@ def pending_item():
         customer_email="ann@customers.example", to="ann@customers.example", subject="A correction",
         body="Dear Ann, an earlier message was wrong.", facts={"customer_email": "ann@customers.example"},
         original={}, valid=True)
-    return item, Token.objects.create(user=reviewer).key
+    return item, Token.objects.create(user=reviewer).plain_key
 
 
 def test_an_approval_sent_chunked_is_decided_with_the_reason_it_carries(server, pending_item):
