@@ -41,14 +41,14 @@ class WhatIfItemSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
 
 
-class FactVersionSerializer(serializers.Serializer):
+class PreviewedVersionSerializer(serializers.Serializer):
     key = serializers.CharField()
     version = serializers.IntegerField()
 
 
 class ContainmentPreviewSerializer(serializers.Serializer):
     facts = serializers.IntegerField(help_text="Fact versions the flag would contain at once.")
-    sample = FactVersionSerializer(many=True, help_text="The first fifty of them, by key and version.")
+    sample = PreviewedVersionSerializer(many=True, help_text="The first fifty of them, by key and version.")
 
 
 class WhatIfSerializer(serializers.Serializer):
