@@ -174,8 +174,6 @@ def _failed(incident: Incident, exc: Exception) -> Incident:
 def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
     graph = workspace_graph(incident.workspace.name)
-    containment.ensure(incident_id=incident.pk, via=Incident.Via.WORKER)  # a flag that could not contain at once
-    containment.lift_orphans(workspace=incident.workspace)  # marks of a flag whose commit failed
     if incident.plan is None:
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
@@ -200,7 +198,9 @@ def walk(incident: Incident, graph: Graph, excluded: set[str]) -> dict:
     """The repair plan of the actions below a snapshot taken as it starts, walked in parts or whole
     while the desk records on (repairs.parts.plan_walk); what commits meanwhile is caught up with in
     apply_and_catch_up()."""
-    enter_phase(incident.pk, P.WALKING)
+    enter_phase(incident.pk, P.WALKING)  # first: a graph away from here on is an outage the walk waited through
+    containment.ensure(incident_id=incident.pk, via=Incident.Via.WORKER)  # a flag that could not contain at once
+    containment.lift_orphans(workspace=incident.workspace)  # marks of a flag whose commit failed
     return parts.plan_walk(incident, graph, excluded)
 
 

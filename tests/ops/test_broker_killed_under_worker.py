@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
+from django.db import connection
 
 from core import embedded
+from tests.helpers import worker_env
 from tests.ops.test_frozen_falkordb import _free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -50,11 +52,12 @@ def broker(tmp_path, monkeypatch):
         state["proc"].wait(timeout=20)
 
 
+@pytest.mark.django_db
 def test_a_broker_killed_while_a_task_runs_is_a_reconnect_not_a_worker_death(broker, tmp_path, monkeypatch):
     marks, log = tmp_path / "marks", tmp_path / "worker.log"
     marks.mkdir()
-    env = dict(os.environ, CELERY_BROKER_URL=broker["url"], CELERY_TASK_ALWAYS_EAGER="0",
-               DJANGO_SETTINGS_MODULE="kintsugi_site.settings.test")
+    # The test database: the worker's start-up resumes orphaned repairs, which reads the schema.
+    env = worker_env(connection.settings_dict["NAME"], CELERY_BROKER_URL=broker["url"])
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "tests.ops.broker_kill_app", "worker", "-l", "warning", "-c", "1",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"killed{time.time_ns()}@%h"],
