@@ -40,6 +40,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections, transaction
 
+from core import key_files
+
 log = logging.getLogger(__name__)
 SYSTEM = "system"
 
@@ -81,9 +83,7 @@ class Checkpoint:
 # --- the key ---------------------------------------------------------------------------------------
 
 def _private_dir(path: Path) -> None:
-    if not path.exists():
-        path.mkdir(parents=True, mode=0o700, exist_ok=True)
-        os.chmod(path, 0o700)
+    key_files.private_dir(path)
 
 
 def public_key_path(key_path: str | os.PathLike | None = None) -> Path:
@@ -103,23 +103,10 @@ def _export_public(key: Ed25519PrivateKey, path: Path) -> None:
 
 
 def _generate(path: Path) -> None:
-    """Create a key at `path` (0600) unless another process just did: written aside, then linked into
-    place, which fails instead of overwriting when the name exists."""
-    _private_dir(path.parent)
+    """Create a key at `path` (0600) unless another process just did."""
     key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, pem)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
+    key_files.create_once(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
 
 
 _keys: dict[str, Ed25519PrivateKey] = {}

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import models
+
+from core import key_files
 
 log = logging.getLogger(__name__)
 SEALED_PREFIX = "gAAAAA"  # every Fernet token starts so (version byte 0x80, then the timestamp's high bytes)
@@ -33,22 +34,8 @@ def key_path() -> Path:
 
 
 def _generate(path: Path) -> None:
-    """A new key at `path` (0600) unless another process just made one: written aside, then linked into
-    place, which fails instead of overwriting."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, Fernet.generate_key() + b"\n")
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
+    """A new key at `path` (0600) unless another process just made one."""
+    key_files.create_once(path, Fernet.generate_key() + b"\n")
 
 
 def _key() -> bytes:
