@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
+from django.conf import settings
 from django.db import connection
 
 from core import embedded
@@ -65,6 +66,8 @@ def test_a_broker_killed_while_a_task_runs_is_a_reconnect_not_a_worker_death(bro
         preexec_fn=embedded.stop_when_parent_dies)
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery prefers it to the app's own broker
     sender = Celery("sender", broker=broker["url"], set_as_current=False)
+    # The worker's keys carry this test process's prefix (each xdist worker its own): send under the same.
+    sender.conf.broker_transport_options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
     try:
         sender.send_task("kintsugi_test.slow_mark", args=[str(marks), "first", 3.0])
         assert _wait_for(marks / "first.started", 60), log.read_text()[-3000:]
@@ -75,6 +78,7 @@ def test_a_broker_killed_while_a_task_runs_is_a_reconnect_not_a_worker_death(bro
         time.sleep(3)  # the acknowledgement, and the reconnect
         assert worker.poll() is None, log.read_text()[-3000:]
         sender = Celery("sender-again", broker=broker["url"], set_as_current=False)
+        sender.conf.broker_transport_options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         sender.send_task("kintsugi_test.slow_mark", args=[str(marks), "second", 0.1])
         assert _wait_for(marks / "second.done", 60), log.read_text()[-3000:]  # consuming again
         assert worker.poll() is None and "Unrecoverable error" not in log.read_text()
