@@ -44,30 +44,11 @@ def load_retail() -> tuple[list[dict], dict, str]:
 
 
 def record(desk: dict, *, clean: bool = False):
-    from django.db import transaction
+    from bench.fuzzdesk.harness import record_roots
 
-    from provenance.graph import workspace_graph
-    from provenance.models import Source, Ticket, Workspace
-    from provenance.recorder import RecordingSession
-
-    name = f"t2-{uuid.uuid4().hex[:10]}"
-    with transaction.atomic():
-        ws = Workspace.objects.create(name=name, run_number=1)
-        Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=s, content=c)
-                                   for s, c in desk["sources"].items())
-        Ticket.objects.bulk_create(Ticket(workspace=ws, ticket_id=t, customer_name=f"Customer {t}",
-                                          customer_email=f"{t}@example.com", subject="retail order",
-                                          body="τ²-bench retail task", amount_cents=paid, payment_reference=f"ch_{t}")
-                                   for t, paid in desk["tickets"].items())
-    for baseline in (False, True):
-        workspace_graph(name, baseline=baseline).delete()
-    session = RecordingSession(graph=workspace_graph(name), workspace=name, sources=dict(desk["sources"]),
-                               effects="live", run_number=1, load=False,
-                               excluded_sources=desk["flagged"] if clean else ())
-    for root in desk["roots"]:
-        session.run_root(root["agent"], dict(root["payload"]))
-    session.flush()
-    return ws
+    return record_roots(desk, [(root["agent"], dict(root["payload"])) for root in desk["roots"]],
+                        name=f"t2-{uuid.uuid4().hex[:10]}", clean=clean, subject="retail order",
+                        body="τ²-bench retail task")
 
 
 def state(ws) -> dict:

@@ -77,13 +77,20 @@ for _i in range(AGENTS):
 def record(desk: dict, *, workspace: str | None = None, clean: bool = False) -> Workspace:
     """A fresh workspace holding one recording of `desk`: poisoned, or `clean` (its flagged sources
     excluded from the start)."""
-    name = workspace or f"fz-{uuid.uuid4().hex[:10]}"
+    return record_roots(desk, [(r["agent"], {"ticket": r["ticket"], "ops": r["ops"]}) for r in desk["roots"]],
+                        name=workspace or f"fz-{uuid.uuid4().hex[:10]}", clean=clean)
+
+
+def record_roots(desk: dict, roots: list[tuple[str, dict]], *, name: str, clean: bool = False,
+                 subject: str = "order", body: str = "where is it") -> Workspace:
+    """A fresh workspace `name` with the desk's sources and tickets, and `roots` (agent, payload) recorded
+    in order, depth first: the desk's flagged sources excluded when `clean`."""
     with transaction.atomic():
         ws = Workspace.objects.create(name=name, run_number=1)
         Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=s, content=c)
                                    for s, c in desk["sources"].items())
         Ticket.objects.bulk_create(Ticket(workspace=ws, ticket_id=t, customer_name=f"Customer {t}",
-                                          customer_email=f"{t}@example.com", subject="order", body="where is it",
+                                          customer_email=f"{t}@example.com", subject=subject, body=body,
                                           amount_cents=paid, payment_reference=f"ch_{t}")
                                    for t, paid in desk["tickets"].items())
     for baseline in (False, True):
@@ -91,8 +98,8 @@ def record(desk: dict, *, workspace: str | None = None, clean: bool = False) -> 
     session = RecordingSession(graph=workspace_graph(name), workspace=name, sources=dict(desk["sources"]),
                                effects="live", run_number=1, load=False,
                                excluded_sources=desk["flagged"] if clean else ())
-    for root in desk["roots"]:
-        session.run_root(root["agent"], {"ticket": root["ticket"], "ops": root["ops"]})
+    for agent_name, payload in roots:
+        session.run_root(agent_name, payload)
     session.flush()
     return ws
 
