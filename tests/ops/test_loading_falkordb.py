@@ -23,7 +23,7 @@ from tests.helpers import free_port, open_incident, wait_for
 
 # Actions written one batch a query into the incremental append-only file: replaying them takes seconds
 # (the slow load of a large desk, shortened).
-SLOW_LOAD_ACTIONS = 30000
+SLOW_LOAD_ACTIONS = 10000
 RECORD = ("UNWIND $rows AS r CREATE (a:Bulk {id: r.id, payload: r.payload}) "
           "WITH a, r MATCH (p:Bulk {id: r.prev}) CREATE (p)-[:FEEDS]->(a)")
 
