@@ -10,15 +10,15 @@ import urllib.request
 
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
 from kintsugi_client import Client, Desk, ForgedReplay, KintsugiError
 from kintsugi_client.replay_secret import ENV, keep_replay_secret, load_replay_secret
 from kintsugi_client.signing import sign
 from provenance.models import AgentRegistration, Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.onboarding import register_agent
 from repairs.job import run_repair
+from tests.agents.writer_reader import record_writer_reader
 from tests.helpers import api_key, create_user, free_port, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,17 +68,7 @@ def hooked_desk():
     port = free_port()
     server = desk.serve_replays("127.0.0.1", port, block=False, verify=verify, log=events.append)
     AgentRegistration.objects.filter(workspace=ws).update(replay_url=f"http://127.0.0.1:{port}/replay")
-    _, key = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    post = lambda path, body: api.post(f"/api/v1/recording/actions/{path}", body, format="json").json()  # noqa: E731
-    a = post("", {"agent": "writer", "payload": {"source": "kb/page"}})["action"]
-    post(f"{a}/ingest/", {"source": "kb/page"})
-    post(f"{a}/set/", {"key": "policy", "value": "refunds: 30 days"})
-    post(f"{a}/finish/", {"decision": {"wrote": True}})
-    b = post("", {"agent": "reader", "payload": {"ticket": "t1"}})["action"]
-    post(f"{b}/get/", {"key": "policy"})
-    post(f"{b}/finish/", {"decision": {"choice": "refund", "level": "none"}})
+    record_writer_reader(ws, admin, value="refunds: 30 days", decision={"choice": "refund", "level": "none"})
     yield ws, secrets, port, events, verified, calls
     server.shutdown()
     server.server_close()

@@ -7,12 +7,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.test import APIClient
 
 from provenance.models import Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.onboarding import register_agent
 from provenance.replay import ReplayUnavailable
 from repairs.job import run_repair
+from tests.agents.writer_reader import record_writer_reader
 from tests.helpers import graph_dump, open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,17 +74,7 @@ def recorded(name: str, agent: Agent) -> Workspace:
     Source.objects.create(workspace=ws, source_id="kb/page", content="refunds: 30 days")
     for a in ("writer", "reader"):
         register_agent(workspace=ws, name=a, replay=agent.url, timeout_seconds=2, actor=admin, reason="t", via="cli")
-    _, key = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    post = lambda path, body: api.post(f"/api/v1/recording/actions/{path}", body, format="json").json()  # noqa: E731
-    a = post("", {"agent": "writer", "payload": {"source": "kb/page"}})["action"]
-    post(f"{a}/ingest/", {"source": "kb/page"})
-    post(f"{a}/set/", {"key": "policy", "value": "30 days"})
-    post(f"{a}/finish/", {"decision": {"wrote": True}})
-    b = post("", {"agent": "reader", "payload": {"ticket": "t1"}})["action"]
-    post(f"{b}/get/", {"key": "policy"})
-    assert post(f"{b}/finish/", {"decision": {"days": 30}})["committed"]
+    assert record_writer_reader(ws, admin, value="30 days", decision={"days": 30})
     return ws
 
 

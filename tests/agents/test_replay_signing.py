@@ -10,16 +10,16 @@ import urllib.request
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
 from kintsugi_client import Client, Desk
 from kintsugi_client.signing import ForgedReplay, SeenReplays, sign, verify, verify_request
 from provenance import replay as server_replay
 from provenance.models import AgentRegistration, Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.onboarding import register_agent
 from repairs.job import run_repair
 from repairs.what_if import compute_what_if
+from tests.agents.writer_reader import record_writer_reader
 from tests.helpers import client_for, free_port, open_incident
 
 SECRET = "krs_test-secret"
@@ -119,17 +119,7 @@ def signed_workspace():
             secrets[a] = reg.replay_secret  # each registration's own, as the registration answered it
         desk = SigningDesk(secrets)
         AgentRegistration.objects.filter(workspace=ws).update(replay_url=desk.url)
-        _, key = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
-        api = APIClient()
-        api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-        post = lambda path, body: api.post(f"/api/v1/recording/actions/{path}", body, format="json").json()  # noqa: E731
-        a = post("", {"agent": "writer", "payload": {"source": "kb/page"}})["action"]
-        post(f"{a}/ingest/", {"source": "kb/page"})
-        post(f"{a}/set/", {"key": "policy", "value": "refunds: 30 days"})
-        post(f"{a}/finish/", {"decision": {"wrote": True}})
-        b = post("", {"agent": "reader", "payload": {"ticket": "t1"}})["action"]
-        post(f"{b}/get/", {"key": "policy"})
-        assert post(f"{b}/finish/", {"decision": {"choice": "refund", "level": "none"}})["committed"]
+        assert record_writer_reader(ws, admin, value="refunds: 30 days", decision={"choice": "refund", "level": "none"})
         return ws, desk.start()
 
     desks = []
