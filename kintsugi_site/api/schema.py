@@ -1,4 +1,7 @@
-"""drf-spectacular hook: every operation documents the error shape and the statuses it can answer with."""
+"""drf-spectacular hooks: every operation documents the error shape and the statuses it can answer with, and
+what each body really takes."""
+import json
+
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -55,4 +58,19 @@ def add_replay_headers(result, generator, request, public):
             for expressions in (operation.get("callbacks") or {}).get("replay", {}).values():
                 for callback in expressions.values():
                     callback["parameters"] = REPLAY_HEADERS
+    return result
+
+
+def patch_takes_what_put_takes(result, generator, request, public):
+    """PATCH here is the same update as PUT (sources and tickets are keyed by the id in the body, and the
+    reason is always required), not a partial one: its body is documented as PUT's, so that a client
+    generated from the schema sends the id and the reason. drf-spectacular documents every PATCH body as
+    partial ("Patched…", nothing required), which called an empty body valid."""
+    for ops in result.get("paths", {}).values():
+        if "patch" in ops and "put" in ops and "requestBody" in ops["put"]:
+            ops["patch"]["requestBody"] = ops["put"]["requestBody"]
+    used = json.dumps(result.get("paths", {}))
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in [n for n in schemas if n.startswith("Patched") and f'"#/components/schemas/{n}"' not in used]:
+        del schemas[name]
     return result

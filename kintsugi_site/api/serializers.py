@@ -118,14 +118,10 @@ class WorkspaceSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "run_number", "action_count", "created_at"]
 
 
-class IncidentStatusCountsSerializer(serializers.Serializer):
-    total = serializers.IntegerField()
-    open = serializers.IntegerField()
-    repairing = serializers.IntegerField()
-    repaired = serializers.IntegerField()
-    failed = serializers.IntegerField()
-    blocked = serializers.IntegerField()
-    closed = serializers.IntegerField()
+# One count per incident status, derived from the statuses themselves so that a new status (as
+# "needs attention" was) is declared in the schema the moment it exists.
+IncidentStatusCountsSerializer = type("IncidentStatusCountsSerializer", (serializers.Serializer,), {
+    "total": serializers.IntegerField(), **{s: serializers.IntegerField() for s in Incident.Status.values}})
 
 
 class WorkspaceCountsSerializer(serializers.Serializer):

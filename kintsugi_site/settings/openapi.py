@@ -12,5 +12,6 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "kintsugi_site.api.schema.add_error_responses",
         "kintsugi_site.api.schema.add_replay_headers",
+        "kintsugi_site.api.schema.patch_takes_what_put_takes",
     ],
 }

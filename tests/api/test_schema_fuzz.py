@@ -77,3 +77,17 @@ def test_the_schema_documents_the_error_shape():
     assert doc["components"]["schemas"]["Error"]["required"] == ["error"]
     flag = doc["paths"]["/api/v1/sources/{id}/flag/"]["post"]["responses"]
     assert {"201", "400", "401", "403", "404", "409", "429"} <= set(flag)
+
+
+def test_a_patch_body_is_documented_with_what_the_update_requires():
+    """PATCH on sources and tickets is PUT's update (keyed by the id in the body, with a reason). Documented
+    as drf-spectacular's partial body, an empty PATCH was schema-valid and answered 400: the case above
+    found it once its examples reached that operation."""
+    doc = client_for().get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    schemas = doc["components"]["schemas"]
+    for path, key in (("/api/v1/workspaces/{id}/sources/", "source_id"), ("/api/v1/workspaces/{id}/tickets/", "ticket_id")):
+        ops = doc["paths"][path]
+        assert ops["patch"]["requestBody"] == ops["put"]["requestBody"]
+        ref = ops["patch"]["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        assert {key, "reason"} <= set(schemas[ref]["required"])
+    assert not [name for name in schemas if name.startswith("Patched")]
