@@ -106,3 +106,50 @@ def test_the_ledger_check_reports_a_lost_root_a_doubled_one_and_one_that_landed_
     client.committed = ["c0-1"]
     out = soak._ledger_check({"recording": [{"workspace": ws.name}]}, [client])
     assert out["action_count_mismatch"] == [{"workspace": ws.name, "graph": len(rows), "postgres": len(rows) - 1}]
+
+
+NEW_FAULTS = ("kill_broker", "kill_falkordb", "freeze_postgres", "agent_down")
+
+
+def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp_path):
+    """`--faults` with the four faults of a deployment's bad day, each in a short version: the broker and
+    FalkorDB (its append-only file grown first) killed mid-repair and started again by the supervision,
+    the database's processes frozen, a remote agent's replay endpoint down. Every one heals: /readyz green
+    again, its incidents repaired, nothing the server said it committed lost or doubled, and the web server
+    and the worker stay up."""
+    out = tmp_path / "soak.json"
+    with bench_env("test_soak_faults") as env:
+        proc = subprocess.Popen([sys.executable, "-m", "bench", "soak", "--quick", "--minutes", "2", "--faults",
+                                 ",".join(NEW_FAULTS), "--output", str(out)], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        leftovers = _processes_with(f"DATABASE_URL={env['DATABASE_URL']}")
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert not leftovers
+    r = json.loads(out.read_text())["benchmarks"]["soak"]
+    assert [f["kind"] for f in r["faults"]] == list(NEW_FAULTS)
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["ledger"]["refused_but_landed"] == 0
+    assert r["ledger"]["action_count_mismatch"] == []
+    assert r["all_repaired"], r["incidents"]
+    assert all(r["processes_alive_at_end"].values()), r["dead_process_logs"]
+    faults = {f["kind"]: f for f in r["faults"]}
+    for fault in faults.values():
+        assert fault["to_healthy_s"] is not None and fault["lost"] == 0 and fault["duplicated"] == 0, fault
+        # Every request in flight was answered, within the web's longest deadline (a statement's 30 s).
+        assert fault["unanswered"] == 0 and fault["slowest_answer_s"] < 30, fault
+        assert fault["incidents"] and fault["all_repaired"] and fault["to_repaired_s"] > 0, fault
+    for kind in ("kill_broker", "kill_falkordb"):  # the supervision started it again, once
+        assert faults[kind]["restarts"] == 1, faults[kind]
+    assert faults["kill_falkordb"]["incremental_mb"] > 0.5  # the load had something to replay
+    assert faults["freeze_postgres"]["processes_frozen"] > 0
+    # The remote agent's outage: its repair blocked (the endpoint refused), and ended repaired once it was back.
+    (statuses,) = faults["agent_down"]["statuses"].values()
+    assert "blocked" in statuses and statuses[-1] == "repaired" and "failed" not in statuses, statuses
+    assert r["remote_agent"]["requests"] >= 2
+    assert r["no_retry_after"] == 0
+    assert "strike → healthy s" in stdout
