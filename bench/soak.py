@@ -1,4 +1,4 @@
-"""`python -m bench soak [--minutes M] [--quick]`: an always-on desk on a bad day, bounded. The production
+"""`python -m bench soak [--minutes M] [--quick] [--faults F,...]`: an always-on desk on a bad day, bounded. The production
 web server (gunicorn with 2 uvicorn workers), one Celery worker and the beat in a process of its own run
 on loopback against the bench's own FalkorDB and broker (core.embedded) and the machine's Postgres, for
 M minutes (default 10; --quick: one).
@@ -13,6 +13,10 @@ run) is the baseline: the same recording load, nothing else. Then, on a schedule
 - dependency faults: FalkorDB frozen (SIGSTOP: it holds its port and never answers) and resumed, FalkorDB
   stopped (SIGTERM) and started again on its port and data, the broker frozen, the broker stopped and
   started again. A desk is flagged just before each fault, so a repair is under way when it strikes.
+  `--faults` picks them, in order, among these four and four more (bench/soak_faults.py): the broker and
+  FalkorDB (its append-only file grown first) killed and started again by the supervision, the database's
+  processes frozen, a remote agent's replay endpoint down. The classic four alone keep the schedule below;
+  any other selection gets a slot each (schedule()). Default: all eight, the classic four under --quick.
 A client whose request was refused (4xx, 5xx: the server answered) records the same root again; one
 whose request went unanswered at the commit point (the connection dropped or timed out) cannot know,
 so that root is set aside as `unknown` and the client goes on with a new one.
@@ -23,7 +27,8 @@ end and every approval to execute, and checks: every root the ledger holds is in
 equals its graph's, every incident `repaired`, every approved item executed. The table gives per
 endpoint the count, p50 / p95 / p99 ms and errors in the baseline and over the whole soak, and for each
 fault the time from its end to the affected incidents `repaired` (an incident is affected when it was
-open at any moment of the fault). Recording goes to workspaces of their own, not the flagged desks:
+open at any moment of the fault), from its strike to the first green /readyz after its end and to the
+affected incidents `repaired`, and the roots lost or doubled among those committed around it. Recording goes to workspaces of their own, not the flagged desks:
 a repair's verification replays the roots of its desk, and the soak's remote agents have no replay
 server. Everything the run starts is stopped at the end (try/finally, SIGTERM too).
 """
@@ -78,23 +83,26 @@ FAULT_LABELS = {"freeze_falkordb": "FalkorDB frozen (SIGSTOP)", "stop_falkordb":
                 **soak_faults.LABELS}
 CLASSIC = ("freeze_falkordb", "stop_falkordb", "freeze_broker", "stop_broker")
 FAULTS = CLASSIC + soak_faults.NEW_FAULTS
+# A fault's share of a generated schedule: the killed FalkorDB's load and the agent's outage take longer.
+SLOT_WEIGHT = {"kill_falkordb": 2, "agent_down": 3}
 # Roots committed from a fault's strike to this long after its end count as that fault's in its row.
 FAULT_LEDGER_AFTER_S = 30.0
 
 
 def schedule(faults: tuple[str, ...]) -> tuple[list, int]:
     """The schedule for `faults` and how many desks it flags. The classic four alone keep SCHEDULE; any
-    other selection gets a slot each (in the order given): its desk's flag and the fault at the slot's
-    start, lasting at most 60 % of the slot (a classic fault its SCHEDULE length if shorter), the desk's
-    approvals at 70 %; then a control flag."""
+    other selection gets a slot each (in the order given, sized by SLOT_WEIGHT): its desk's flag and the
+    fault at the slot's start, lasting at most 60 % of the slot (90 % for the remote agent's outage; a
+    classic fault its SCHEDULE length if shorter), the desk's approvals at 70 %; then a control flag."""
     if tuple(faults) == CLASSIC:
         return SCHEDULE, DESKS
     classic_length = {kind: arg[1] for _, kind, arg in SCHEDULE if kind in CLASSIC}
-    slot, rows = 0.9 / len(faults), []
+    unit, at, rows = 0.9 / sum(SLOT_WEIGHT.get(kind, 1) for kind in faults), 0.02, []
     for i, kind in enumerate(faults):
-        at = 0.02 + i * slot
-        rows.append((at, kind, (i, min(classic_length.get(kind, 1.0), 0.6 * slot))))
+        slot = unit * SLOT_WEIGHT.get(kind, 1)
+        rows.append((at, kind, (i, min(classic_length.get(kind, 1.0), (0.9 if kind == "agent_down" else 0.6) * slot))))
         rows.append((at + 0.7 * slot, "approve", i))
+        at += slot
     rows.append((0.93, "flag", len(faults)))
     return sorted(rows, key=lambda row: row[0]), len(faults) + 1
 
@@ -481,8 +489,9 @@ class Operator:
                 name = "falkordb" if kind == "kill_falkordb" else "broker"
                 extra.update(await soak_faults.kill_and_supervise(self.stores[name], name))
         ended = time.time()
+        flagged = next((f["incident"] for f in self.flags if f["desk"] == desk), None)
         self.faults.append({"kind": kind, "label": FAULT_LABELS[kind], "began": began, "ended": ended,
-                            "seconds": ended - began, **extra})
+                            "seconds": ended - began, "flagged": flagged, **extra})
 
     async def fault(self, kind: str, seconds: float) -> None:
         store = self.stores["falkordb" if kind.endswith("falkordb") else "broker"]

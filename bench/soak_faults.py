@@ -40,9 +40,9 @@ LABELS = {"kill_broker": "broker killed (SIGKILL), restarted by the supervision"
 # Seconds a fault lasts where the bench decides it (the kills last as long as the restart takes).
 SECONDS = {"freeze_postgres": {"quick": 6.0, "full": 20.0}, "agent_down": {"quick": 20.0, "full": 180.0}}
 # Actions written into the ballast graph before FalkorDB is killed (under the 4 MB the server rewrites at).
-BALLAST_ACTIONS = {"quick": 2_000, "full": 4_000}
+BALLAST_ACTIONS = {"quick": 1_500, "full": 4_000}
 # The remote agent's outage schedule on the soak's server: needs attention after this long unreachable.
-REPLAY_OUTAGE_SECONDS = {"quick": 6, "full": 60}
+REPLAY_OUTAGE_SECONDS = {"quick": 3, "full": 60}
 REMOTE_SOURCE = "kb/page"
 
 

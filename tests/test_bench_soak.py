@@ -112,18 +112,18 @@ NEW_FAULTS = ("kill_broker", "kill_falkordb", "freeze_postgres", "agent_down")
 
 
 def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp_path):
-    """`--faults` with the four faults of a deployment's bad day, each in a short version: the broker and
+    """`--quick --faults` with the four faults of a deployment's bad day, a minute, each in a short version: the broker and
     FalkorDB (its append-only file grown first) killed mid-repair and started again by the supervision,
     the database's processes frozen, a remote agent's replay endpoint down. Every one heals: /readyz green
     again, its incidents repaired, nothing the server said it committed lost or doubled, and the web server
     and the worker stay up."""
     out = tmp_path / "soak.json"
     with bench_env("test_soak_faults") as env:
-        proc = subprocess.Popen([sys.executable, "-m", "bench", "soak", "--quick", "--minutes", "2", "--faults",
-                                 ",".join(NEW_FAULTS), "--output", str(out)], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "bench", "soak", "--quick", "--faults", ",".join(NEW_FAULTS),
+                                 "--output", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         try:
-            stdout, stderr = proc.communicate(timeout=600)
+            stdout, stderr = proc.communicate(timeout=420)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -148,7 +148,7 @@ def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp
     assert faults["kill_falkordb"]["incremental_mb"] > 0.5  # the load had something to replay
     assert faults["freeze_postgres"]["processes_frozen"] > 0
     # The remote agent's outage: its repair blocked (the endpoint refused), and ended repaired once it was back.
-    (statuses,) = faults["agent_down"]["statuses"].values()
+    statuses = faults["agent_down"]["statuses"][str(faults["agent_down"]["flagged"])]  # its own desk's incident
     assert "blocked" in statuses and statuses[-1] == "repaired" and "failed" not in statuses, statuses
     assert r["remote_agent"]["requests"] >= 2
     assert r["no_retry_after"] == 0
