@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                              "time flag -> items decidable")
     parser.add_argument("--actions", type=lambda s: int(s.replace("_", "").replace(",", "")),
                         help="scale: desk size in actions (default 1,000,000; --quick: 400); restart: actions "
-                             "recorded before the restart (default 100,000; --quick: 5,000)")
+                             "recorded before the restart (default 100,000; --quick: 2,000)")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     parser.add_argument("--minutes", type=float,
                         help="soak: how long to record; fuzz: how long to fuzz (default 10; --quick: 1)")

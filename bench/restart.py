@@ -1,5 +1,5 @@
 """`python -m bench restart [--actions N] [--quick]`: how long the embedded FalkorDB takes to start again
-after a day's worth of recording (default 100,000 actions; --quick: 5,000).
+after a day's worth of recording (default 100,000 actions; --quick: 2,000).
 
 A FalkorDB of its own is started the way the product starts it (core.embedded: append-only file with an
 RDB preamble, rewritten once the incremental part is a tenth of the base or 4 MB). N actions are written
@@ -21,7 +21,7 @@ from bench import common
 
 BATCH = 20
 GRAPH = "bench-restart"
-SIZES = {"full": 100_000, "quick": 5_000}
+SIZES = {"full": 100_000, "quick": 2_000}
 
 
 def aof_sizes(data_dir: Path) -> dict:

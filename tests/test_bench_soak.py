@@ -153,3 +153,26 @@ def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp
     assert r["remote_agent"]["requests"] >= 2
     assert r["no_retry_after"] == 0
     assert "strike → healthy s" in stdout
+
+
+def test_a_fault_row_counts_the_roots_lost_around_it_and_its_time_to_a_green_readyz():
+    """Each fault's own verdict: a root lost or doubled among those committed from its strike to 30 s
+    after its end is that fault's; one committed long before is not. Healthy is the first green /readyz
+    asked after the fault's end, not a green one before it."""
+    from types import SimpleNamespace
+
+    from bench import soak
+    from bench.soak_faults import ReadyProbe
+
+    op = SimpleNamespace(faults=[{"kind": "kill_broker", "label": "broker killed", "began": 100.0, "ended": 110.0,
+                                  "seconds": 10.0}])
+    incidents = {7: {"flagged_at": 99.0, "repaired_at": 115.0, "open_until": 115.0, "statuses": ["open", "repaired"]}}
+    clients = [SimpleNamespace(committed_at={"c0-1": 50.0, "c0-2": 105.0, "c0-3": 130.0, "c0-4": 200.0})]
+    ledger = {"lost_all": ["c0-1", "c0-2"], "duplicated_all": ["c0-3", "c0-4"]}
+    probe = ReadyProbe("http://127.0.0.1:9")
+    probe.samples = [(95.0, 200, {}), (105.0, 503, {"broker": "down"}), (111.0, 0, {}), (112.5, 200, {})]
+    (row,) = soak._fault_rows(op, incidents, probe, ledger, clients)
+    assert (row["committed"], row["lost"], row["duplicated"]) == (2, 1, 1)  # c0-2 lost, c0-3 doubled: its own
+    assert row["to_healthy_s"] == 12.5 and row["to_repaired_s"] == 15.0
+    assert row["readyz_said"] == {"broker: down": 1, "no answer": 1}
+    assert row["incidents"] == [7] and row["all_repaired"]
