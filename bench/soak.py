@@ -1,5 +1,5 @@
-"""`python -m bench soak [--minutes M] [--quick] [--faults F,...]`: an always-on desk on a bad day, bounded. The production
-web server (gunicorn with 2 uvicorn workers), one Celery worker and the beat in a process of its own run
+"""`python -m bench soak [--minutes M] [--quick] [--faults F,...]`: an always-on desk on a bad day, bounded.
+The production web server (gunicorn with 2 uvicorn workers), one Celery worker and the beat in a process of its own run
 on loopback against the bench's own FalkorDB and broker (core.embedded) and the machine's Postgres, for
 M minutes (default 10; --quick: one).
 
@@ -28,9 +28,10 @@ equals its graph's, every incident `repaired`, every approved item executed. The
 endpoint the count, p50 / p95 / p99 ms and errors in the baseline and over the whole soak, and for each
 fault the time from its end to the affected incidents `repaired` (an incident is affected when it was
 open at any moment of the fault), from its strike to the first green /readyz after its end and to the
-affected incidents `repaired`, and the roots lost or doubled among those committed around it. Recording goes to workspaces of their own, not the flagged desks:
-a repair's verification replays the roots of its desk, and the soak's remote agents have no replay
-server. Everything the run starts is stopped at the end (try/finally, SIGTERM too).
+affected incidents `repaired`, and the roots lost or doubled among those committed around it. Recording
+goes to workspaces of their own, not the flagged desks: a repair's verification replays the roots of its
+desk, and the recording workspaces' agents have no replay server (the remote agent of `agent_down` has
+one, served by the bench). Everything the run starts is stopped at the end (try/finally, SIGTERM too).
 """
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ def schedule(faults: tuple[str, ...]) -> tuple[list, int]:
     unit, at, rows = 0.9 / sum(SLOT_WEIGHT.get(kind, 1) for kind in faults), 0.02, []
     for i, kind in enumerate(faults):
         slot = unit * SLOT_WEIGHT.get(kind, 1)
-        rows.append((at, kind, (i, min(classic_length.get(kind, 1.0), (0.9 if kind == "agent_down" else 0.6) * slot))))
+        share = 0.9 if kind == "agent_down" else 0.6
+        rows.append((at, kind, (i, min(classic_length.get(kind, 1.0), share * slot))))
         rows.append((at + 0.7 * slot, "approve", i))
         at += slot
     rows.append((0.93, "flag", len(faults)))

@@ -112,9 +112,10 @@ NEW_FAULTS = ("kill_broker", "kill_falkordb", "freeze_postgres", "agent_down")
 
 
 def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp_path):
-    """`--quick --faults` with the four faults of a deployment's bad day, a minute, each in a short version: the broker and
-    FalkorDB (its append-only file grown first) killed mid-repair and started again by the supervision,
-    the database's processes frozen, a remote agent's replay endpoint down. Every one heals: /readyz green
+    """`--quick --faults` with the four faults of a deployment's bad day, for a minute, each in a short
+    version: the broker and FalkorDB (its append-only file grown first) killed mid-repair and started again
+    by the supervision, the database's processes frozen, a remote agent's replay endpoint down. Every one
+    heals: /readyz green
     again, its incidents repaired, nothing the server said it committed lost or doubled, and the web server
     and the worker stay up."""
     out = tmp_path / "soak.json"
