@@ -115,9 +115,8 @@ def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp
     """`--quick --faults` with the four faults of a deployment's bad day, for a minute, each in a short
     version: the broker and FalkorDB (its append-only file grown first) killed mid-repair and started again
     by the supervision, the database's processes frozen, a remote agent's replay endpoint down. Every one
-    heals: /readyz green
-    again, its incidents repaired, nothing the server said it committed lost or doubled, and the web server
-    and the worker stay up."""
+    heals: /readyz green again, its incidents repaired, nothing the server said it committed lost or
+    doubled, and the web server and the worker stay up."""
     out = tmp_path / "soak.json"
     with bench_env("test_soak_faults") as env:
         proc = subprocess.Popen([sys.executable, "-m", "bench", "soak", "--quick", "--faults", ",".join(NEW_FAULTS),
