@@ -133,7 +133,10 @@ def test_soak_quick_with_the_kills_a_frozen_postgres_and_a_remote_agent_down(tmp
     assert not leftovers
     r = json.loads(out.read_text())["benchmarks"]["soak"]
     assert [f["kind"] for f in r["faults"]] == list(NEW_FAULTS)
-    assert r["lost"] == 0 and r["duplicated"] == 0 and r["ledger"]["refused_but_landed"] == 0
+    # A FalkorDB killed between applying a recording's flush and answering it leaves the flush in the
+    # graph while the client is told 503 and records the root again (docs/benchmarks.md: the discard could
+    # not reach the killed server): when the kill strikes a flush, this fails, naming the doubled root.
+    assert r["lost"] == 0 and r["duplicated"] == 0 and r["ledger"]["refused_but_landed"] == 0, r["ledger"]
     assert r["ledger"]["action_count_mismatch"] == []
     assert r["all_repaired"], r["incidents"]
     assert all(r["processes_alive_at_end"].values()), r["dead_process_logs"]
