@@ -240,3 +240,47 @@ def test_only_a_web_process_cancels_a_long_statement_and_every_process_has_a_con
         assert time.monotonic() - start < 2
     with psycopg.connect(**conninfo, autocommit=True) as conn:  # a worker's connection: not cancelled
         conn.execute("SELECT pg_sleep(1)")
+
+
+FROZEN_MID_REQUEST = """
+import json, os, signal, threading, time
+import django
+django.setup()
+from django.db import connection
+from django.test import Client
+client = Client()
+client.get("/healthz")
+connection.ensure_connection()
+with connection.cursor() as cursor:
+    cursor.execute("SELECT pg_backend_pid()")
+    backend = cursor.fetchone()[0]
+os.kill(backend, signal.SIGSTOP)  # the server process behind this connection stops answering
+thaw = threading.Timer(float(os.environ["THAW_AFTER"]), os.kill, (backend, signal.SIGCONT))
+thaw.start()
+start = time.monotonic()
+answer = client.get("/api/v1/incidents/", HTTP_AUTHORIZATION="Token " + "a" * 40)
+took = time.monotonic() - start
+thaw.cancel()
+os.kill(backend, signal.SIGCONT)
+print(json.dumps({"status": answer.status_code, "seconds": took, "retry_after": answer.get("Retry-After"),
+                  "body": answer.content.decode()[:500]}))
+"""
+
+
+@pytest.mark.django_db
+def test_a_database_that_freezes_under_an_open_connection_costs_a_request_its_deadline_not_the_freeze():
+    """The server-side statement_timeout cannot fire in a stopped server: before the watchdog
+    (core.db_deadline) the request waited until the server was thawed (THAW_AFTER), then answered."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    url = f"postgresql://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = dict(os.environ, DATABASE_URL=url, KINTSUGI_PROCESS="web", THAW_AFTER="20",
+               KINTSUGI_WEB_STATEMENT_TIMEOUT_SECONDS="1", DJANGO_SETTINGS_MODULE="kintsugi_site.settings.test")
+    done = subprocess.run([sys.executable, "-c", FROZEN_MID_REQUEST], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["status"] == 503 and answer["retry_after"], answer
+    assert json.loads(answer["body"])["error"]["code"] == "database_unavailable"
+    assert answer["seconds"] < 1 + 2 + POSTGRES_REQUEST_DEADLINE, answer  # the deadline, its grace, a margin
