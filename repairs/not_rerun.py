@@ -12,7 +12,10 @@ SAMPLE = 50
 
 
 def not_rerun_actions(incident: Incident) -> list[int]:
-    """The plan's traced actions taken out, read without loading the rest of the plan (megabytes on a large repair)."""
+    """The plan's traced actions taken out, read without loading the rest of the plan (megabytes on a large
+    repair): from the incident's `not_rerun_ids` when its query annotated it (repairs.selectors.incident_for_page)."""
+    if hasattr(incident, "not_rerun_ids"):
+        return list(incident.not_rerun_ids or ())
     found = Incident.objects.filter(pk=incident.pk).values_list("plan__not_rerun", flat=True).first()
     return list(found or ())
 
