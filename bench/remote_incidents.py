@@ -3,7 +3,7 @@
 The agents run in the bench process under kintsugi_client.Desk, recorded over HTTP (gunicorn on loopback,
 as `bench agents` runs it) and serving kintsugi's signed replays on a port of their own (serve_replays):
 - `bench_rscout` ingests one of S knowledge-base pages and writes `policy/<topic>`;
-- `bench_rtriage` works a ticket: reads its topic's policy (every other ticket the next page's too) and
+- `bench_rtriage` works a ticket: reads its topic's policy (every other ticket the previous page's too) and
   hands off to `bench_rpayouts`, which refunds when a policy it read says "full refund".
 Every page is then flagged one after another, each incident repaired in this process as a worker would
 (repairs.job.run_repair) and, beside it, verified again by the whole-desk replay (`verify --full`,
@@ -92,9 +92,10 @@ def run(quick: bool, *, pages: int | None = None, tickets: int | None = None) ->
         for n in range(pages):
             desk.run_root("bench_rscout", {"source": f"kb/page-{n}", "topic": n})
             for t in range(tickets):
-                # Every other ticket also reads the next page's policy: incidents overlap, and some of
-                # their re-runs come out the same (the other page still says "full refund").
-                topics = [n] if t % 2 else [n, (n + 1) % pages]
+                # Every other ticket also reads the previous page's policy (written before it: page 0's
+                # tickets find none): incidents overlap, and the re-runs of a page's tickets come out the
+                # same while the other page they read still says "full refund".
+                topics = [n] if t % 2 else [n, n - 1]
                 desk.run_root("bench_rtriage", {"topics": topics, "ticket": f"p{n}-t{t}"})
         record_s = time.perf_counter() - t0
         web.terminate()  # the replays call back the worker's own server, never the web server

@@ -247,6 +247,7 @@ def test_a_repair_over_traced_actions_takes_them_out_for_review_and_says_they_we
     body = api.get(f"/api/v1/incidents/{incident.pk}/").json()
     assert body["not_rerun"] == said and body["status"] == "repaired"
     assert mcp_incident_status(user=admin, incident=incident.pk)["not_rerun"] == said
+    assert api.get(f"/api/v1/review-items/{said['item_ids'][0]}/").json()["not_rerun"] is True
     admin.is_staff = True
     admin.save(update_fields=["is_staff"])
     page = Client()
