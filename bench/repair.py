@@ -479,7 +479,10 @@ def _tables(res: dict) -> None:
                       ["flag -> first item decidable", r["flag_to_first_decidable_s"]],
                       ["flag -> all items decidable", r["flag_to_all_decidable_s"]],
                       [f"  of which drafting ({r['drafted_items']:,} items)", r["drafts_s"]],
-                      ["flag -> repaired (baseline: verified, items may execute)", r["flag_to_repaired_s"]]],
+                      ["flag -> repaired (baseline: verified, items may execute)", r["flag_to_repaired_s"]],
+                      [f"  of which verification ({res['verification']['scope']}: "
+                       f"{res['verification']['actions_rerun']} actions re-run)", res["verification"]["seconds"]],
+                      [f"beside it: verify --full ({fr['actions']:,} actions re-run, same run)", fr["seconds"]]],
                      [f"decidable = incident verifying or repaired with its items drafted, polled from another "
                       f"connection every {r['decidable_poll_s']} s; target <= 30 s at ~100k actions"])
     wd = r["walk_detail"]

@@ -29,6 +29,7 @@ from provenance import capabilities, tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident
+from repairs.not_rerun import item_not_rerun
 
 VIA = Via.ADMIN
 
@@ -168,6 +169,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
             "edits": edits.edit_diffs([item]).get(item.pk, []),
             "story": ticket_story.story(incident=item.incident, ticket=item.ticket_id),
             "decides": effect_kinds.decides(item),
+            "not_rerun": item_not_rerun(item),
             "can_set_customer": (self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING
                                  and item.waiting_for_ticket and not item.moves_money),
             "waits_for": sequencing.waits_for(item) if item.status in (CompensationItem.Status.PENDING,

@@ -272,3 +272,12 @@ def version_as_of(versions: list[dict], *, at: datetime, clock: str) -> dict | N
                 continue
         best = v
     return best
+
+
+def traced_actions(*, workspace: str) -> set[int]:
+    """The actions of the workspace recorded from OpenTelemetry traces (provenance.otel): a trace says what
+    was done, never how to do it again, so a repair cannot re-run them (repairs.engine takes them out)."""
+    from provenance.models import Recording
+
+    states = Recording.objects.filter(workspace__name=workspace, state__traced=True).values_list("state", flat=True)
+    return {r["id"] for state in states for r in state.get("records", ())}

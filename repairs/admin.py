@@ -24,6 +24,7 @@ from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
 from provenance import capabilities, containment, quarantine, tenancy
 from repairs import deep_check, explain, phases, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
+from repairs.not_rerun import not_rerun_summary
 
 TICKETS_PER_PAGE = 25
 PICTURE_TICKETS_PER_PAGE = 12
@@ -133,6 +134,7 @@ class IncidentPages(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             "transitions": selectors.transition_rows(incident=incident),
             "quarantine": held,
             "containment": containment.state_of(incident_id=incident.pk),
+            "not_rerun": not_rerun_summary(incident),
             "explain_url": explain_url,
             "picture_template": "admin/repairs/incident/_picture.html",
             "picture": {

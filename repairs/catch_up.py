@@ -158,7 +158,8 @@ def checkpoint_catch_up(incident: Incident, plan: dict, through: float) -> None:
         counts = {k: (incident.counts or {}).get(k, 0) + plan["counts"].get(k, 0) for k in COUNT_KEYS}
         caught = sum(plan["counts"].values())
         incident.plan.update(step_count=first + len(plan["steps"]), caught_up=caught, through=through,
-                             upstream={**incident.plan.get("upstream", {}), **plan["upstream"]})
+                             upstream={**incident.plan.get("upstream", {}), **plan["upstream"]},
+                             not_rerun=sorted({*incident.plan.get("not_rerun", ()), *plan.get("not_rerun", ())}))
         invalidated = sum(1 for e in plan["effects"] if e["role"] == RepairEffect.Role.INVALIDATED)
         Incident.objects.filter(pk=incident.pk).update(
             plan=incident.plan, counts=counts, blast_radius=(incident.blast_radius or 0) + caught,

@@ -22,7 +22,7 @@ from provenance.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.action_record import effect_content
 from provenance.recorder import ActionRecord, RecordingSession, now_iso
-from provenance.selectors import EVERYTHING, ingesters, radius_actions
+from provenance.selectors import EVERYTHING, ingesters, radius_actions, traced_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
@@ -68,6 +68,7 @@ class Plan:
     depends_on: list[int] = field(default_factory=list)
     masked: list[int] = field(default_factory=list)
     next_ids: list[int] = field(default_factory=list)
+    not_rerun: list[int] = field(default_factory=list)  # traced actions taken out, not re-run (_visit)
 
     def to_json(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -104,6 +105,7 @@ class RepairWalk:
         self.at = now_iso()
         self.lookahead = ModelLookahead(self)
         self.hidden: dict[int, tuple[float, float]] | None = None
+        self.traced = traced_actions(workspace=session.workspace)  # never re-run (_visit)
 
     # --- loading ---
     def _load(self, ids: list[int]) -> None:
@@ -189,11 +191,11 @@ class RepairWalk:
             depends_on.update(node.children)
             if node.parent is not None:
                 depends_on.add(node.parent)
-        next_ids = self.session.next_ids
         return Plan(steps, sorted(self.outcomes.values(), key=lambda o: o["seq"]), self.effects,
                     len(radius_ids), counts, upstream, reads, writes,
                     sorted(depends_on - set(self.outcomes) - set(self.masked_silently)),
-                    sorted(self.masked_silently), next_ids)
+                    sorted(self.masked_silently), self.session.next_ids,
+                    sorted(a for a, s in self.status.items() if a in self.traced and s in DEAD))
 
     def _visit(self, node: Node) -> None:
         if node.status in DEAD:
@@ -201,6 +203,9 @@ class RepairWalk:
         if node.id not in self.forced and self.preds.get(node.id, set()).isdisjoint(self.changed):
             self._set(node, S.SKIPPED)
             return
+        if node.id in self.traced:  # from a trace, it cannot be re-run: taken out (masked if it ingested the
+            # source, else superseded), its facts retired and its effects invalidated, each one a review item
+            return (self._mask if node.id in self.forced else self._supersede)(node.id)
         self.lookahead.before_visit(node.id)
         payload = self.pending_payload.get(node.id, node.payload)
         record = self.session.execute(node.agent, payload, id=node.id, seq=node.seq, parent=node.parent,
@@ -386,9 +391,8 @@ class RepairWalk:
 def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
                  below: float | None = None, radius: list | None = None) -> Plan:
-    # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,
-    # all alive until the plan is built, and the collector scanning them over and over was half of
-    # loading a 38k-action radius. They hold no cycles; what does is collected once the walk is done.
+    # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action, all
+    # alive until the plan is built; the collector scanning them was half of loading a 38k-action radius.
     with gc_paused():
         return RepairWalk(graph=graph, session=session, source=source, incident=incident, progress=progress,
                           only=only, mask=mask, below=below, radius=radius).run()

@@ -47,7 +47,7 @@ from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
 from provenance.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
-from repairs import catch_up, parts, verify_radius
+from repairs import catch_up, not_rerun, parts, verify_radius
 from repairs.faults import fault_point
 from repairs.lifecycle import enqueue_repair, offer_to_idle_workers, transition
 from repairs.models import ActionOutcome, Incident, RepairEffect, RepairStep
@@ -319,8 +319,9 @@ def finish(incident: Incident) -> Incident:
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
         differs = verification_differs(incident.verification)
+        # Traced actions taken out instead of re-run: repaired with review (docs/otel.md says why not needs attention).
         status, reason = ((IncidentStatus.NEEDS_ATTENTION, differs) if differs else
-                          (IncidentStatus.REPAIRED, "repair finished"))
+                          (IncidentStatus.REPAIRED, not_rerun.finish_reason(incident) or "repair finished"))
         transition(incident, status, actor=None, via=Incident.Via.WORKER, reason=reason, error=differs or "",
                    finished_at=timezone.now(), phase=P.DONE,
                    progress_done=1, progress_total=1)

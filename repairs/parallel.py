@@ -106,4 +106,5 @@ def join(plans: list[dict], blast_radius: int) -> dict:
             "effects": [e for p in plans for e in p["effects"]], "blast_radius": blast_radius, "counts": counts,
             "upstream": upstream, "reads": sorted({k for p in plans for k in p["reads"]}),
             "writes": sorted({k for p in plans for k in p["writes"]}), "depends_on": [], "masked": [],
-            "next_ids": [max(p["next_ids"][i] for p in plans) for i in range(3)]}
+            "next_ids": [max(p["next_ids"][i] for p in plans) for i in range(3)],
+            "not_rerun": sorted(a for p in plans for a in p.get("not_rerun", ()))}

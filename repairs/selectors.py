@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import CharField, IntegerField, JSONField, Q, QuerySet
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTransform
 
 from core.money import format_money
 from core.vocabulary import IncidentStatus
@@ -46,6 +47,7 @@ def incident_for_page(pk: int, *, within: QuerySet[Incident] | None = None) -> I
     return ((within if within is not None else Incident.objects.all())
             .select_related("workspace", "flagged_by").defer("plan")
             .annotate(invalidated_by_kind=_invalidated_by_kind(),
+                      not_rerun_ids=KeyTransform("not_rerun", "plan"),  # repairs.not_rerun, from the same query
                       currency=RawSQL(_CURRENCY_SQL, [], output_field=CharField()),
                       tickets_in_radius=RawSQL(_TICKETS_SQL, [], output_field=IntegerField()),
                       # touched: some action of the ticket did more than stay skipped (as the repair counts it)

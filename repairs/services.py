@@ -15,6 +15,7 @@ from provenance.vocabulary import COUNT_KEYS
 from repairs import phases
 from repairs.lifecycle import enqueue_repair, record_transition, transition
 from repairs.models import Incident
+from repairs.not_rerun import not_rerun_summary
 from repairs.signals import incident_closed
 
 
@@ -219,4 +220,6 @@ def incident_summary(incident: Incident) -> dict:
                      "percent": incident.percent},
         "error": incident.error or None,
         "timings": phases.timings(incident),
+        # Actions recorded from traces, taken out instead of re-run (null: none), with their review items.
+        "not_rerun": not_rerun_summary(incident),
     }

@@ -27,7 +27,7 @@ from provenance.graph import Graph, id_set, workspace_graph
 from provenance.llm import get_client
 from provenance.recorder import RecordingSession
 from provenance.replay import RemoteAgent
-from provenance.selectors import EVERYTHING, ingesters
+from provenance.selectors import EVERYTHING, ingesters, traced_actions
 from provenance.vocabulary import DEAD, ActionStatus
 from repairs import queries
 from repairs.verify import diff_states
@@ -138,10 +138,11 @@ def _re_execute(incident, graph: Graph, actions: dict, members: set[int], *, exc
     # does the same): a digest of the source then writes nothing, which is what its masking leaves.
     firsts = sorted((a for a in members if actions[a].parent not in members), key=lambda a: (actions[a].seq, a))
     records, remote = [], 0
+    traced = traced_actions(workspace=workspace.name)
     for first in firsts:
         row = actions[first]
-        if row.status in DEAD and row.incident != incident.pk:
-            continue  # not in the clean run: taken out by an earlier repair
+        if (row.status in DEAD and row.incident != incident.pk) or first in traced:
+            continue  # not in the clean run: taken out by an earlier repair, or from a trace (never re-run)
         hidden = (row.snap, row.rstart) if row.snap is not None else None
         stack = [(row.agent, json.loads(row.payload), row.parent, first)]
         slot = 0

@@ -9,6 +9,7 @@ from compensation import approval, deliveries, links
 from compensation import messages as outgoing
 from compensation.acknowledgements import AckOutcome
 from compensation.models import CompensationItem
+from repairs.not_rerun import not_rerun_actions
 from kintsugi_site.api.serializers import FREE_TEXT, StrictSerializer
 
 # --- review items (compensation drafts) -------------------------------------------------------------------
@@ -68,13 +69,16 @@ class ReviewItemSerializer(serializers.ModelSerializer):
                                                           "exactly as sent (null for a manual compensation).")
     content_hash = serializers.SerializerMethodField(help_text="SHA-256 of the content an approval binds; send it "
                                                                "back with approve to approve only what you read.")
+    not_rerun = serializers.SerializerMethodField(help_text="True: the effect it stands for was made by an action "
+                                                           "recorded from an OpenTelemetry trace, which the repair "
+                                                           "did not re-run (docs/otel.md): decide whether to reverse it.")
 
     class Meta:
         model = CompensationItem
         fields = ["id", "incident", "workspace", "kind", "status", "ticket", "customer_email", "to", "subject", "body",
                   "amount_cents", "currency", "amount", "payment_reference", "valid", "problems", "edited", "drafted_by",
                   "path", "original", "decided_by", "decided_at", "decision_reason", "executed_at", "created_at",
-                  "delivery", "compensates", "message", "content_hash"]
+                  "delivery", "compensates", "message", "content_hash", "not_rerun"]
         read_only_fields = fields
 
     @extend_schema_field(DeliverySerializer(allow_null=True))
@@ -87,6 +91,14 @@ class ReviewItemSerializer(serializers.ModelSerializer):
 
     def get_content_hash(self, item) -> str:
         return approval.content_hash(item)
+
+    def get_not_rerun(self, item) -> bool:
+        # The incident's traced actions once per incident of a page (nearly always none: no item query then).
+        taken_out = self.context.setdefault("not_rerun", {})
+        if item.incident_id not in taken_out:
+            taken_out[item.incident_id] = not_rerun_actions(item.incident)
+        ids = taken_out[item.incident_id]
+        return bool(ids) and item.effects.filter(action_id__in=ids).exists()
 
     @extend_schema_field(CompensatedEffectSerializer(many=True))
     def get_compensates(self, item) -> list[dict]:

@@ -14,6 +14,7 @@ from provenance import containment, quarantine
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
 from repairs.models import Incident
+from kintsugi_site.api.not_rerun_serializers import NotRerunSerializer
 from repairs.services import incident_summary
 
 MAX_BLAST_RADIUS_PAGE = 500
@@ -285,6 +286,7 @@ class IncidentSerializer(serializers.Serializer):
     containment = ContainmentSerializer(allow_null=True, help_text="What the flag contained at once and the effects "
                                                                    "it holds (null: flagged before containment).")
     review = ReviewSerializer(help_text="What still waits for a person (compensation.review_numbers).")
+    not_rerun = NotRerunSerializer(allow_null=True, help_text="Traced actions not re-run (null: none; docs/otel.md).")
 
     def to_representation(self, incident: Incident) -> dict:
         found = review_numbers.review(incident=incident)

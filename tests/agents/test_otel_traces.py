@@ -4,10 +4,14 @@ protocol; bad exports are refused with nothing recorded."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -23,6 +27,8 @@ from provenance.models import Recording, Source, Workspace
 from provenance.onboarding import issue_agent_token, register_agent
 from provenance.replay import ReplayFailed, ReplayUnavailable
 from repairs.job import run_repair
+from repairs.services import incident_summary
+from kintsugi_site.mcp_server import incident_status as mcp_incident_status
 from repairs.models import Incident
 from tests.helpers import open_incident
 
@@ -209,16 +215,71 @@ def test_an_effect_kind_tool_with_bad_arguments_names_the_call_and_records_nothi
     assert _action_count(ws) == 0
 
 
-def test_a_repair_that_must_re_run_a_traced_action_says_so_and_changes_nothing(traced):
+def test_a_repair_over_traced_actions_takes_them_out_for_review_and_says_they_were_not_re_run(traced):
+    """The traced agents have no replay endpoint (nothing listens at their registration's URL): the repair
+    re-runs none of them, takes each one out, drafts its effects for review and says so wherever it is read."""
     ws, client = traced
-    assert client.post(TRACES, json.dumps(_otlp_json(_finished_spans())),
-                       content_type="application/json").status_code == 200
-    before = _radius(ws)
-    incident = open_incident(ws.name, "partner/vip")
-    with pytest.raises((ReplayUnavailable, ReplayFailed)):
+    assert client.post(TRACES, _export(_finished_spans()), content_type="application/x-protobuf").status_code == 200
+    incident = run_repair(incident_id=open_incident(ws.name, "partner/vip").pk)
+    assert incident.status == Incident.Status.REPAIRED, incident.error
+    reason = incident.transitions.order_by("-at", "-pk").values_list("reason", flat=True).first()
+    assert reason.startswith("repaired with review: 4 action(s) recorded from OpenTelemetry traces were not re-run")
+    # Nothing re-run: the scout that ingested the source is masked, the triage and payouts it fed superseded.
+    assert incident.counts | {} == {"poisoned": 1, "rerun_changed": 0, "rerun_same": 0, "skipped": 0,
+                                    "superseded": 3, "new": 0}
+    v = incident.verification
+    assert (v["facts"], v["decisions"], v["effects"], v["replay_calls"]) == (0, 0, 0, 0)
+    # The poisoned fact is invalidated: a live read finds no vip_rules; the clean one stays.
+    graph = workspace_graph(ws.name)
+    live = dict(graph.ro_query("MATCH (f:Fact) WHERE f.invalidated_by IS NULL RETURN f.key, count(f)"))
+    assert "vip_rules" not in live and live.get("refund_policy") == 1, live
+    # The refund the traced payouts agent made is invalidated and becomes a review item marked not re-run.
+    refund = incident.effects.get(kind="refund")
+    assert refund.role == "invalidated" and refund.amount_cents == 2500
+    said = incident_summary(incident)["not_rerun"]
+    assert said["actions"] == 4 and said["agents"] == ["desk_triage", "payouts", "scout"]
+    assert said["effects"] == 1 and said["items"] == len(said["item_ids"]) >= 1
+    assert set(said["item_ids"]) == set(refund.compensation_items.values_list("pk", flat=True))
+    assert "were not re-run" in said["text"] and "review item marked not re-run" in said["text"]
+    admin = get_user_model().objects.get(username="root")
+    api = APIClient()
+    api.force_authenticate(admin)
+    body = api.get(f"/api/v1/incidents/{incident.pk}/").json()
+    assert body["not_rerun"] == said and body["status"] == "repaired"
+    assert mcp_incident_status(user=admin, incident=incident.pk)["not_rerun"] == said
+    assert api.get(f"/api/v1/review-items/{said['item_ids'][0]}/").json()["not_rerun"] is True
+    admin.is_staff = True
+    admin.save(update_fields=["is_staff"])
+    page = Client()
+    page.force_login(admin)
+    html = page.get(reverse("admin:repairs_incident_change", args=[incident.pk])).content.decode()
+    assert 'id="not-rerun"' in html and "with review" in html
+    item = page.get(reverse("admin:compensation_compensationitem_change", args=[said["item_ids"][0]])).content.decode()
+    assert 'id="item-not-rerun"' in item
+
+
+def test_flag_source_json_says_which_traced_actions_were_not_re_run(traced):
+    ws, client = traced
+    assert client.post(TRACES, _export(_finished_spans()), content_type="application/x-protobuf").status_code == 200
+    out = io.StringIO()
+    call_command("flag_source", source="partner/vip", workspace=ws.name, reason="poisoned partner page", user="root",
+                 json=True, stdout=out)
+    flagged = json.loads(out.getvalue())
+    assert flagged["status"] == "open" and flagged["not_rerun"] is None  # nothing walked yet
+    run_repair(incident_id=flagged["incident"])  # what the worker does; --wait prints the same shape after it
+    said = incident_summary(Incident.objects.get(pk=flagged["incident"]))
+    assert said["status"] == "repaired" and said["not_rerun"]["actions"] == 4, said
+
+
+def test_a_desk_without_traced_actions_says_nothing_of_not_re_run(traced):
+    ws, client = traced
+    recorded, key = _workspace("recorded")
+    _protocol_desk(key)
+    local = APIClient()
+    local.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    incident = open_incident(recorded.name, "partner/vip")
+    with pytest.raises((ReplayUnavailable, ReplayFailed)):  # recorded, not traced: it must be re-run
         run_repair(incident_id=incident.pk)
     incident.refresh_from_db()
-    assert incident.status != Incident.Status.REPAIRED
-    assert "recorded from an OpenTelemetry trace" in incident.error, incident.error
-    assert "nothing was re-run or changed" in incident.error
-    assert _radius(ws) == before
+    assert incident.status != Incident.Status.REPAIRED and incident_summary(incident)["not_rerun"] is None
+    assert "recorded from an OpenTelemetry trace" not in incident.error
