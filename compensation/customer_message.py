@@ -93,7 +93,7 @@ def explanation(facts: dict) -> str:
                 f"same, and nothing changes for you.")
     if situation == "message_corrected":
         return f"{earlier} followed a policy that was not ours and was wrong. Please disregard it."
-    return f"Please disregard our earlier message to you: it followed a policy that was not ours."
+    return "Please disregard our earlier message to you: it followed a policy that was not ours."
 
 
 def corrected_answer(facts: dict) -> str:

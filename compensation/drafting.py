@@ -112,14 +112,14 @@ def plan_items(effects: list[dict], kinds: Callable[[str], EffectKind] = effect_
         inv_emails, rep_emails = g[("invalidated", "message")], g[("replacement", "message")]
         # Refunds first: the ticket's correction email explains its refund when it has one.
         money_kinds = sorted({k for role, k in g if k != "message"}, key=lambda k: (k != "refund", k))
-        netting, situation, netted = {}, "", False
+        netting, situation = {}, ""
         for kind in money_kinds:
             inv, rep = g[("invalidated", kind)], g[("replacement", kind)]
             currency = next((e["currency"] for e in inv + rep + inv_emails + rep_emails), "USD")
             made, kind_netting, kind_situation = _money_items(ticket, inv, rep, currency)
             items.extend(made)
             if not netting or (not situation and kind_situation):
-                netting, situation, netted = kind_netting, kind_situation, kind_netting["netted"]
+                netting, situation = kind_netting, kind_situation
         currency = next((e["currency"] for k in money_kinds for e in g[("invalidated", k)] + g[("replacement", k)]),
                         next((e["currency"] for e in inv_emails + rep_emails), "USD"))
         if inv_emails:
