@@ -104,3 +104,17 @@ def test_the_template_page_previews_escaped_and_is_the_leads_only(canonical, cli
     assert answer.status_code == 200 and "<b>" not in html and "&lt;b&gt;" in html
     assert html.count('class="preview-row') == 5
     assert not MessageTemplate.objects.filter(workspace=incident.workspace).exists()  # a preview saves nothing
+
+
+@pytest.mark.django_db
+def test_a_redraft_uses_the_workspaces_template_not_the_model(canonical):
+    from compensation.services import redraft_item
+
+    incident, people = canonical.incident, canonical.people
+    templates.set_template(workspace=incident.workspace, subject=SUBJECT, body=BODY, actor=people.lead,
+                           reason="our voice", via="admin")
+    mail = incident.compensation_items.get(kind=K.CORRECTION_EMAIL, ticket_id="t07")
+    mail = redraft_item(item=mail, actor=people.reviewer, reason="in our words", via="admin")
+    assert mail.valid and mail.subject == f"About your refund from {incident.workspace.name}"
+    assert mail.body.endswith(f"Kind regards, the {incident.workspace.name} team")
+    assert mail.drafted_by == "kintsugi (message template v1)"
