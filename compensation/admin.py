@@ -280,3 +280,4 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
 from compensation.audit_admin import AuditEventAdmin  # noqa: E402,F401
 from compensation.ticket_admin import TicketAdmin  # noqa: E402,F401
 from compensation.delivery_admin import WorkspaceConnectorAdmin  # noqa: E402,F401
+from compensation.template_admin import MessageTemplateAdmin  # noqa: E402,F401

@@ -5,12 +5,12 @@ Netting, per ticket of an incident:
   difference: a `refund_reversal` of A - B when A > B (a full refund that should have been partial), a
   `replacement_refund` of B - A when B > A, nothing when they cancel out. Without a replacement, each
   ticket's invalidated refunds become one `refund_reversal` of A.
-- invalidated emails become ONE `correction_email` per ticket. When the ticket's refund was netted, the
-  replacement emails (the new confirmation) are folded into it: one email explains the difference; so is
-  a replacement email of the same action as an invalidated one (a re-run that wrote the message
-  differently): the correction carries the corrected message (situation `message_corrected`).
-- replacement emails of tickets whose refund was not netted (a reply instead of a refund) stay
-  `replacement_email` items; replacement refunds without anything invalidated stay `replacement_refund`.
+- invalidated emails become ONE `correction_email` per ticket, and every replacement email of the ticket
+  (the new confirmation of a netted refund, a re-run's rewritten message, a reply sent instead of a
+  refund) is folded into it: one message per customer per incident explains the money and carries the
+  corrected answer (compensation.customer_message), never a correction and a second message.
+- replacement emails of tickets with nothing invalidated to correct stay `replacement_email` items;
+  replacement refunds without anything invalidated stay `replacement_refund`.
 - effects of any other kind (compensation.effect_kinds: kinds registered without netting, and kinds
   nobody registered, which fall back to a manual compensation) become one item each, carrying the effect.
 
@@ -26,7 +26,9 @@ from typing import Callable
 
 from pydantic import BaseModel
 
+from compensation.customer_message import DEFAULT, render
 from compensation.effect_kinds import EffectKind, effect_kind, item_for
+from core.money import format_money
 from provenance.llm import ModelTask
 
 REVERSAL_TASK = "draft_refund_reversal"
@@ -110,14 +112,14 @@ def plan_items(effects: list[dict], kinds: Callable[[str], EffectKind] = effect_
         inv_emails, rep_emails = g[("invalidated", "message")], g[("replacement", "message")]
         # Refunds first: the ticket's correction email explains its refund when it has one.
         money_kinds = sorted({k for role, k in g if k != "message"}, key=lambda k: (k != "refund", k))
-        netting, situation, netted = {}, "", False
+        netting, situation = {}, ""
         for kind in money_kinds:
             inv, rep = g[("invalidated", kind)], g[("replacement", kind)]
             currency = next((e["currency"] for e in inv + rep + inv_emails + rep_emails), "USD")
             made, kind_netting, kind_situation = _money_items(ticket, inv, rep, currency)
             items.extend(made)
             if not netting or (not situation and kind_situation):
-                netting, situation, netted = kind_netting, kind_situation, kind_netting["netted"]
+                netting, situation = kind_netting, kind_situation
         currency = next((e["currency"] for k in money_kinds for e in g[("invalidated", k)] + g[("replacement", k)]),
                         next((e["currency"] for e in inv_emails + rep_emails), "USD"))
         if inv_emails:
@@ -126,9 +128,9 @@ def plan_items(effects: list[dict], kinds: Callable[[str], EffectKind] = effect_
             # correction and a second message.
             # So is the one new message of a ticket whose old message was superseded with nothing else to
             # explain (the reply came from a new handoff child): one correction carrying the new words.
-            rewrote = {e.get("action_id") for e in inv_emails}
-            folded = (rep_emails if netted or (not situation and len(rep_emails) == 1)
-                      else [e for e in rep_emails if e.get("action_id") in rewrote])
+            # And so is every other new message of the ticket (a reply instead of the refund it withdrew):
+            # the customer gets ONE message per incident, explaining the money and carrying the new answer.
+            folded = rep_emails
             items.append(PlannedItem("correction_email", ticket, 0, currency, inv_emails + folded,
                                      situation or ("message_corrected" if folded else "message_withdrawn"), netting))
         else:
@@ -160,7 +162,7 @@ class EmailDraft(BaseModel):
 
 
 def _money(cents: int, currency: str) -> str:
-    return f"{cents / 100:.2f} {currency}"
+    return format_money(int(cents), currency)
 
 
 def draft_refund_reversal(input: dict, facts: dict) -> dict:
@@ -177,33 +179,9 @@ def draft_refund_reversal(input: dict, facts: dict) -> dict:
 
 
 def draft_correction_email(input: dict, facts: dict) -> dict:
-    name, ticket, cur = input["customer"], input["ticket"], input["currency"]
-    refunded, kept = input["refunded_cents"], input["replacement_cents"]
-    back = input["reverse_cents"]
-    situation = input["situation"]
-    if situation == "refund_reduced":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
-                f"{_money(refunded, cur)}. That refund followed a policy that was not ours. Under our refund "
-                f"policy this order qualifies for a refund of {_money(kept, cur)}, so you keep "
-                f"{_money(kept, cur)} and we will ask for the difference of {_money(back, cur)} back. "
-                f"We are sorry for the confusion.")
-    elif situation == "refund_withdrawn":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
-                f"{_money(refunded, cur)}. That refund followed a policy that was not ours, and this order does "
-                f"not qualify for a refund under our refund policy, so we will ask for {_money(back, cur)} back. "
-                f"We are sorry for the confusion.")
-    elif situation == "refund_increased":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
-                f"{_money(refunded, cur)}. The correct refund is {_money(kept, cur)}; we will pay the "
-                f"difference to your original payment method. We are sorry for the confusion.")
-    elif situation == "message_corrected":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} followed a policy that was not ours "
-                f"and was wrong. Please disregard it; this is the corrected message:\n\n"
-                f"{input.get('corrected_body') or ''}\n\nWe are sorry for the confusion.")
-    else:
-        body = (f"Hello {name}, please disregard our earlier message about ticket {ticket}: it followed a "
-                f"policy that was not ours. We are sorry for the confusion.")
-    return {"to": input["customer_email"], "subject": f"A correction about your ticket {ticket}", "body": body}
+    """The offline drafter: the desk's own template (compensation.customer_message.DEFAULT) filled in."""
+    subject, body = render(DEFAULT, input)
+    return {"to": input["customer_email"], "subject": subject, "body": body}
 
 
 def reversal_input(*, item_facts: dict) -> dict:
@@ -216,7 +194,7 @@ def reversal_input(*, item_facts: dict) -> dict:
 def email_input(*, item_facts: dict) -> dict:
     keys = ("ticket", "customer", "customer_email", "currency", "paid_cents", "refunded_cents",
             "replacement_cents", "reverse_cents", "situation", "original_subject", "original_body")
-    if item_facts.get("situation") == "message_corrected":  # the corrected words the email carries
+    if item_facts.get("corrected_body"):  # the corrected answer the email carries
         keys += ("corrected_subject", "corrected_body")
     return {k: item_facts.get(k) for k in keys}
 
@@ -233,11 +211,13 @@ MODEL_TASKS: dict[str, ModelTask] = {
             "markup, no other email addresses."
         )),
     EMAIL_TASK: ModelTask(
-        EMAIL_TASK, prompt_version="draft-correction-email-v1", schema=EmailDraft, offline=draft_correction_email,
+        EMAIL_TASK, prompt_version="draft-correction-email-v2", schema=EmailDraft, offline=draft_correction_email,
         instruction=(
-            "You write a short, polite plain-text email to a customer correcting an earlier message that was based "
-            "on a wrong policy. Address it to the customer email given and to nobody else. Explain the situation "
-            "given; mention only the amounts and the currency in the input. No links, no markup, no other email "
+            "You write ONE short, polite plain-text email to a customer correcting an earlier message that was "
+            "based on a wrong policy. Address it to the customer email given and to nobody else. Explain the "
+            "situation given and, when a corrected body is given, include it as the corrected answer. A human "
+            "subject line without ticket numbers or other internal ids. Mention only the amounts and the currency "
+            "in the input, written as the customer reads money (e.g. $55.00). No links, no markup, no other email "
             "addresses, no phone numbers."
         )),
 }

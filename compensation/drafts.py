@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Q
 
-from compensation import effect_kinds
+from compensation import effect_kinds, templates
 from core import audit
 from compensation.customers import ticket_facts
 from compensation.kinds import spec as kinds_spec
@@ -35,6 +35,7 @@ from repairs.faults import fault_point
 from repairs.models import Incident, RepairEffect
 
 log = logging.getLogger(__name__)
+NETTED_REFUND = ("refund_reduced", "refund_increased", "refund_unchanged")
 K, St = CompensationItem.Kind, CompensationItem.Status
 
 
@@ -99,38 +100,45 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
         "original_body": inv_emails[0]["details"].get("body", "") if inv_emails else "",
     }
-    if planned.situation == "message_corrected":
-        corrected = next(e for e in planned.effects if e["role"] == "replacement" and "body" in (e["details"] or {}))
-        facts["corrected_subject"] = corrected["details"].get("subject", "")
-        facts["corrected_body"] = corrected["details"].get("body", "")
+    # The new message folded into a correction (compensation.drafting): the corrected answer it carries.
+    # A netted refund's new confirmation is not quoted: the correction states the corrected refund itself.
+    corrected = [e for e in planned.effects if e["role"] == "replacement" and "body" in (e["details"] or {})]
+    if corrected and planned.kind == K.CORRECTION_EMAIL and planned.situation not in NETTED_REFUND:
+        facts["corrected_subject"] = corrected[-1]["details"].get("subject", "")
+        facts["corrected_body"] = "\n\n".join(e["details"].get("body", "") for e in corrected)
     facts.update(ticket_facts(ticket, currency=planned.currency))
     return facts
 
 
-def _model_request(planned: PlannedItem, facts: dict) -> tuple[ModelTask, dict] | None:
-    """(task, model input) for the items whose text the model writes; None for the others."""
+def _model_request(planned: PlannedItem, facts: dict, template=None) -> tuple[ModelTask, dict] | None:
+    """(task, model input) for the items whose text the model writes; None for the others (and for the
+    customer message of a workspace that wrote its own template)."""
     if planned.kind == K.REFUND_REVERSAL:
         return MODEL_TASKS[REVERSAL_TASK], reversal_input(item_facts=facts)
-    if planned.kind == K.CORRECTION_EMAIL:
+    if planned.kind == K.CORRECTION_EMAIL and template is None:
         return MODEL_TASKS[EMAIL_TASK], email_input(item_facts=facts)
     return None
 
 
 def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = None,
-                kinds=effect_kinds.effect_kind) -> tuple[dict, str, str, list[str]]:
+                kinds=effect_kinds.effect_kind, template: tuple | None = None) -> tuple[dict, str, str, list[str]]:
     """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
-    answers come from (and go to) `workspace`'s cache; `kinds` names the workspace's effect kinds."""
+    answers come from (and go to) `workspace`'s cache; `kinds` names the workspace's effect kinds;
+    `template` is the workspace's own (Template, version) for its customer messages, if it wrote one."""
     kind = planned.kind
     registration = kinds_spec(kind)  # an unknown kind fails here, loudly
     if registration.draft is not None:  # a kind drafted by its own registration (its wording, its numbers)
         return registration.draft(planned, facts), f"kintsugi ({kind})", "", []
+    if kind == K.CORRECTION_EMAIL and template is not None:
+        return (templates.render_draft(template[0], facts, team=workspace or ""),
+                f"kintsugi (message template v{template[1]})", "", [])
     if kind == K.MANUAL_COMPENSATION:
         # No model text: the note says what a person has to do about the effect it carries, and the item
         # carries its amount (nothing of it leaves through kintsugi).
         return ({"to": facts["customer_email"], "subject": "", "body": effect_kinds.manual_note(planned.effects[0], kinds),
                  "amount_cents": planned.amount_cents, "currency": planned.currency, "payment_reference": ""},
                 "kintsugi (manual)", "", [])
-    request = _model_request(planned, facts)
+    request = _model_request(planned, facts, template)
     if request is not None:
         task, model_input = request
         version = task.prompt_version
@@ -204,11 +212,14 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     client = get_client()
     ws_name = incident.workspace.name
     kinds = effect_kinds.kinds_of(incident.workspace_id)
+    own, version = templates.current(workspace_id=incident.workspace_id)
+    template = (own, version) if version else None
     out = []
-    with client.prefetched([(*r, None) for r in (_model_request(p, facts) for p, facts in todo) if r is not None],
-                           workspace=ws_name):
+    with client.prefetched([(*r, None) for r in (_model_request(p, facts, template) for p, facts in todo)
+                            if r is not None], workspace=ws_name):
         for p, facts in todo:
-            draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name, kinds=kinds)
+            draft, drafted_by, version, drafting_problems = write_draft(p, facts, workspace=ws_name, kinds=kinds,
+                                                                        template=template)
             # validate_draft says too when the item waits for its ticket (compensation.customers).
             problems = drafting_problems or validate_draft(kind=p.kind, draft=draft, facts=facts)
             out.append(DraftedItem(p, facts, draft, drafted_by, version, problems))

@@ -15,6 +15,8 @@ from compensation.drafts import compensation_count, draft_planned, draft_repair,
 from compensation.execution import execute_approved
 from compensation.models import CompensationItem
 from compensation.services import cancel_incident_items, enqueue_execution
+from compensation.tasks import notify_reviewers
+from core.broker import send
 from provenance.membership import current_attribution
 from provenance.models import Workspace
 from repairs.signals import incident_closed, repair_finished, repair_planned, stores_back, walked_without_applying
@@ -30,6 +32,9 @@ def draft_planned_repair(sender, incident, wait, **kwargs) -> bool:
     done = draft_repair(incident=incident, wait=wait)
     if done:  # every part drafted: the repair's `compensations` count is final
         type(incident).objects.filter(pk=incident.pk).update(compensations=compensation_count(incident=incident))
+        # The cases are ready for review: tell the workspace's reviewers once the drafts are committed.
+        pk = incident.pk
+        transaction.on_commit(lambda: send(notify_reviewers, pk, what=f"the review notice of incident {pk}"))
     return done
 
 

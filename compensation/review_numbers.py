@@ -2,7 +2,7 @@
 
 The incident list, the incident page, the dashboard, the case list, the API and the reports all print
 these (built on compensation.selectors.ItemCounts), so a repaired incident whose items wait reads
-"Needs review · 14 · $400.00" everywhere and never "repaired" alone.
+"Needs review · 10 · $400.00" everywhere and never "repaired" alone.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Review:
 
     @property
     def text(self) -> str:
-        """"Needs review · 14 · $400.00" while items wait; "" when nothing does."""
+        """"Needs review · 10 · $400.00" while items wait; "" when nothing does."""
         if not self.items_pending:
             return ""
         return f"Needs review · {self.items_pending} · {self.money}"

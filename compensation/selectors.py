@@ -136,7 +136,7 @@ class ItemCounts:
 
     @property
     def sentence(self) -> str:
-        """"10 compensation drafts + 4 held replacements = 14 items"."""
+        """"10 compensation drafts + 0 held replacements = 10 items"."""
         def n(count: int, word: str) -> str:
             return f"{count} {word}" + ("" if count == 1 else "s")
         return (f"{n(self.compensation_drafts, 'compensation draft')} + "

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import customers, effect_kinds, gates, kinds, sequencing
+from compensation import customers, effect_kinds, gates, kinds, sequencing, templates
 from compensation.approval import content_hash
 from core import audit
 from core.broker import send
@@ -78,9 +78,11 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
                           refreshed.facts.get("max_cents") or refreshed.facts.get("effect_cents") or 0,
                           refreshed.facts.get("currency", "USD"), refreshed.original, refreshed.facts.get("situation", ""),
                           {k: refreshed.facts.get(k) for k in ("refunded_cents", "replacement_cents", "reverse_cents", "netted")})
+    own, template_version = templates.current(workspace_id=refreshed.incident.workspace_id)
     draft, drafted_by, version, problems = write_draft(planned, refreshed.facts,
                                                        workspace=refreshed.incident.workspace.name,
-                                                       kinds=effect_kinds.kinds_of(refreshed.incident.workspace_id))
+                                                       kinds=effect_kinds.kinds_of(refreshed.incident.workspace_id),
+                                                       template=(own, template_version) if template_version else None)
     get_client().flush()
     with transaction.atomic():
         item = _locked_pending(item.pk, workspace_id=refreshed.incident.workspace_id, with_incident=False,

@@ -21,3 +21,11 @@ def execute_compensation(self, item_id: int) -> str:
 def execute_waiting_compensations() -> int:
     """Sweep: execute approved items whose task never ran (schedule it, or run it after a broker outage)."""
     return execute_approved(via=Via.WORKER)
+
+
+@shared_task(acks_late=True)
+def notify_reviewers(incident_id: int) -> dict | None:
+    """Tell the incident's reviewers that its cases are ready (compensation.notices); safe to run twice."""
+    from compensation.notices import notify_reviewers as notify
+
+    return notify(incident_id=incident_id)

@@ -27,6 +27,8 @@ AUDIT_CHAIN = 7176
 # (WORKSPACE_REPAIRS, workspace id): held while a repair of the workspace runs, so repairs of one
 # workspace run one at a time; the graph's own lock (WORKSPACE_GRAPH) only while one applies.
 WORKSPACE_REPAIRS = 7177
+# (NOTIFY_REVIEWERS, incident id): while the reviewers of an incident are told its cases are ready.
+NOTIFY_REVIEWERS = 7178
 
 NAMESPACES: dict[str, int] = {name: value for name, value in dict(globals()).items()
                               if name.isupper() and isinstance(value, int)}

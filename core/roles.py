@@ -3,7 +3,8 @@
 A role says what a person may do; membership of a workspace (provenance.tenancy) says where. Roles
 never widen what is seen: a Reviewer who is a member of one workspace reviews that workspace only.
 
-Support lead: flags sources and reads incidents, items and their history.
+Support lead: flags sources, reads incidents, items and their history, and writes the workspace's
+customer message template.
 Reviewer: reads, and approves / rejects / edits compensation items.
 Auditor: reads everything (incidents, items, the audit trail, tickets, ledger, outbox) and exports the
 audit trail; no change permission at all.
@@ -19,6 +20,7 @@ ROLES = {
     SUPPORT_LEAD: [
         "repairs.flag_source", "repairs.view_incident", "compensation.view_compensationitem",
         "compensation.view_auditevent", "provenance.view_workspace", "provenance.view_source", "provenance.view_ticket",
+        "compensation.change_messagetemplate",
     ],
     REVIEWER: [
         "repairs.view_incident", "compensation.view_compensationitem", "compensation.review_compensationitem",

@@ -103,6 +103,9 @@ class AuditAction(models.TextChoices):
     CASE_ASSIGNED = "case.assigned"
     POLICY_PROPOSED = "policy.proposed"
     POLICY_APPLIED = "policy.applied"
+    # the customer message's wording per workspace, and telling reviewers that cases arrived
+    MESSAGE_TEMPLATE_CHANGED = "message_template.changed"
+    REVIEWERS_NOTIFIED = "reviewers.notified"
     # recordings of remote agents: one per status a recording ends in
     RECORDING_COMMITTED = "recording.committed"
     RECORDING_ABANDONED = "recording.abandoned"

@@ -30,7 +30,7 @@ def dashboard(*, user, limit: int = 10) -> dict:
         reviews = {pk: review_numbers.from_counts(c) for pk, c in counts.items()}  # no query: status lines only
         for incident in open_incidents + recent:
             incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
-            # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
+            # A repaired incident whose items wait reads "Needs review · 10 · $400.00", as on every other page.
             incident.status_label = (review_numbers.status_text(incident, reviews[incident.pk])
                                      if incident.status == IncidentStatus.REPAIRED else status_label(incident))
     return {

@@ -30,6 +30,7 @@ CAPABILITIES: dict[str, str] = {
     "manage_members": "provenance.manage_members",
     "manage_agents": "provenance.manage_agents",
     "add_workspace": "provenance.add_workspace",
+    "edit_message_template": "compensation.change_messagetemplate",  # the customer message's wording
 }
 
 
@@ -52,6 +53,7 @@ HELD_BY: dict[str, tuple[str, ...]] = {
     "manage_members": (WS_ADMIN,),
     "manage_agents": (WS_ADMIN,),
     "add_workspace": (WS_ADMIN,),
+    "edit_message_template": (LEAD,),
 }
 
 

@@ -100,6 +100,11 @@ class Smtp(Connector):
     def configured(self, options: dict, *, workspace: str) -> bool:
         return bool(settings.KINTSUGI_EMAIL_BACKEND or options.get("host") or settings.EMAIL_HOST)
 
+    def operator_connection(self, *, workspace: str):
+        """The deployment's own way out for mail (its email backend, else its relay): what kintsugi uses
+        for its own messages to people of a workspace, never a workspace's server."""
+        return self._connection({}, workspace=workspace)
+
     def _connection(self, options: dict, *, workspace: str):
         if settings.KINTSUGI_EMAIL_BACKEND:
             return get_connection(settings.KINTSUGI_EMAIL_BACKEND, fail_silently=False)

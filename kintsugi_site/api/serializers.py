@@ -255,7 +255,7 @@ class ReviewSerializer(serializers.Serializer):
     items_pending = serializers.IntegerField(help_text="Review items still waiting for a decision.")
     amount_pending_cents = serializers.IntegerField(help_text="Money those items move, in cents.")
     cases_pending = serializers.IntegerField(help_text="Cases (tickets) with an item waiting for a decision.")
-    status_text = serializers.CharField(help_text='The status as people read it: "Needs review · 14 · $400.00" '
+    status_text = serializers.CharField(help_text='The status as people read it: "Needs review · 10 · $400.00" '
                                                   "while items wait.")
 
 

@@ -305,6 +305,8 @@ secret_registry.parse(KINTSUGI_SECRETS, audit_key=KINTSUGI_AUDIT_SIGNING_KEY)
 # connector instead of SMTP: the operator's choice, never a workspace's option (an option naming code
 # would make the worker import it).
 KINTSUGI_EMAIL_BACKEND = env("KINTSUGI_EMAIL_BACKEND", default="")
+# Where people reach this deployment: the links kintsugi mails to reviewers (their inbox) start with it.
+KINTSUGI_PUBLIC_URL = env("KINTSUGI_PUBLIC_URL", default="http://localhost:8000")
 EMAIL_HOST = env("KINTSUGI_SMTP_HOST", default="")
 EMAIL_PORT = env.int("KINTSUGI_SMTP_PORT", default=25)
 EMAIL_USE_TLS = env.bool("KINTSUGI_SMTP_TLS", default=False)

@@ -15,8 +15,9 @@ def poisoned_page(canonical_desk) -> Source:
 def test_flag_preview_shows_the_blast_radius_before_anything_happens(lead_client, poisoned_page,
                                                                       django_assert_max_num_queries):
     # 9 for the preview, the rest for the what-if beside it (its reads and its audit event) and the session's
-    # save that keeps an idle session alive (SESSION_SAVE_EVERY_REQUEST); none per action.
-    with django_assert_max_num_queries(24):
+    # save that keeps an idle session alive (SESSION_SAVE_EVERY_REQUEST), and the workspace's message template
+    # the what-if drafts with; none per action.
+    with django_assert_max_num_queries(25):
         response = lead_client.get(reverse("admin:provenance_source_flag", args=[poisoned_page.pk]))
     assert response.status_code == 200
     preview = response.context["previews"][0]["radius"]

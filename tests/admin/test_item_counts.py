@@ -29,37 +29,37 @@ def test_incident_page_queue_link_dashboard_and_reports_give_the_same_counts(cli
     drafts, held = items.filter(kind__in=CompensationItem.COMPENSATION_KINDS).count(), items.exclude(
         kind__in=CompensationItem.COMPENSATION_KINDS).count()
     pending = items.filter(status="pending").count()
-    assert (drafts, held, pending) == (10, 4, 13)
+    assert (drafts, held, pending) == (10, 0, 9)  # one message per customer: no reply held apart
     client.force_login(support_lead)
 
     page = client.get(reverse("admin:repairs_incident_change", args=[repaired.pk]))
     html = page.content.decode()
-    assert "10 compensation drafts + 4 held replacements = 14 items" in html
+    assert "10 compensation drafts + 0 held replacements = 10 items" in html
     link = re.search(r'id="review-pending-link" href="([^"]+)"><span class="count">(\d+)</span> pending', html)
-    assert int(link.group(2)) == pending and "all 14 items of this incident" in html
+    assert int(link.group(2)) == pending and "all 10 items of this incident" in html
 
     queue = client.get(link.group(1).replace("&amp;", "&"))
     assert queue.context["cl"].result_count == pending
 
     board = client.get(reverse("admin:index")).content.decode()
     row = re.search(rf'<tr data-incident="{repaired.pk}">.*?data-items="(\d+)" data-pending="(\d+)"', board, re.S)
-    assert (int(row.group(1)), int(row.group(2))) == (14, pending)
+    assert (int(row.group(1)), int(row.group(2))) == (10, pending)
 
     report = json.loads(render_report(repaired, "json")[0])["item_counts"]
     assert {k: report[k] for k in ("compensation_drafts", "held_replacements", "total", "pending")} == {
-        "compensation_drafts": 10, "held_replacements": 4, "total": 14, "pending": pending}
+        "compensation_drafts": 10, "held_replacements": 0, "total": 10, "pending": pending}
     assert report["by_status"]["approved"] == 1 and report["by_kind"]["refund_reversal"]["approved"] == 1
-    assert report["sentence"] == "10 compensation drafts + 4 held replacements = 14 items"
+    assert report["sentence"] == "10 compensation drafts + 0 held replacements = 10 items"
     with zipfile.ZipFile(io.BytesIO(render_report(repaired, "csv")[0])) as z:
         rows = z.read(f"incident-{repaired.pk}/items.csv").decode().splitlines()
-    assert "total,all,14" in rows and "refund_reversal,pending,4" in rows
+    assert "total,all,10" in rows and "refund_reversal,pending,4" in rows
     assert item_counts(incident=repaired).pending == pending
 
     client.force_login(reviewer)
     cases = client.get(reverse("admin:compensation_compensationitem_cases") + f"?incident={repaired.pk}&status=all")
     html = cases.content.decode()
-    assert f"Review items: 10 compensation drafts + 4 held replacements = 14 items, {pending} pending." in html
-    assert cases.context["totals"]["items"] == 14 and cases.context["totals"]["pending_items"] == pending
+    assert f"Review items: 10 compensation drafts + 0 held replacements = 10 items, {pending} pending." in html
+    assert cases.context["totals"]["items"] == 10 and cases.context["totals"]["pending_items"] == pending
     assert cases.context["item_counts"] == item_counts(incident=repaired)
 
 
@@ -68,8 +68,8 @@ def test_close_page_shows_what_closing_does_and_changes_nothing(client, repaired
     response = client.get(reverse("admin:repairs_incident_close", args=[repaired.pk]))
     html = response.content.decode()
     assert response.status_code == 200 and 'id="close-form"' in html and 'name="reason"' in html
-    assert re.search(r'id="close-cancelled">cancels its <strong>14</strong> pending items\s*'
-                     r'\(10 compensation drafts \+ 4 held replacements\), which would have moved \$400\.00', html)
+    assert re.search(r'id="close-cancelled">cancels its <strong>10</strong> pending items\s*'
+                     r'\(10 compensation drafts \+ 0 held replacements\), which would have moved \$400\.00', html)
     assert Incident.objects.get(pk=repaired.pk).status == "repaired"
     assert not CompensationItem.objects.filter(incident=repaired, status="cancelled").exists()
     page = client.get(reverse("admin:repairs_incident_change", args=[repaired.pk])).content.decode()

@@ -61,7 +61,7 @@ def test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf(
     lead.locator('#repair-progress[data-state="done"]').wait_for(timeout=90_000)
     lead.locator("#outcome-table").wait_for()
     # Repaired, with items waiting for a reviewer: the status says so, never "Repaired" alone.
-    assert lead.locator("#incident-status").inner_text() == "Needs review · 14 · $400.00"
+    assert lead.locator("#incident-status").inner_text() == "Needs review · 10 · $400.00"
     assert lead.locator("#repair-progress progress").get_attribute("value") == "100"
     values = {key: lead.locator(f'tr[data-outcome="{key}"] .value').inner_text() for key in CANONICAL}
     assert values == CANONICAL

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 def test_closing_an_incident_cancels_its_pending_items_without_reading_its_plan_per_item(people):
     incident = repaired_incident(flagger=people.lead)
     pending = incident.compensation_items.filter(status="pending").count()
-    assert pending == 14
+    assert pending == 10
     with CaptureQueriesContext(connection) as queries:
         close_incident(incident=incident, actor=people.lead, reason="run replaced", via="admin")
     item_selects = [q["sql"] for q in queries if q["sql"].startswith('SELECT "compensation_compensationitem"')

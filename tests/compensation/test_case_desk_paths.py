@@ -28,7 +28,7 @@ def _decide_t06_and_claim_t05(canonical):
 def _filter_cases(canonical):
     name = canonical.incident.compensation_items.filter(ticket_id="t07").first().facts["customer"]
     return [{}, {"q": "t05"}, {"q": name.split()[0].lower()}, {"q": "$75.00"}, {"q": "nobody"},
-            {"kind": K.REPLACEMENT_EMAIL}, {"outcome": St.PENDING}, {"assignee": "me"}, {"assignee": "none"}]
+            {"kind": K.CORRECTION_EMAIL}, {"outcome": St.PENDING}, {"assignee": "me"}, {"assignee": "none"}]
 
 
 def test_the_indexed_page_of_undecided_cases_is_the_grouped_page_under_every_filter(canonical):

@@ -34,18 +34,18 @@ def _mail_of(item) -> int:
     return OutboxEmail.objects.filter(idempotency_key=f"compensation:{item.pk}").count()
 
 
-def test_the_canonical_incident_is_five_cases_of_its_fourteen_items(canonical):
+def test_the_canonical_incident_is_five_cases_of_its_ten_items(canonical):
     incident, reviewer = canonical.incident, canonical.people.reviewer
     found = case_selectors.cases(user=reviewer, incident=incident)
     assert [c.ticket for c in found] == ["t04", "t05", "t06", "t07", "t08"]
-    assert sum(len(c.items) for c in found) == 14 == incident.compensation_items.count()
-    # Each case leaves in order: the money, then the email that explains it, then the held replacement.
+    assert sum(len(c.items) for c in found) == 10 == incident.compensation_items.count()
+    # Each case leaves in order: the money, then the one message that explains it and carries the new answer.
     assert [c.item.kind for c in found[0].items] == [K.REFUND_REVERSAL, K.CORRECTION_EMAIL]
-    assert [c.item.kind for c in found[1].items] == [K.REFUND_REVERSAL, K.CORRECTION_EMAIL, K.REPLACEMENT_EMAIL]
+    assert [c.item.kind for c in found[1].items] == [K.REFUND_REVERSAL, K.CORRECTION_EMAIL]
     assert {c.ticket: c.at_stake for c in found} == {"t04": "$55.00", "t05": "$75.00", "t06": "$90.00",
                                                      "t07": "$100.00", "t08": "$80.00"}
     totals = case_selectors.totals(found)
-    assert totals["left"] == 5 and totals["items"] == 14 and totals["pending_items"] == 14
+    assert totals["left"] == 5 and totals["items"] == 10 and totals["pending_items"] == 10
     assert totals["money"] == [{"currency": "USD", "cents": 40000, "text": "$400.00"}]
     assert found[1].summary == "Refunded $75.00 in full under the flagged rule; under the clean policy: reply, no refund"
     assert found[0].summary.startswith("Refunded $110.00 in full under the flagged rule; under the clean policy: ")
@@ -92,16 +92,14 @@ def test_rejecting_a_reversal_marks_the_emails_that_speak_of_it(canonical, clien
     incident, reviewer = canonical.incident, canonical.people.reviewer
     reject_item(item=_item(incident, K.REFUND_REVERSAL, "t05"), actor=reviewer, reason="customer kept the goods",
                 via="admin")
-    email, reply = _item(incident, K.CORRECTION_EMAIL, "t05"), _item(incident, K.REPLACEMENT_EMAIL, "t05")
+    email = _item(incident, K.CORRECTION_EMAIL, "t05")
+    # It carries the reply "this order does not qualify for a refund": untrue while the customer keeps it.
     assert not email.valid and "which was rejected" in email.problems[-1]
-    # The reply says "this order does not qualify for a refund": untrue while the customer keeps it.
-    assert not reply.valid and "which was rejected" in reply.problems[-1]
-    for item in (email, reply):
-        with pytest.raises(DecisionRefused, match="was rejected"):
-            approve_item(item=item, actor=reviewer, reason="", via="admin")
+    with pytest.raises(DecisionRefused, match="was rejected"):
+        approve_item(item=email, actor=reviewer, reason="", via="admin")
     client.force_login(reviewer)
     page = client.get(_case_url(incident, "t05")).content.decode()
-    assert page.count("was rejected: reject this email, or edit it so it stands alone") == 2
+    assert page.count("was rejected: reject this email, or edit it so it stands alone") == 1
     assert case_selectors.case(user=reviewer, incident_id=incident.pk, ticket="t05").leaving == []
 
 
@@ -133,7 +131,8 @@ def test_an_email_held_behind_a_reversal_that_is_then_rejected_is_reopened_with_
 def test_a_reply_waits_for_the_reversal_of_its_ticket_and_leaves_once_after_it(
         canonical, eager_celery, outbox_backend, django_capture_on_commit_callbacks):
     incident, reviewer = canonical.incident, canonical.people.reviewer
-    reply, reversal = _item(incident, K.REPLACEMENT_EMAIL, "t06"), _item(incident, K.REFUND_REVERSAL, "t06")
+    # The reply rides in the case's one message (compensation.drafting), which waits for the reversal.
+    reply, reversal = _item(incident, K.CORRECTION_EMAIL, "t06"), _item(incident, K.REFUND_REVERSAL, "t06")
     with django_capture_on_commit_callbacks(execute=True):
         approve_item(item=reply, actor=reviewer, reason="fine", via="admin")
     assert _mail_of(reply) == 0
@@ -149,10 +148,10 @@ def test_the_case_page_says_what_leaves_in_order_before_confirming(canonical, cl
     page = client.get(_case_url(incident, "t05")).content.decode()
     leaving = page[page.index('id="leaving"'):page.index("</ol>", page.index('id="leaving"'))]
     steps = leaving.split("<li")[1:]
-    assert len(steps) == 3
+    assert len(steps) == 2
     assert "a reversal request of $75.00" in steps[0]
     reversal = _item(incident, K.REFUND_REVERSAL, "t05")
-    assert "A correction about your ticket t05" in steps[1] and f"only after #{reversal.pk} is approved" in steps[1]
+    assert "A correction to our earlier message" in steps[1] and f"only after #{reversal.pk} is approved" in steps[1]
     assert "cents" not in page and page.index('id="leaving"') < page.index('id="approve-case"')
 
 
@@ -165,7 +164,7 @@ def test_approving_a_case_opens_the_next_undecided_case(canonical, client, djang
     assert response["Location"] == _case_url(incident, "t05") + f"?incident={incident.pk}"
     assert set(incident.compensation_items.filter(ticket_id="t04").values_list("status", flat=True)) == {St.APPROVED}
     # Item by item: the case stays open until its last item is decided, then the next one opens.
-    email = _item(incident, K.REPLACEMENT_EMAIL, "t05")
+    email = _item(incident, K.CORRECTION_EMAIL, "t05")
     response = client.post(_decide_url(incident, "t05"), {"decision": "reject", "item": email.pk, "reason": "no"})
     assert response["Location"] == _case_url(incident, "t05")
     for ticket in ("t05", "t06", "t07"):
@@ -212,7 +211,7 @@ def test_the_dashboard_and_the_incident_page_open_the_cases(canonical, client):
     assert f'href="{reverse(CASES)}?incident={incident.pk}"' in page
     cases_page = client.get(reverse(CASES), {"incident": incident.pk}).content.decode()
     assert "5 cases left" in cases_page and "$400.00" in cases_page and "cents" not in cases_page
-    assert "10 compensation drafts + 4 held replacements = 14 items, 14 pending" in cases_page
+    assert "10 compensation drafts + 0 held replacements = 10 items, 10 pending" in cases_page
 
 
 def test_an_email_edited_after_its_reversal_was_rejected_stands_alone_and_leaves(

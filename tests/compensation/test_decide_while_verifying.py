@@ -91,4 +91,4 @@ def test_items_are_drafted_and_decidable_before_the_verification_replay_starts(p
     monkeypatch.setattr(job, "verify_incident", verify_incident)
     incident = repaired_incident(flagger=people.lead)
     assert incident.status == "repaired", incident.error
-    assert seen == {"items": incident.compensation_items.count(), "decidable": True} and seen["items"] == 14
+    assert seen == {"items": incident.compensation_items.count(), "decidable": True} and seen["items"] == 10

@@ -30,11 +30,16 @@ def test_full_refund_that_should_be_partial_nets_into_one_reversal_for_the_diffe
     assert {e["effect_id"] for e in items[1].effects} == {8, 41}  # the new confirmation is folded in
 
 
-def test_reply_instead_of_refund_reverses_all_and_keeps_the_reply_as_replacement():
+def test_reply_instead_of_refund_reverses_all_and_folds_the_reply_into_the_one_correction():
     items = plan_items([_eff("invalidated", "refund", "t05", 7500, 9), _eff("invalidated", "email", "t05", 7500, 10),
                         _eff("replacement", "email", "t05", 0, 42)])
-    assert [(i.kind, i.amount_cents) for i in items] == [
-        ("refund_reversal", 7500), ("correction_email", 0), ("replacement_email", 0)]
+    assert [(i.kind, i.amount_cents) for i in items] == [("refund_reversal", 7500), ("correction_email", 0)]
+    assert {e["effect_id"] for e in items[1].effects} == {10, 42}  # one message carries the reply
+
+
+def test_a_new_message_without_anything_to_correct_stays_its_own_item():
+    items = plan_items([_eff("replacement", "email", "t05", 0, 42)])
+    assert [i.kind for i in items] == ["replacement_email"]
 
 
 def test_netting_when_the_corrected_refund_is_larger_pays_only_the_difference():
@@ -49,15 +54,17 @@ def test_netting_to_zero_moves_no_money_but_still_explains():
 
 
 @pytest.mark.django_db
-def test_canonical_repair_drafts_ten_compensations_and_four_replacements(canonical):
+def test_canonical_repair_drafts_ten_compensations_and_one_message_per_customer(canonical):
     incident = canonical.incident
     assert incident.status == "repaired"
     assert incident.compensations == 10  # the receiver's return value
     items = list(incident.compensation_items.order_by("ticket_id", "kind"))
     comp = [i for i in items if i.is_compensation]
     assert sorted(i.kind for i in comp) == ["correction_email"] * 5 + ["refund_reversal"] * 5
-    replacements = [(i.kind, i.ticket_id) for i in items if not i.is_compensation]
-    assert replacements == [("replacement_email", t) for t in ("t05", "t06", "t07", "t08")]
+    # The replies t05-t08 got instead of a refund ride in their correction: one message per customer.
+    assert [i for i in items if not i.is_compensation] == []
+    mails = [i for i in items if i.kind == K.CORRECTION_EMAIL]
+    assert len({i.customer_email for i in mails}) == len(mails) == 5
     reversals = {i.ticket_id: i.amount_cents for i in comp if i.kind == K.REFUND_REVERSAL}
     # t04 was paid 110.00 in full; the clean policy gives 50%: reverse the 55.00 difference only.
     assert reversals == {"t04": 5500, "t05": 7500, "t06": 9000, "t07": 10000, "t08": 8000}
@@ -66,7 +73,11 @@ def test_canonical_repair_drafts_ten_compensations_and_four_replacements(canonic
     t04 = next(i for i in comp if i.ticket_id == "t04" and i.kind == K.REFUND_REVERSAL)
     assert t04.payment_reference.startswith("ch_") and t04.customer_email == "dev.patel@customers.example"
     t04_mail = next(i for i in comp if i.ticket_id == "t04" and i.kind == K.CORRECTION_EMAIL)
-    assert "55.00 USD" in t04_mail.body and "110.00 USD" in t04_mail.body and t04_mail.to == t04.customer_email
+    assert "$55.00" in t04_mail.body and "$110.00" in t04_mail.body and t04_mail.to == t04.customer_email
+    assert "USD" not in t04_mail.body and "t04" not in t04_mail.subject + t04_mail.body  # no codes, no ids
+    t05_mail = next(i for i in comp if i.ticket_id == "t05" and i.kind == K.CORRECTION_EMAIL)
+    assert "$75.00 back" in t05_mail.body and "corrected answer" in t05_mail.body
+    assert "does not qualify for a refund" in t05_mail.body.split("corrected answer", 1)[1]  # the reply itself
     # The path names the flagged page, the poisoned ingest and the superseded refund of t05.
     t05 = next(i for i in comp if i.ticket_id == "t05" and i.kind == K.REFUND_REVERSAL)
     steps = t05.path[0]["steps"]
@@ -79,7 +90,7 @@ def test_drafting_again_for_the_same_repair_adds_nothing(canonical):
     incident = canonical.incident
     before = incident.compensation_items.count()
     assert draft_compensations(incident=incident) == 10
-    assert incident.compensation_items.count() == before == 14
+    assert incident.compensation_items.count() == before == 10
 
 
 @pytest.mark.django_db
@@ -101,5 +112,7 @@ def test_a_later_incident_that_cancels_held_replacements_nets_their_items_again(
     assert new[K.REFUND_REVERSAL].amount_cents == 5500  # 55.00 reversed before + 55.00 now = the 110.00 paid
     assert [(e["role"], e["effect_id"]) for e in new[K.REFUND_REVERSAL].original] == [
         ("invalidated", t04_reversal.original[1]["effect_id"])]
-    assert new[K.CORRECTION_EMAIL].valid and K.REPLACEMENT_EMAIL in new
+    # The reply the re-run wrote instead of the refund rides in the one correction the customer gets.
+    assert new[K.CORRECTION_EMAIL].valid and K.REPLACEMENT_EMAIL not in new
+    assert "corrected answer" in new[K.CORRECTION_EMAIL].body
     assert second.compensations == second.compensation_items.filter(original__contains=[{"role": "invalidated"}]).count()

@@ -41,7 +41,7 @@ def _drafted_events(incident) -> int:
 
 def test_an_idle_worker_drafts_the_items_before_the_repair_is_verified(planned, people):
     assert draft_ahead_task(planned.pk) is True
-    assert planned.compensation_items.count() == 14 and _drafted_events(planned) == 14
+    assert planned.compensation_items.count() == 10 and _drafted_events(planned) == 10
     item = planned.compensation_items.filter(kind=CompensationItem.Kind.REFUND_REVERSAL).first()
     # The gate's red case: the same approval succeeds once the incident is repaired (below).
     with pytest.raises(DecisionRefused, match="once its repair is verified"):
@@ -50,8 +50,8 @@ def test_an_idle_worker_drafts_the_items_before_the_repair_is_verified(planned, 
     incident = run_repair(incident_id=planned.pk)  # the repairing worker finishes: nothing drafted twice
     assert incident.status == "repaired", incident.error
     assert [incident.verification[k] for k in ("facts", "decisions", "effects")] == [0, 0, 0]
-    assert incident.compensations == 10 and incident.compensation_items.count() == 14
-    assert _drafted_events(incident) == 14
+    assert incident.compensations == 10 and incident.compensation_items.count() == 10
+    assert _drafted_events(incident) == 10
     assert approve_item(item=item, actor=people.reviewer, reason="ok", via="admin").status == "approved"
 
 
@@ -73,7 +73,7 @@ def test_a_part_another_worker_is_drafting_is_left_to_it(planned):
         other.close()
     assert draft_ahead(incident=planned, wait=False) is True
     assert draft_ahead(incident=planned, wait=True) is True  # again: finds every item there
-    assert planned.compensation_items.count() == 14 and _drafted_events(planned) == 14
+    assert planned.compensation_items.count() == 10 and _drafted_events(planned) == 10
 
 
 def test_parts_drafted_apart_equal_one_drafting(planned):

@@ -148,7 +148,7 @@ def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, scope, tmp_
     def drafted_events(inc):
         return AuditEvent.objects.filter(incident_id=inc.pk, action="item.drafted").count()
 
-    assert items(incident) == items(reference) and drafted_events(incident) == drafted_events(reference) == 14
+    assert items(incident) == items(reference) and drafted_events(incident) == drafted_events(reference) == 10
 
 
 @pytest.mark.worker

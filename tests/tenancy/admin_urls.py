@@ -30,6 +30,7 @@ OBJECT_MODELS = {
     "provenance_agentregistration": lambda b: b.agent.pk,
     "provenance_agenttoken": lambda b: b.agent_token.pk,
     "compensation_workspaceconnector": lambda b: b.connector.pk,
+    "compensation_messagetemplate": lambda b: b.template.pk,
     # Not workspace data: only superusers have these permissions, so members of A get 403.
     "auth_user": lambda b: b.user.pk,
     "auth_group": lambda b: b.group.pk,
@@ -177,6 +178,12 @@ def requests_for(name: str, b) -> list[Request] | None:
             Request("GET", reverse("admin:compensation_workspaceconnector_workspace", args=[b.workspace.pk])),
             Request("POST", reverse("admin:compensation_workspaceconnector_workspace", args=[b.workspace.pk]),
                     {"kind": "refund_reversal", "connector": "sandbox_ledger", "options": "", "reason": "x"})],
+        # B's customer message template: its page read, previewed against B's incident, saved, applied.
+        "compensation_messagetemplate_workspace": [
+            Request("GET", reverse("admin:compensation_messagetemplate_workspace", args=[b.workspace.pk]))] + [
+            Request("POST", reverse("admin:compensation_messagetemplate_workspace", args=[b.workspace.pk]),
+                    {"subject": "Hi $customer", "body": "$explanation", "reason": "x", "incident": incident,
+                     "step": step}) for step in ("preview", "save", "apply")],
         "compensation_auditevent_export": [
             Request("GET", reverse("admin:compensation_auditevent_export") + q, kind="export")
             for q in ("?format=json", f"?format=json&incident={incident}", "?format=csv")],
@@ -215,7 +222,7 @@ def admin_url_names() -> list:
 def unknown_admin_urls(known=requests_for, b=None) -> list:
     b = b or SimpleNamespace(**{k: SimpleNamespace(pk=1, name="x") for k in (
         "workspace", "source", "ticket", "ledger", "outbox", "incident", "transition", "item", "event", "user",
-        "group", "token_user", "agent", "agent_token", "connector")}, action_id=1)
+        "group", "token_user", "agent", "agent_token", "connector", "template")}, action_id=1)
     b.item.ticket_id = getattr(b.item, "ticket_id", "t01")
     return sorted({str(n) for n in admin_url_names() if known(n, b) is None})
 

@@ -13,7 +13,7 @@ from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from compensation.delivery_models import WorkspaceConnector
-from compensation.models import AuditEvent, CompensationItem
+from compensation.models import AuditEvent, CompensationItem, MessageTemplate
 from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import workspace_graph
@@ -75,6 +75,9 @@ def two_teams(django_db_setup, django_db_blocker):
             # B chose how its reversals leave.
             connector = WorkspaceConnector.objects.create(workspace=ws_b, kind="refund_reversal",
                                                           connector="webhook", options={"url": "https://b.example/h"})
+            # B worded its customers' message.
+            template = MessageTemplate.objects.create(workspace=ws_b, subject="From team B", body="$explanation",
+                                                      updated_by=b_lead)
             yield SimpleNamespace(people=people, a=a, b_lead=b_lead, b=SimpleNamespace(
                 workspace=ws_b, incident=b, item=b.compensation_items.order_by("pk").first(),
                 item_ids=list(b.compensation_items.values_list("pk", flat=True)),
@@ -84,7 +87,7 @@ def two_teams(django_db_setup, django_db_blocker):
                 outbox=OutboxEmail.objects.filter(workspace=ws_b).first(),
                 transition=b.transitions.first(), event=AuditEvent.objects.filter(incident_id=b.pk).first(),
                 user=b_lead, group=Group.objects.get(name=REVIEWER), token_user=b_lead, agent=agent,
-                agent_token=agent_token, connector=connector,
+                agent_token=agent_token, connector=connector, template=template,
                 action_id=b.outcomes.filter(status="rerun_changed").first().action_id))
         finally:
             transaction.set_rollback(True)
@@ -107,6 +110,7 @@ def _state_of(b) -> dict:
                                                                                     "timeout_seconds")),
         "agent_tokens": sorted(AgentToken.objects.filter(workspace=ws).values_list("pk", "label", "revoked_at")),
         "connectors": sorted(WorkspaceConnector.objects.filter(workspace=ws).values_list("kind", "connector", "options")),
+        "template": list(MessageTemplate.objects.filter(workspace=ws).values_list("subject", "body", "version")),
         "graph": (graph.ro_query("MATCH (n) RETURN count(n)")[0][0],
                   graph.ro_query("MATCH ()-[r]->() RETURN count(r)")[0][0],
                   graph.ro_query("MATCH (a:Action) WHERE a.status IS NOT NULL RETURN count(a)")[0][0]),

@@ -179,6 +179,10 @@ SURFACES = {
         "mcp": _mcp(mcp_server.what_if, workspace=lambda d: d.ws.name, source="no-such/source"),
         "cli": "what_if",  # asked in the test itself: the refusal is read from its stderr
     },
+    "edit_message_template": {  # a Support lead words the workspace's customer messages
+        "admin": _admin("get", "/admin/compensation/messagetemplate/workspace/{d.ws.pk}/"),
+        "admin_list": _admin("get", "/admin/compensation/messagetemplate/"),
+    },
     "review": {
         "admin": _rejected(lambda u, d: _admin_post_reject(u, d)),
         "api": _rejected(lambda u, d: _api("post", "/api/v1/review-items/{d.item.pk}/reject/", {"reason": "no"})(u, d)),
