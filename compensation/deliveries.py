@@ -79,7 +79,10 @@ def _start(item: CompensationItem) -> tuple[Delivery, bool]:
 def send(item: CompensationItem) -> Outcome | None:
     """Deliver one approved item through its connector (see the module docstring). Returns the outcome
     once the item has left, None when a person must decide (failed, dead, uncertain) or the team's agent
-    has yet to acknowledge it (awaiting_ack); raises TemporaryFailure when it should be tried again later."""
+    has yet to acknowledge it (awaiting_ack); raises TemporaryFailure when it should be tried again later,
+    DeliveryRefused for an item never approved (it has no execution key to carry)."""
+    if not item.execution_key:
+        raise DeliveryRefused(f"item #{item.pk} has no execution key (it was never approved)")
     delivery, now = _start(item)
     if not now:
         return Outcome(delivery.state, delivery.reference) if delivery.state in S.settled() else None

@@ -1,6 +1,6 @@
 """Effect kinds: for each kind of external effect an agent records (`rec.effect(kind, ...)`), how it
 leaves the system, how it is compensated once a repair invalidates it, and how that compensation's draft
-is validated and delivered.
+is validated; which connector delivers it (compensation.connectors owns how it leaves).
 
 Two registries, one per side of a repair:
 - `EffectKind` (by the effect's kind, "refund", "email", ...): `dispatch` sends a live effect when the
@@ -19,8 +19,8 @@ carries the original effect with its amount, labelled as a kind nobody declared,
 compensate it by hand (its approval records what they did).
 
 A team's own effect kind names one of the built-in item kinds (usually the manual one), or an item kind
-of its own registered with compensation.kinds.register_item_kind (its spec then drafts, orders, validates
-and delivers it: tests/compensation/test_registered_item_kind.py). Limits: the admin's kind filter and
+of its own registered with compensation.kinds.register_item_kind (its spec then drafts, orders and validates
+it, and names the connector that delivers it: tests/compensation/test_registered_item_kind.py). Limits: the admin's kind filter and
 labels list the CompensationItem.Kind choices; a registered kind shows under its name.
 """
 from __future__ import annotations
@@ -28,15 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from django.core.mail import EmailMessage
-
 from compensation import validation
 from compensation.kinds import ITEM_KINDS, ItemKind, register_item_kind
 from compensation.models import CompensationItem
 from core.money import format_money
 from provenance import effects as dispatchers
 from provenance.effect_declarations import declarations
-from provenance.models import LedgerEntry, OutboxEmail
 
 K = CompensationItem.Kind
 
@@ -52,39 +49,6 @@ class EffectKind:
     money: bool = False  # its amount is money that left: its item carries it
     declared: bool = False  # declared by the workspace's agents over the API
     target: str = ""  # the details key naming what it acts on
-
-
-# --- delivering approved items (compensation.execution calls these with the item locked out) ----------------
-def _file_in_ledger(item: CompensationItem) -> dict:
-    incident = item.incident
-    invalidated = [e["effect_id"] for e in item.original if e["role"] == "invalidated"]
-    entry, created = LedgerEntry.objects.get_or_create(idempotency_key=item.execution_key, defaults=dict(
-        workspace_id=incident.workspace_id, run_number=incident.run_number,
-        kind=LedgerEntry.Kind.REVERSAL_REQUEST if item.kind == K.REFUND_REVERSAL else LedgerEntry.Kind.PAYMENT,
-        ticket_id=item.ticket_id, amount_cents=item.amount_cents, currency=item.currency,
-        effect_id=(invalidated or [e["effect_id"] for e in item.original] or [None])[0],
-        reference=item.payment_reference,
-    ))
-    return {"ledger_entry": entry.pk, "created": created}
-
-
-def _send_email(item: CompensationItem) -> dict:
-    key = item.execution_key
-    if OutboxEmail.objects.filter(idempotency_key=key).exists():
-        return {"outbox": "already filed", "created": False}
-    incident = item.incident
-    # The recipient is the ticket's customer (validated equal to the draft's `to` at approval).
-    sent = EmailMessage(
-        subject=item.subject, body=item.body, to=[item.customer_email],
-        headers={"X-Kintsugi-Workspace": incident.workspace.name, "X-Kintsugi-Run": str(incident.run_number),
-                 "X-Kintsugi-Idempotency": key, "X-Kintsugi-Compensation": str(item.pk)},
-    ).send()
-    return {"outbox": "sent", "created": bool(sent)}
-
-
-def _done_by_hand(item: CompensationItem) -> dict:
-    # Nothing leaves through kintsugi: the approval's reason is the record of what a person did.
-    return {"manual": True, "recorded": item.decision_reason}
 
 
 EFFECT_KINDS: dict[str, EffectKind] = {}
@@ -111,19 +75,18 @@ def unregister(name: str) -> None:
 MONEY_DECIDES = "whether the money goes back (you may lower the amount, never raise it)"
 EMAIL_DECIDES = "whether this email goes to the customer as written (you may edit it first)"
 MONEY_EDITS, EMAIL_EDITS = ("amount_cents", "body"), ("to", "subject", "body")
-register_item_kind(ItemKind(K.REFUND_REVERSAL, MONEY_DECIDES, validation.money_draft_problems, _file_in_ledger,
-                            order=0, connector="sandbox_ledger", editable=MONEY_EDITS, moves_money=True,
-                            compensates=True))
+register_item_kind(ItemKind(K.REFUND_REVERSAL, MONEY_DECIDES, validation.money_draft_problems, order=0,
+                            connector="sandbox_ledger", editable=MONEY_EDITS, moves_money=True, compensates=True))
 register_item_kind(ItemKind(K.REPLACEMENT_REFUND, "whether the refund the repair produced is paid",
-                            validation.money_draft_problems, _file_in_ledger, order=1, connector="sandbox_ledger",
+                            validation.money_draft_problems, order=1, connector="sandbox_ledger",
                             editable=MONEY_EDITS, moves_money=True))
-register_item_kind(ItemKind(K.CORRECTION_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email,
-                            order=2, connector="outbox", editable=EMAIL_EDITS, message=True, compensates=True))
-register_item_kind(ItemKind(K.REPLACEMENT_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, _send_email,
-                            order=3, connector="outbox", editable=EMAIL_EDITS, message=True))
+register_item_kind(ItemKind(K.CORRECTION_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, order=2,
+                            connector="outbox", editable=EMAIL_EDITS, message=True, compensates=True))
+register_item_kind(ItemKind(K.REPLACEMENT_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, order=3,
+                            connector="outbox", editable=EMAIL_EDITS, message=True))
 register_item_kind(ItemKind(
     K.MANUAL_COMPENSATION, "that a person compensated it by hand: approve saying what was done, or reject",
-    validation.manual_draft_problems, _done_by_hand, order=4, connector="manual", compensates=True,
+    validation.manual_draft_problems, order=4, connector="manual", compensates=True,
     needs_ticket=False, reason_required=True))
 
 register(EffectKind("refund", dispatchers.pay_refunds, K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, nets="money",

@@ -6,11 +6,9 @@ Execution then runs in three steps:
    repair not yet verified 0 / 0 / 0 (compensation.gates) and an email still waiting for the money item
    it explains (compensation.sequencing) are left for later; count the attempt;
 2. deliver, carrying the key, through the connector the workspace chose for the item's kind
-   (compensation.deliveries: Stripe, SMTP, a signed webhook, or the demo's sandbox); the sandbox
-   delivers as the item kind's registration says (compensation.effect_kinds): a ledger row (reversal request or payment) is created with
-   get_or_create on its unique idempotency key, and an email goes through Django's email framework with
-   the key in `X-Kintsugi-Idempotency`, which the outbox backend files at most once; a manual
-   compensation sends nothing (a person did it; the approval's reason says what);
+   (compensation.deliveries: Stripe, SMTP, a signed webhook, the team's agent, or the demo's sandbox
+   ledger, outbox and manual record: compensation.connectors); each connector is safe to repeat with
+   the key, and adds to the `item.executed` row what it alone knows (the manual record: what a person did);
    an item still in its undo window waits, and one whose content no longer matches the hash stored at
    its approval is not executed: the approval is void and the item is pending again
    (compensation.approval);
@@ -24,8 +22,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from compensation import approval, deliveries, effect_kinds, gates, sequencing
-from compensation.connectors import TemporaryFailure
+from compensation import approval, deliveries, gates, sequencing
+from compensation.connectors import TemporaryFailure, connector
 from core import audit
 from core.vocabulary import AuditAction, Via
 from compensation.models import CompensationItem
@@ -35,17 +33,6 @@ K, St = CompensationItem.Kind, CompensationItem.Status
 
 class NotApproved(ValueError):
     pass
-
-
-def deliver(item: CompensationItem) -> dict:
-    """Send one approved item with its idempotency key, the way its kind's registration delivers it
-    (compensation.effect_kinds). Safe to call any number of times."""
-    if not item.execution_key:
-        raise NotApproved(f"item #{item.pk} has no execution key (it was never approved)")
-    registration = effect_kinds.item_kind(item.kind)
-    if registration is None:
-        raise NotApproved(f"item #{item.pk} is of kind {item.kind!r}, which nothing delivers")
-    return registration.deliver(item)
 
 
 def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> CompensationItem:
@@ -75,9 +62,8 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
     sent = deliveries.send(item)  # TemporaryFailure propagates: the task retries with backoff
     if sent is None:
         return item  # failed, dead or uncertain (a person decides), or awaiting the team's agent: still approved
-    outcome = {"delivery": sent.state, "connector": item.delivery.connector, "reference": sent.reference}
-    if item.delivery.connector == "manual":  # nothing left: the approval's reason records what a person did
-        outcome |= {"manual": True, "recorded": item.decision_reason}
+    name = item.delivery.connector
+    outcome = {"delivery": sent.state, "connector": name, "reference": sent.reference, **connector(name).executed(item)}
     with transaction.atomic():
         audit.lock_chain(item.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)

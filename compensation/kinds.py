@@ -25,9 +25,10 @@ class ItemKind:
     name: str
     decides: str  # what the reviewer decides, in the reviewer's words
     validate: Callable[[dict, dict], list[str]]  # (draft, facts) -> problems
-    deliver: Callable  # (CompensationItem) -> dict; sends an approved item, safe to repeat (execution key)
     order: int  # where it leaves within its case: money first, then the email that explains it, then the rest
-    connector: str  # the connector that delivers it unless the deployment or the workspace chose another
+    # The registered connector (compensation.connectors) that delivers it unless the deployment or the
+    # workspace chose another: how an item leaves is the connector's alone.
+    connector: str
     editable: tuple[str, ...] = ("body",)  # the draft's fields a reviewer may change
     moves_money: bool = False  # its amount leaves (or comes back) as money
     message: bool = False  # it is a message to the customer (to, subject, body)

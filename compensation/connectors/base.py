@@ -120,6 +120,10 @@ class Connector:
     def send(self, item, options: dict) -> Outcome:  # pragma: no cover - every connector overrides it
         raise NotImplementedError
 
+    def executed(self, item) -> dict:
+        """What the item's `item.executed` audit row records beyond the delivery's state and reference."""
+        return {}
+
 
 CONNECTORS: dict[str, Connector] = {}
 
@@ -127,6 +131,10 @@ CONNECTORS: dict[str, Connector] = {}
 def register(instance: Connector) -> Connector:
     CONNECTORS[instance.name] = instance
     return instance
+
+
+def unregister(name: str) -> None:
+    CONNECTORS.pop(name, None)
 
 
 def connector(name: str) -> Connector:

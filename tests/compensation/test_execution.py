@@ -4,7 +4,8 @@ import pytest
 from django.db import connection
 
 from core import chains
-from compensation.execution import NotApproved, deliver, execute_approved, execute_item
+from compensation.deliveries import DeliveryRefused, send
+from compensation.execution import NotApproved, execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
 from compensation.services import approve_item, bulk_approve
 from compensation.tasks import execute_compensation
@@ -61,15 +62,15 @@ def test_a_worker_that_died_after_sending_sends_nothing_twice(people, outbox_bac
     pending = incident.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t05")
     with pytest.raises(NotApproved):  # only approved items execute
         execute_item(item_id=pending.pk)
-    with pytest.raises(NotApproved):
-        deliver(pending)
+    with pytest.raises(DeliveryRefused, match="never approved"):
+        send(pending)
     with django_capture_on_commit_callbacks(execute=False):  # the worker never picks these up
         reversal = approve_item(item=incident.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t04"),
                                 actor=people.reviewer, reason="ok", via="admin")
         email = approve_item(item=incident.compensation_items.get(kind=K.CORRECTION_EMAIL, ticket_id="t04"),
                              actor=people.reviewer, reason="ok", via="admin")
     for item in (reversal, email):
-        deliver(item)  # the call went out, then the worker died before marking the item executed
+        send(item)  # the call went out, then the worker died before marking the item executed
         assert CompensationItem.objects.get(pk=item.pk).status == "approved"
         execute_item(item_id=item.pk)  # the retry
         execute_item(item_id=item.pk)  # and a double click

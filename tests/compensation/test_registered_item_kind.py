@@ -1,13 +1,13 @@
 """A review item kind of a team's own, registered from here alone: taking back a store credit. Its one spec
-says everything about it (moves money, editable fields, wording, order in its case, connector, how it is
-delivered), and drafting, review and delivery follow it without any list of kinds being edited; a kind
+says everything about it (moves money, editable fields, wording, order in its case, the connector that
+delivers it), and drafting, review and delivery follow it without any list of kinds being edited; a kind
 nobody registered fails loudly instead of falling back to an order or a connector."""
 from __future__ import annotations
 
 import pytest
 
 from compensation import cases, effect_kinds, kinds
-from compensation.connectors import config
+from compensation.connectors import Connector, Outcome, config, register, unregister
 from compensation.execution import execute_item
 from compensation.models import CompensationItem
 from compensation.services import EDITABLE_FIELDS, DecisionRefused, approve_item
@@ -28,10 +28,14 @@ def store_credit():
     def grant(ws, run_number, batch):  # the shop's API would be called here
         granted.extend(row["ticket"] for row, _details, _key in batch)
 
-    def take_back(item):  # idempotent through the item's execution key, like every deliver function
-        if item.execution_key not in {key for key, _ in taken_back}:
-            taken_back.append((item.execution_key, item.amount_cents))
-        return {"ledger_entry": f"shop-{item.execution_key}", "created": True}
+    class ShopCredit(Connector):  # the shop's own way out: a connector, registered like every other
+        name, label, kinds = "shop_credit", "the shop's credit API", {TAKE_BACK}
+        schema = {}
+
+        def send(self, item, options):  # idempotent through the item's execution key, like every connector
+            if item.execution_key not in {key for key, _ in taken_back}:
+                taken_back.append((item.execution_key, item.amount_cents))
+            return Outcome("delivered", reference=f"shop-{item.execution_key}")
 
     def draft(planned, facts):
         return {"to": facts["customer_email"], "subject": "", "amount_cents": planned.amount_cents,
@@ -41,13 +45,15 @@ def store_credit():
 
     kinds.register_item_kind(kinds.ItemKind(
         TAKE_BACK, "whether the store credit is taken back (you may lower the amount)", money_draft_problems,
-        take_back, order=5, connector="sandbox_ledger", editable=("amount_cents", "body"), moves_money=True,
+        order=5, connector="shop_credit", editable=("amount_cents", "body"), moves_money=True,
         compensates=True, draft=draft))
+    register(ShopCredit())
     effect_kinds.register(effect_kinds.EffectKind("store_credit", grant, TAKE_BACK, TAKE_BACK, money=True))
     try:
         yield granted, taken_back
     finally:
         effect_kinds.unregister("store_credit")
+        unregister("shop_credit")
         kinds.unregister_item_kind(TAKE_BACK)
 
 
@@ -57,7 +63,7 @@ def test_a_kind_registered_here_is_drafted_reviewed_and_delivered_by_its_spec(st
     assert TAKE_BACK in CompensationItem.MONEY_KINDS and TAKE_BACK in CompensationItem.COMPENSATION_KINDS
     assert TAKE_BACK not in CompensationItem.EMAIL_KINDS
     assert EDITABLE_FIELDS[TAKE_BACK] == ("amount_cents", "body") and cases.KIND_ORDER[TAKE_BACK] == 5
-    assert config.SANDBOX_DEFAULTS[TAKE_BACK] == "sandbox_ledger"
+    assert config.SANDBOX_DEFAULTS[TAKE_BACK] == "shop_credit"
 
     ws = goodwill_desk(people, tickets=("g1", "g2"))
     assert sorted(granted) == ["g1", "g2"]  # dispatched live by its registration
@@ -73,7 +79,7 @@ def test_a_kind_registered_here_is_drafted_reviewed_and_delivered_by_its_spec(st
     approve_item(item=item, actor=people.reviewer, via="admin", reason="promo was fake",
                  edits={"amount_cents": 1500})
 
-    # Delivery: the spec's connector (the sandbox ledger) delivers through the spec's deliver function.
+    # Delivery: the connector the spec names (the shop's own, registered above) delivers it.
     done = execute_item(item_id=item.pk)
     assert done.status == St.EXECUTED
     assert taken_back == [(done.execution_key, 1500)] and done.amount_cents == 1500
