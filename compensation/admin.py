@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from compensation import kinds
 from compensation import edits, effect_kinds, selectors, sequencing, services
 from compensation.case_admin import CaseViews
 from compensation.case_bulk_admin import CaseBulkViews
@@ -129,7 +130,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
 
     @admin.display(description="draft")
     def draft_summary(self, obj):
-        text = obj.subject if obj.kind in CompensationItem.EMAIL_KINDS else obj.body
+        text = obj.subject if obj.kind in kinds.MESSAGES else obj.body
         return Truncator(text).chars(80)  # plain str: the changelist escapes it
 
     # --- the review page -------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
                                                                         CompensationItem.Status.APPROVED) else None,
             "case_url": reverse("admin:compensation_compensationitem_case", args=[item.incident_id, item.ticket_id]),
             "can_review": self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING,
-            "editable": services.EDITABLE_FIELDS[item.kind],
+            "editable": kinds.spec(item.kind).editable,
             "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),
             "item_history_url": reverse("admin:compensation_auditevent_changelist") + f"?item={item.pk}",
             "incident_history_url": reverse("admin:compensation_auditevent_changelist") + f"?incident__id__exact={item.incident_id}",
@@ -196,9 +197,9 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
             if decision == "approve":
                 services.approve_item(item=item, actor=request.user, reason=reason, via=VIA)
             elif decision == "edit_approve":
-                edits = {name: request.POST.get(name, "") for name in services.EDITABLE_FIELDS[item.kind]
+                edits = {name: request.POST.get(name, "") for name in kinds.spec(item.kind).editable
                          if name in request.POST}
-                if "amount" in request.POST and "amount_cents" in services.EDITABLE_FIELDS[item.kind]:
+                if "amount" in request.POST and "amount_cents" in kinds.spec(item.kind).editable:
                     # The page asks for money ("75.00"); text that is not an amount changes nothing.
                     cents = parse_money(request.POST["amount"])
                     if cents is None:

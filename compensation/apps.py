@@ -6,4 +6,6 @@ class CompensationConfig(AppConfig):
     verbose_name = "Compensation"
 
     def ready(self) -> None:
-        from compensation import checks, receivers  # noqa: F401  (registers the checks and the receivers)
+        # Registers the checks, the receivers, and the built-in item kinds (compensation.item_kinds) with
+        # the effect kinds that name them.
+        from compensation import checks, effect_kinds, receivers  # noqa: F401

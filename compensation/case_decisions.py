@@ -46,7 +46,7 @@ def decide_case(*, case: Case, actor, decision: str, reason: str, via: str, show
     if decision == "approve":
         check_shown([c.item for c in case.pending], shown)
     result = CaseDecision()
-    for entry in case.pending:  # already in leaving order (compensation.cases.KIND_ORDER)
+    for entry in case.pending:  # already in leaving order (each kind's spec gives its order)
         try:
             if decision == "approve":
                 done = services.approve_item(item=entry.item, actor=actor, reason=reason, via=via,

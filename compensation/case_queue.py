@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from django.db.models import Case as When_, Count, Exists, IntegerField, Max, OuterRef, Q, Sum, Value, When
 from django.db.models.functions import Coalesce
 
+from compensation import kinds
 from compensation import cases as case_build, delivery_selectors
 from compensation.delivery_models import DeliveryState
 from compensation.models import CaseAssignment, CompensationItem
@@ -147,7 +148,7 @@ def _per_case(qs):
             # grouping is an index-only scan instead of a pass over the wide item rows.
             .annotate(items=Count("ticket_id"), pending=Count("ticket_id", filter=Q(status=St.PENDING)),
                       approved=Count("ticket_id", filter=Q(status=St.APPROVED)),
-                      stake=Coalesce(Sum("amount_cents", filter=Q(kind__in=CompensationItem.MONEY_KINDS)
+                      stake=Coalesce(Sum("amount_cents", filter=Q(kind__in=kinds.MONEY)
                                          & ~Q(status__in=GONE)), Value(0)))
             .annotate(rank=When_(When(pending__gt=0, then=Value(0)), When(approved__gt=0, then=Value(1)),
                                  default=Value(2), output_field=IntegerField())))

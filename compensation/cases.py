@@ -29,8 +29,6 @@ from repairs.wording import describe
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 INCIDENT_LIMIT = 20
-# The order a case's items leave in: money first, then the email that explains it, then the rest.
-KIND_ORDER = kinds.KindMap("order")
 GONE = (St.REJECTED, St.CANCELLED)
 
 
@@ -222,7 +220,7 @@ def _build(items: list[CompensationItem]) -> list[Case]:
     triage = _triage({k[0] for k in grouped}, {k[1] for k in grouped})
     out = []
     for (incident_id, ticket), group in grouped.items():
-        group.sort(key=lambda i: (KIND_ORDER[i.kind], i.pk))
+        group.sort(key=lambda i: (kinds.spec(i.kind).order, i.pk))  # money first, then its email, then the rest
         currency = next((i.currency for i in group if i.moves_money), group[0].currency)
         first = group[0]
         case = Case(incident_id=incident_id, ticket=ticket, customer=first.facts.get("customer", ""),

@@ -1,4 +1,4 @@
-"""From a repair's effects to the items people review: netting per ticket, and the drafting tasks.
+"""From a repair's effects to the items people review: netting per ticket.
 
 Netting, per ticket of an incident:
 - invalidated refunds A and replacement refunds B on the same ticket become ONE money item for the
@@ -14,9 +14,8 @@ Netting, per ticket of an incident:
 - effects of any other kind (compensation.effect_kinds: kinds registered without netting, and kinds
   nobody registered, which fall back to a manual compensation) become one item each, carrying the effect.
 
-Drafting goes through the model client (provenance.llm): Gemini with a structured output schema when a
-key is set, the deterministic offline drafters below otherwise. Everything a drafter returns is untrusted
-and checked by compensation.validation before an item can be approved.
+The words of each planned item come from its kind's spec (compensation.kinds; the built-in kinds' words
+in compensation.item_kinds), written by compensation.drafts.
 """
 from __future__ import annotations
 
@@ -24,13 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pydantic import BaseModel
-
 from compensation.effect_kinds import EffectKind, effect_kind, item_for
-from provenance.llm import ModelTask
-
-REVERSAL_TASK = "draft_refund_reversal"
-EMAIL_TASK = "draft_correction_email"
 
 
 @dataclass
@@ -141,103 +134,3 @@ def plan_items(effects: list[dict], kinds: Callable[[str], EffectKind] = effect_
                              f"{e['role']}_{e['kind']}", {})
                  for e in sorted(one_each, key=lambda e: (e["ticket"] or "", e["effect_id"])))
     return items
-
-
-# --- the drafting tasks ---
-
-class ReversalDraft(BaseModel):
-    customer_email: str
-    payment_reference: str
-    amount_cents: int
-    currency: str
-    note: str
-
-
-class EmailDraft(BaseModel):
-    to: str
-    subject: str
-    body: str
-
-
-def _money(cents: int, currency: str) -> str:
-    return f"{cents / 100:.2f} {currency}"
-
-
-def draft_refund_reversal(input: dict, facts: dict) -> dict:
-    money = _money(input["reverse_cents"], input["currency"])
-    if input["situation"] == "refund_reduced":
-        note = (f"Ticket {input['ticket']} was refunded {_money(input['refunded_cents'], input['currency'])} "
-                f"under a policy that was not ours; the correct refund is "
-                f"{_money(input['replacement_cents'], input['currency'])}, so {money} is requested back.")
-    else:
-        note = (f"Ticket {input['ticket']} was refunded {money} under a policy that was not ours; it does not "
-                f"qualify for a refund, so {money} is requested back.")
-    return {"customer_email": input["customer_email"], "payment_reference": input["payment_reference"],
-            "amount_cents": input["reverse_cents"], "currency": input["currency"], "note": note}
-
-
-def draft_correction_email(input: dict, facts: dict) -> dict:
-    name, ticket, cur = input["customer"], input["ticket"], input["currency"]
-    refunded, kept = input["refunded_cents"], input["replacement_cents"]
-    back = input["reverse_cents"]
-    situation = input["situation"]
-    if situation == "refund_reduced":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
-                f"{_money(refunded, cur)}. That refund followed a policy that was not ours. Under our refund "
-                f"policy this order qualifies for a refund of {_money(kept, cur)}, so you keep "
-                f"{_money(kept, cur)} and we will ask for the difference of {_money(back, cur)} back. "
-                f"We are sorry for the confusion.")
-    elif situation == "refund_withdrawn":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
-                f"{_money(refunded, cur)}. That refund followed a policy that was not ours, and this order does "
-                f"not qualify for a refund under our refund policy, so we will ask for {_money(back, cur)} back. "
-                f"We are sorry for the confusion.")
-    elif situation == "refund_increased":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} confirmed a refund of "
-                f"{_money(refunded, cur)}. The correct refund is {_money(kept, cur)}; we will pay the "
-                f"difference to your original payment method. We are sorry for the confusion.")
-    elif situation == "message_corrected":
-        body = (f"Hello {name}, our earlier message about ticket {ticket} followed a policy that was not ours "
-                f"and was wrong. Please disregard it; this is the corrected message:\n\n"
-                f"{input.get('corrected_body') or ''}\n\nWe are sorry for the confusion.")
-    else:
-        body = (f"Hello {name}, please disregard our earlier message about ticket {ticket}: it followed a "
-                f"policy that was not ours. We are sorry for the confusion.")
-    return {"to": input["customer_email"], "subject": f"A correction about your ticket {ticket}", "body": body}
-
-
-def reversal_input(*, item_facts: dict) -> dict:
-    """The model input for a reversal: only what the draft may use (no ids, so equal cases share a cache entry)."""
-    keys = ("ticket", "customer", "customer_email", "payment_reference", "currency", "paid_cents",
-            "refunded_cents", "replacement_cents", "reverse_cents", "situation")
-    return {k: item_facts.get(k) for k in keys}
-
-
-def email_input(*, item_facts: dict) -> dict:
-    keys = ("ticket", "customer", "customer_email", "currency", "paid_cents", "refunded_cents",
-            "replacement_cents", "reverse_cents", "situation", "original_subject", "original_body")
-    if item_facts.get("situation") == "message_corrected":  # the corrected words the email carries
-        keys += ("corrected_subject", "corrected_body")
-    return {k: item_facts.get(k) for k in keys}
-
-
-# The drafting's model tasks belong to compensation: drafts.py hands them to the model client itself
-# (provenance.llm registers by name only the desk's own tasks).
-MODEL_TASKS: dict[str, ModelTask] = {
-    REVERSAL_TASK: ModelTask(
-        REVERSAL_TASK, prompt_version="draft-refund-reversal-v1", schema=ReversalDraft, offline=draft_refund_reversal,
-        instruction=(
-            "You prepare a refund reversal request for a payments team. Use exactly the customer email, payment "
-            "reference, amount in cents and currency given in the input; never a different amount, currency or "
-            "recipient. Write a one-sentence plain-text note saying why the refund is reversed. No links, no "
-            "markup, no other email addresses."
-        )),
-    EMAIL_TASK: ModelTask(
-        EMAIL_TASK, prompt_version="draft-correction-email-v1", schema=EmailDraft, offline=draft_correction_email,
-        instruction=(
-            "You write a short, polite plain-text email to a customer correcting an earlier message that was based "
-            "on a wrong policy. Address it to the customer email given and to nobody else. Explain the situation "
-            "given; mention only the amounts and the currency in the input. No links, no markup, no other email "
-            "addresses, no phone numbers."
-        )),
-}

@@ -17,16 +17,15 @@ from django.db.models import Q
 from compensation import effect_kinds
 from core import audit
 from compensation.customers import ticket_facts
-from compensation.kinds import spec as kinds_spec
-from compensation.drafting import (EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK, PlannedItem, email_input, plan_items,
-                                   reversal_input)
+from compensation.kinds import MONEY, spec as kinds_spec
+from compensation.drafting import PlannedItem, plan_items
 from compensation.models import CompensationItem
 from compensation.transitions import set_status as _set_status
 from compensation.validation import validate_draft
 from core import locks
 from core.bulk import copy_create, copy_rows
 from core.locks import advisory_lock
-from provenance.llm import ModelTask, backend_label, get_client, registered_task
+from provenance.llm import ModelTask, backend_label, get_client
 from provenance.models import Ticket
 from core.scrub import scrub_secrets
 from core.vocabulary import AuditAction, EffectRole, Via
@@ -93,7 +92,7 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
         "replacement_cents": planned.netting.get("replacement_cents", 0),
         "reverse_cents": planned.netting.get("reverse_cents", 0),
         "netted": planned.netting.get("netted", False),
-        "max_cents": planned.amount_cents if planned.kind in CompensationItem.MONEY_KINDS else None,
+        "max_cents": planned.amount_cents if planned.kind in MONEY else None,
         # What a manual item carries: the amount of the effect a person compensates by hand.
         "effect_cents": planned.amount_cents if planned.kind == K.MANUAL_COMPENSATION else None,
         "original_subject": inv_emails[0]["details"].get("subject", "") if inv_emails else "",
@@ -108,63 +107,31 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
 
 
 def _model_request(planned: PlannedItem, facts: dict) -> tuple[ModelTask, dict] | None:
-    """(task, model input) for the items whose text the model writes; None for the others."""
-    if planned.kind == K.REFUND_REVERSAL:
-        return MODEL_TASKS[REVERSAL_TASK], reversal_input(item_facts=facts)
-    if planned.kind == K.CORRECTION_EMAIL:
-        return MODEL_TASKS[EMAIL_TASK], email_input(item_facts=facts)
-    return None
+    """(task, model input) for the items whose words the model writes (their spec says so); None for the others."""
+    words = kinds_spec(planned.kind).model_words
+    return (words.task, words.request(facts)) if words is not None else None
 
 
 def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = None,
                 kinds=effect_kinds.effect_kind) -> tuple[dict, str, str, list[str]]:
-    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item; the model's
-    answers come from (and go to) `workspace`'s cache; `kinds` names the workspace's effect kinds."""
-    kind = planned.kind
-    registration = kinds_spec(kind)  # an unknown kind fails here, loudly
-    if registration.draft is not None:  # a kind drafted by its own registration (its wording, its numbers)
-        return registration.draft(planned, facts), f"kintsugi ({kind})", "", []
-    if kind == K.MANUAL_COMPENSATION:
-        # No model text: the note says what a person has to do about the effect it carries, and the item
-        # carries its amount (nothing of it leaves through kintsugi).
-        return ({"to": facts["customer_email"], "subject": "", "body": effect_kinds.manual_note(planned.effects[0], kinds),
-                 "amount_cents": planned.amount_cents, "currency": planned.currency, "payment_reference": ""},
-                "kintsugi (manual)", "", [])
-    request = _model_request(planned, facts)
-    if request is not None:
-        task, model_input = request
-        version = task.prompt_version
-        try:
-            # Deferred: the caller saves every new answer to the shared cache in one write.
-            answer = get_client().complete(task, model_input, defer=True, workspace=workspace)
-        except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
-            message = scrub_secrets(str(exc).splitlines()[0] if str(exc) else "")
-            log.warning("drafting %s for ticket %s failed: %s", kind, planned.ticket, message)
-            return ({"to": "", "subject": "", "body": "", "amount_cents": 0, "currency": facts["currency"],
-                     "payment_reference": ""}, backend_label(), version,
-                    [f"drafting failed: {type(exc).__name__}: {message}"])
-        if kind == K.REFUND_REVERSAL:
-            draft = {"to": answer["customer_email"], "subject": "", "body": answer["note"],
-                     "amount_cents": answer["amount_cents"], "currency": answer["currency"],
-                     "payment_reference": answer["payment_reference"]}
-        else:
-            draft = {"to": answer["to"], "subject": answer["subject"], "body": answer["body"], "amount_cents": 0,
-                     "currency": facts["currency"], "payment_reference": ""}
-        return draft, backend_label(), version, []
-    if kind == K.REPLACEMENT_REFUND:
-        # Held by the repair (a re-run or a new action paid it); no model text, the numbers are the repair's.
-        action = planned.effects[-1]["action_id"]
-        note = (f"Refund the repair produced for ticket {planned.ticket} (action #{action}); held until approved."
-                if planned.situation == "new_refund" else
-                f"Difference between the corrected refund and the refund already paid on ticket {planned.ticket}.")
-        return ({"to": facts["customer_email"], "subject": "", "body": note, "amount_cents": planned.amount_cents,
-                 "currency": planned.currency, "payment_reference": facts["payment_reference"]},
-                "repair re-run (no model text)", "", [])
-    # replacement_email: the re-run's notifier composed it through the model client; still untrusted.
-    details = planned.effects[0]["details"]
-    return ({"to": details.get("to", ""), "subject": details.get("subject", ""), "body": details.get("body", ""),
-             "amount_cents": 0, "currency": planned.currency, "payment_reference": ""},
-            f"{backend_label()} (compose_email, repair re-run)", registered_task("compose_email").prompt_version, [])
+    """(draft fields, drafted_by, prompt_version, drafting problems) for one planned item, in the words its
+    kind's spec gives (compensation.kinds); the model's answers come from (and go to) `workspace`'s cache;
+    `kinds` names the workspace's effect kinds."""
+    registration = kinds_spec(planned.kind)  # an unknown kind fails here, loudly
+    if registration.words is not None:  # kintsugi's own words
+        written = registration.words(planned, facts, kinds)
+        return written.fields, written.by, written.prompt_version, []
+    task, model_input = _model_request(planned, facts)
+    try:
+        # Deferred: the caller saves every new answer to the shared cache in one write.
+        answer = get_client().complete(task, model_input, defer=True, workspace=workspace)
+    except Exception as exc:  # noqa: BLE001 - any model failure leaves an invalid draft, never a failed repair
+        message = scrub_secrets(str(exc).splitlines()[0] if str(exc) else "")
+        log.warning("drafting %s for ticket %s failed: %s", planned.kind, planned.ticket, message)
+        return ({"to": "", "subject": "", "body": "", "amount_cents": 0, "currency": facts["currency"],
+                 "payment_reference": ""}, backend_label(), task.prompt_version,
+                [f"drafting failed: {type(exc).__name__}: {message}"])
+    return registration.model_words.fields(answer, facts), backend_label(), task.prompt_version, []
 
 
 @dataclass

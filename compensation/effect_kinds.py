@@ -11,7 +11,7 @@ Two registries, one per side of a repair:
   kinds corrected like them); the others get one item each. `money` kinds carry their amount onto
   their item, whatever it is: never $0.00 with the amount only in the text.
 - `ItemKind` (by the review item's kind, compensation.kinds): every decision about the item kind; the
-  built-in ones are registered here.
+  built-in ones are registered in compensation.item_kinds.
 Three ways a kind gets its registration, first match wins: the built-ins and kinds registered in Python
 (`register`), a kind the workspace's agents declared over the API (provenance.effect_declarations,
 read here through `kinds_of(workspace_id)`), and for any other kind `MANUAL`: never dropped, its item
@@ -28,10 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from compensation import validation
-from compensation.kinds import ITEM_KINDS, ItemKind, register_item_kind
+from compensation import item_kinds  # noqa: F401  (the built-in item kinds this module's effect kinds name)
+from compensation.kinds import ITEM_KINDS
 from compensation.models import CompensationItem
-from core.money import format_money
 from provenance import effects as dispatchers
 from provenance.effect_declarations import declarations
 
@@ -49,6 +48,11 @@ class EffectKind:
     money: bool = False  # its amount is money that left: its item carries it
     declared: bool = False  # declared by the workspace's agents over the API
     target: str = ""  # the details key naming what it acts on
+
+    @property
+    def undeclared(self) -> bool:
+        """MANUAL: a kind nobody registered or declared."""
+        return not self.name
 
 
 EFFECT_KINDS: dict[str, EffectKind] = {}
@@ -71,23 +75,6 @@ def unregister(name: str) -> None:
     EFFECT_KINDS.pop(name, None)
     dispatchers.set_dispatcher(name, None)
 
-
-MONEY_DECIDES = "whether the money goes back (you may lower the amount, never raise it)"
-EMAIL_DECIDES = "whether this email goes to the customer as written (you may edit it first)"
-MONEY_EDITS, EMAIL_EDITS = ("amount_cents", "body"), ("to", "subject", "body")
-register_item_kind(ItemKind(K.REFUND_REVERSAL, MONEY_DECIDES, validation.money_draft_problems, order=0,
-                            connector="sandbox_ledger", editable=MONEY_EDITS, moves_money=True, compensates=True))
-register_item_kind(ItemKind(K.REPLACEMENT_REFUND, "whether the refund the repair produced is paid",
-                            validation.money_draft_problems, order=1, connector="sandbox_ledger",
-                            editable=MONEY_EDITS, moves_money=True))
-register_item_kind(ItemKind(K.CORRECTION_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, order=2,
-                            connector="outbox", editable=EMAIL_EDITS, message=True, compensates=True))
-register_item_kind(ItemKind(K.REPLACEMENT_EMAIL, EMAIL_DECIDES, validation.email_draft_problems, order=3,
-                            connector="outbox", editable=EMAIL_EDITS, message=True))
-register_item_kind(ItemKind(
-    K.MANUAL_COMPENSATION, "that a person compensated it by hand: approve saying what was done, or reject",
-    validation.manual_draft_problems, order=4, connector="manual", compensates=True,
-    needs_ticket=False, reason_required=True))
 
 register(EffectKind("refund", dispatchers.pay_refunds, K.REFUND_REVERSAL, K.REPLACEMENT_REFUND, nets="money",
                     money=True))
@@ -121,10 +108,6 @@ def kinds_of(workspace_id: int | None) -> Callable[[str], EffectKind]:
     return lambda name: EFFECT_KINDS.get(name) or declared.get(name) or MANUAL
 
 
-def item_kind(name: str) -> ItemKind | None:
-    return ITEM_KINDS.get(name)
-
-
 def registered(name: str) -> bool:
     return name in EFFECT_KINDS
 
@@ -136,7 +119,7 @@ def decides(item: CompensationItem) -> str:
         override = kinds(e.get("kind", ""))
         if override is not MANUAL and override.decides and override.compensated_by == item.kind:
             return override.decides
-    found = item_kind(item.kind)
+    found = ITEM_KINDS.get(item.kind)
     return found.decides if found else ""
 
 
@@ -144,21 +127,3 @@ def item_for(effect: dict, kinds: Callable[[str], EffectKind] = effect_kind) -> 
     """The review item kind for one effect (a RepairEffect-shaped dict) outside the netting."""
     registration = kinds(effect["kind"])
     return registration.compensated_by if effect["role"] == "invalidated" else registration.replaced_by
-
-
-def manual_note(effect: dict, kinds: Callable[[str], EffectKind] = effect_kind) -> str:
-    """What a manual compensation asks a person to do, from the effect it carries (plain text)."""
-    amount = (f" of {format_money(effect['amount_cents'], effect['currency'])}"
-              if effect.get("amount_cents") else "")
-    where = f" on ticket {effect['ticket']}" if effect.get("ticket") else ""
-    registration = kinds(effect["kind"])
-    target = (effect.get("details") or {}).get(registration.target) if registration.target else None
-    where += f" to {target}" if isinstance(target, str) and target else ""
-    known = "" if registration is not MANUAL else " (a kind nobody declared: its amount is as recorded)"
-    if effect["role"] == "invalidated":
-        return (f"The repair invalidated a {effect['kind']}{amount}{where} (effect #{effect['effect_id']}, action "
-                f"#{effect['action_id']}) that already left{known}. kintsugi cannot undo it: compensate it by hand, "
-                f"then approve saying what you did, or reject saying why it stands.")
-    return (f"The repair produced a {effect['kind']}{amount}{where} (effect #{effect['effect_id']}, action "
-            f"#{effect['action_id']}){known}; it was held, never performed. Perform it by hand, then approve saying "
-            f"what you did, or reject it.")

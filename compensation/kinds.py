@@ -1,16 +1,17 @@
-"""The review item kinds: one spec per kind owns every decision about it, and every list of kinds is read
-from the specs (CompensationItem.MONEY_KINDS, EMAIL_KINDS and COMPENSATION_KINDS, the editable fields,
-the order a case's items leave in, the default connectors). The built-in kinds are registered in
-compensation.effect_kinds; a team registers its own (`register_item_kind`) with an effect kind naming it.
+"""The review item kinds: one spec per kind owns every decision about it (what the reviewer decides, the
+words its draft starts from, its checks, the fields a reviewer may change, the order a case's items leave
+in, the connector it leaves through), and every set of kinds is read from the specs (MONEY, MESSAGES,
+COMPENSATING). The built-in kinds are registered in compensation.item_kinds (loaded when the app is
+ready); a team registers its own (`register_item_kind`) with an effect kind naming it.
 
-An unknown kind fails loudly (UnknownKind) wherever a decision about it is asked: there is no default
-order, connector or set of fields to fall back to. This module imports nothing of the app, so the model
-can read its lists from here.
+An unknown kind fails loudly (UnknownKind) wherever a decision about it is asked (`spec`): there is no
+default order, connector, wording or set of fields to fall back to. This module imports nothing of the
+app, so the model can read its sets from here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 
 class UnknownKind(KeyError):
@@ -18,6 +19,24 @@ class UnknownKind(KeyError):
 
     def __str__(self) -> str:
         return f"unknown review item kind {self.args[0]!r}: register it (compensation.kinds.register_item_kind)"
+
+
+class Written(NamedTuple):
+    """A draft's fields (to, subject, body, amount_cents, currency, payment_reference) and who wrote them."""
+
+    fields: dict
+    by: str
+    prompt_version: str = ""
+
+
+@dataclass(frozen=True)
+class ModelWords:
+    """A kind whose words the model writes: its task (provenance.llm.ModelTask), the model input it may
+    read from the item's facts, and the draft's fields from the model's answer and the facts."""
+
+    task: object
+    request: Callable[[dict], dict]
+    fields: Callable[[dict, dict], dict]
 
 
 @dataclass(frozen=True)
@@ -35,8 +54,14 @@ class ItemKind:
     compensates: bool = False  # it compensates an effect that already left (else the repair's replacement, held)
     needs_ticket: bool = True  # drafted from the ticket's customer and payment
     reason_required: bool = False  # approving must say what was done
-    # (planned item, facts) -> draft fields, for a kind drafted without the built-in drafting's model tasks
-    draft: Callable[[object, dict], dict] | None = None
+    # Its words, one of the two: written by kintsugi, (planned item, facts, the workspace's effect kinds) ->
+    # Written; or by the model (compensation.drafts asks it, and falls back to an invalid draft on failure).
+    words: Callable[[object, dict, Callable], Written] | None = None
+    model_words: ModelWords | None = None
+
+    def __post_init__(self) -> None:
+        if (self.words is None) == (self.model_words is None):
+            raise ValueError(f"item kind {self.name!r} needs its words: either `words` or `model_words`")
 
     @property
     def held(self) -> bool:
@@ -56,16 +81,10 @@ def unregister_item_kind(name: str) -> None:
     ITEM_KINDS.pop(name, None)
 
 
-def _loaded() -> dict[str, ItemKind]:
-    from compensation import effect_kinds  # noqa: F401  (registers the built-in kinds)
-
-    return ITEM_KINDS
-
-
 def spec(name: str) -> ItemKind:
     """The kind's spec; UnknownKind for a kind nobody registered."""
     try:
-        return _loaded()[name]
+        return ITEM_KINDS[name]
     except KeyError:
         raise UnknownKind(name) from None
 
@@ -77,10 +96,10 @@ class KindSet:
         self._test = test
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted((k.name for k in _loaded().values() if self._test(k)), key=lambda n: ITEM_KINDS[n].order))
+        return iter(sorted((k.name for k in ITEM_KINDS.values() if self._test(k)), key=lambda n: ITEM_KINDS[n].order))
 
     def __contains__(self, name) -> bool:
-        found = _loaded().get(name)
+        found = ITEM_KINDS.get(name)
         return found is not None and self._test(found)
 
     def __len__(self) -> int:
@@ -90,20 +109,7 @@ class KindSet:
         return f"KindSet({list(self)})"
 
 
-class KindMap:
-    """`field` of each registered kind's spec by kind name; UnknownKind for any other name."""
-
-    def __init__(self, field: str):
-        self._field = field
-
-    def __getitem__(self, name: str):
-        return getattr(spec(name), self._field)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_loaded())
-
-    def items(self):
-        return [(name, getattr(k, self._field)) for name, k in _loaded().items()]
-
-    def __contains__(self, name) -> bool:
-        return name in _loaded()
+# Every set of kinds a query or a connector needs, read from the specs at each use.
+COMPENSATING = KindSet(lambda k: k.compensates)  # compensate an effect that already left
+MONEY = KindSet(lambda k: k.moves_money)
+MESSAGES = KindSet(lambda k: k.message)

@@ -16,6 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from compensation import kinds
 from compensation.approval import content_hash
 from compensation.models import CompensationItem
 
@@ -38,7 +39,7 @@ class Message:
 
     @property
     def is_email(self) -> bool:
-        return self.kind in CompensationItem.EMAIL_KINDS
+        return self.kind in kinds.MESSAGES
 
     def as_dict(self) -> dict:
         return {"item": self.item_id, "kind": self.kind, "to": self.to,
@@ -48,7 +49,7 @@ class Message:
 def message(item: CompensationItem) -> Message:
     """The message `item` sends: an email goes to the customer's address with its subject and text (as the
     SMTP connector builds it); a money item's note goes to payments with its reference."""
-    if item.kind in CompensationItem.EMAIL_KINDS:
+    if item.kind in kinds.MESSAGES:
         to, subject = item.customer_email, item.subject
     else:
         to = "payments"

@@ -58,11 +58,6 @@ class CompensationItem(models.Model):
 
     Status = ItemStatus
 
-    # Read from each kind's spec at each use (compensation.kinds), so a kind registered later is in them.
-    COMPENSATION_KINDS = kinds.KindSet(lambda k: k.compensates)
-    MONEY_KINDS = kinds.KindSet(lambda k: k.moves_money)
-    EMAIL_KINDS = kinds.KindSet(lambda k: k.message)
-
     # Indexed by compensation_incident_queue below, which leads with incident.
     incident = models.ForeignKey("repairs.Incident", on_delete=models.PROTECT, related_name="compensation_items",
                                  db_index=False)
@@ -171,11 +166,11 @@ class CompensationItem(models.Model):
 
     @property
     def is_compensation(self) -> bool:
-        return self.kind in self.COMPENSATION_KINDS
+        return self.kind in kinds.COMPENSATING
 
     @property
     def moves_money(self) -> bool:
-        return self.kind in self.MONEY_KINDS
+        return self.kind in kinds.MONEY
 
     @property
     def waiting_for_ticket(self) -> bool:

@@ -25,6 +25,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from compensation import kinds
 from compensation import services
 from core import audit
 from core.vocabulary import AuditAction
@@ -104,7 +105,7 @@ def preview(*, incident, rule: str) -> Preview:
     """What the rule would decide now: cases, items and the money they move."""
     found = matching(incident=incident, rule=rule)
     agg = found.aggregate(items=Count("id"), cases=Count("ticket_id", distinct=True),
-                          cents=Coalesce(Sum("amount_cents", filter=Q(kind__in=CompensationItem.MONEY_KINDS)), 0))
+                          cents=Coalesce(Sum("amount_cents", filter=Q(kind__in=kinds.MONEY)), 0))
     return Preview(cases=agg["cases"], items=agg["items"], amount_cents=agg["cents"],
                    item_ids=list(found.order_by("pk").values_list("pk", flat=True)))
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, QuerySet, Sum
 from django.urls import reverse
 
+from compensation import kinds
 from compensation import links
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
 from core.money import format_money
@@ -83,7 +84,7 @@ def compensation_summary(*, incident: Incident | None, user=None) -> dict:
 
 
 # --- one set of counts: an incident's items by kind and status ------------------------------------------------
-DRAFT_KINDS = CompensationItem.COMPENSATION_KINDS  # compensate an effect that already left
+DRAFT_KINDS = kinds.COMPENSATING  # compensate an effect that already left
 HELD_KINDS = (K.REPLACEMENT_REFUND, K.REPLACEMENT_EMAIL)  # produced by the repair, held until approved
 
 
@@ -166,7 +167,7 @@ def item_counts_by_incident(*, incident_ids) -> dict[int, ItemCounts]:
         c = counts[incident_id]
         c.currencies.add(currency)
         c.cells[(kind, status)] = c.cells.get((kind, status), 0) + n
-        if status == St.PENDING and kind in CompensationItem.MONEY_KINDS:
+        if status == St.PENDING and kind in kinds.MONEY:
             c.pending_cents[currency] = c.pending_cents.get(currency, 0) + (cents or 0)
     return counts
 

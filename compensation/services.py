@@ -32,7 +32,6 @@ from repairs.models import Incident
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 REVIEW_PERMISSION = "compensation.review_compensationitem"
-EDITABLE_FIELDS = kinds.KindMap("editable")  # each kind's spec says which draft fields a reviewer may change
 
 
 class ReviewRefused(PermissionError):
@@ -251,7 +250,7 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
 
 
 def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason: str) -> None:
-    allowed = EDITABLE_FIELDS[item.kind]
+    allowed = kinds.spec(item.kind).editable
     unknown = sorted(set(edits) - set(allowed))
     if unknown:
         raise DecisionRefused(f"{', '.join(unknown)} cannot be edited on a {item.get_kind_display()}")
@@ -304,7 +303,7 @@ def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, e
     and for items already decided. `shown`: the content hash (compensation.approval) of the item as the
     approver read it; refused when the item no longer says that. Execution is enqueued after commit."""
     reason = validation.reason(reason, required=False)
-    registration = effect_kinds.item_kind(item.kind)
+    registration = kinds.ITEM_KINDS.get(item.kind)
     if not reason and registration is not None and registration.reason_required:
         raise DecisionRefused(f"say what was done: approving a {item.get_kind_display()} records it")
     reason = reason or "approved"

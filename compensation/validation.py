@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from compensation.kinds import ITEM_KINDS
 from core.money import format_money
 
 MAX_SUBJECT = 200
@@ -194,9 +195,7 @@ def ticket_problems(kind: str, facts: dict) -> list[str]:
     if not facts.get("ticket_missing"):
         return []
     ticket = facts.get("ticket")
-    from compensation.effect_kinds import item_kind
-
-    registration = item_kind(kind)
+    registration = ITEM_KINDS.get(kind)
     if registration is None or not registration.needs_ticket:
         return []
     if registration.moves_money:
@@ -210,10 +209,8 @@ def ticket_problems(kind: str, facts: dict) -> list[str]:
 
 def validate_draft(*, kind: str, draft: dict, facts: dict) -> list[str]:
     """Every reason the draft may not be approved (empty when it may): the checks the item kind's
-    registration names (compensation.effect_kinds), then whether it still waits for its ticket."""
-    from compensation.effect_kinds import item_kind  # the registry names these module's checks
-
-    registration = item_kind(kind)
+    spec names (compensation.kinds), then whether it still waits for its ticket."""
+    registration = ITEM_KINDS.get(kind)
     if registration is None:
         return [f"unknown kind {kind!r}"]
     return registration.validate(draft, facts) + ticket_problems(kind, facts)

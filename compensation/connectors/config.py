@@ -18,11 +18,11 @@ from core import secret_registry
 from core.scrub import redact_url
 
 K = CompensationItem.Kind
-SANDBOX_DEFAULTS = kinds.KindMap("connector")  # each kind's spec names the connector it leaves through
 
 
 def defaults() -> dict[str, str]:
-    chosen = dict(SANDBOX_DEFAULTS.items())
+    """Each registered kind's connector: its spec's, unless KINTSUGI_CONNECTORS names another."""
+    chosen = {name: spec.connector for name, spec in kinds.ITEM_KINDS.items()}
     for part in filter(None, (p.strip() for p in settings.KINTSUGI_CONNECTORS.split(","))):
         kind, _, name = part.partition("=")
         chosen[kind.strip()] = name.strip()
@@ -110,7 +110,7 @@ def rows(*, workspace_id: int) -> list[ConnectorRow]:
     fallback = defaults()
     out = []
     labels = dict(K.choices)
-    for kind in [*labels, *(k for k in SANDBOX_DEFAULTS if k not in labels)]:  # the built-in kinds, then the registered
+    for kind in [*labels, *(k for k in kinds.ITEM_KINDS if k not in labels)]:  # the built-in kinds, then the registered
         kind_label = labels.get(kind, kind.replace("_", " "))
         row = chosen.get(kind)
         name, options = (row.connector, dict(row.options)) if row else (fallback[kind], {})

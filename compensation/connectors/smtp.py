@@ -24,9 +24,9 @@ from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.smtp import EmailBackend
 
+from compensation.kinds import MESSAGES
 from compensation.connectors.base import Connector, Option, Outcome, PermanentFailure, TemporaryFailure, register
 from compensation.messages import message as outgoing
-from compensation.models import CompensationItem
 from core import egress, secret_registry
 
 
@@ -81,7 +81,7 @@ def _refusal(code: int) -> Exception:
 
 class Smtp(Connector):
     name, label = "smtp", "email (SMTP or the operator's email provider)"
-    kinds = CompensationItem.EMAIL_KINDS
+    kinds = MESSAGES
     resumes_safely = False
     secret_options = {"username_env": "KINTSUGI_SMTP_USERNAME", "password_env": "KINTSUGI_SMTP_PASSWORD"}
     schema = {"host": Option(str, role="host"), "port": Option(int, role="port"), "use_tls": Option(bool),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import stripe
 from django.conf import settings
 
+from compensation.kinds import MONEY
 from compensation.connectors.base import Connector, Option, Outcome, PermanentFailure, TemporaryFailure, register
 from compensation.models import CompensationItem
 from core import egress, secret_registry
@@ -104,7 +105,7 @@ def _invoice(c: stripe.StripeClient, item) -> Outcome:
 
 class Stripe(Connector):
     name, label = "stripe", "Stripe"
-    kinds = CompensationItem.MONEY_KINDS
+    kinds = MONEY
     resumes_safely = True
     secret_options = {"api_key_env": API_KEY_ENV}
     schema = {"api_key_env": Option(str, role="secret"), "webhook_secret_env": Option(str, role="secret")}

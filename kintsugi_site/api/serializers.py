@@ -65,7 +65,7 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 
 class ApproveEditsSerializer(StrictSerializer):
     """The admin's edit-then-approve fields; which of them a kind takes is in compensation.services
-    EDITABLE_FIELDS (money kinds: amount_cents and body; emails: to, subject and body)."""
+    its kind's spec (compensation.kinds: money kinds: amount_cents and body; emails: to, subject and body)."""
 
     amount_cents = serializers.IntegerField(required=False, min_value=0, max_value=MAX_AMOUNT_CENTS)
     to = serializers.CharField(required=False, max_length=320)

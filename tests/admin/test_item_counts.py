@@ -8,6 +8,7 @@ import zipfile
 
 from django.urls import reverse
 
+from compensation import kinds
 from compensation import services as review
 from compensation.models import CompensationItem
 from compensation.selectors import item_counts
@@ -26,8 +27,8 @@ def test_incident_page_queue_link_dashboard_and_reports_give_the_same_counts(cli
                                                                            reviewer):
     _approve_one(repaired, reviewer)  # so pending and total differ
     items = CompensationItem.objects.filter(incident=repaired)
-    drafts, held = items.filter(kind__in=CompensationItem.COMPENSATION_KINDS).count(), items.exclude(
-        kind__in=CompensationItem.COMPENSATION_KINDS).count()
+    drafts, held = items.filter(kind__in=kinds.COMPENSATING).count(), items.exclude(
+        kind__in=kinds.COMPENSATING).count()
     pending = items.filter(status="pending").count()
     assert (drafts, held, pending) == (10, 4, 13)
     client.force_login(support_lead)

@@ -15,6 +15,7 @@ from aiosmtpd.smtp import AuthResult
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
+from compensation import kinds
 from compensation import deliveries
 from compensation.connectors import PermanentFailure, connector
 from compensation.delivery_models import Delivery, WorkspaceConnector
@@ -227,7 +228,7 @@ class Banner:
 def test_a_servers_banner_never_reaches_the_stored_failure(canonical, ws_admin, line):
     server = Banner(line)
     _set(canonical, ws_admin, K.CORRECTION_EMAIL, "smtp", {"host": "127.0.0.1", "port": server.port})
-    money = canonical.incident.compensation_items.filter(kind__in=CompensationItem.MONEY_KINDS, valid=True)
+    money = canonical.incident.compensation_items.filter(kind__in=kinds.MONEY, valid=True)
     for m in money:
         approve_item(item=m, actor=canonical.people.reviewer, reason="checked", via="admin")
         execute_item(item_id=m.pk)

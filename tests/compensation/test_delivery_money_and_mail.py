@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from compensation import kinds
 from compensation import deliveries
 from compensation.connectors import TemporaryFailure
 from compensation.connectors.smtp import message_id
@@ -52,7 +53,7 @@ def test_every_approved_item_leaves_once_through_smtp_and_stripe_and_nothing_els
     _execute_all(desk.incident)
     _execute_all(desk.incident)  # a second sweep sends nothing again
 
-    emails = [i for i in approved if i.kind in CompensationItem.EMAIL_KINDS]
+    emails = [i for i in approved if i.kind in kinds.MESSAGES]
     got = {m["Message-ID"]: m for m in desk.smtp.mailbox.messages}
     assert len(desk.smtp.mailbox.messages) == len(emails) == len(got)
     for item in emails:
@@ -154,7 +155,7 @@ def test_a_card_refusal_fails_the_item_for_a_person_and_the_case_reopens(desk):
 
 
 def test_a_mail_server_outage_heals_and_a_permanent_refusal_keeps_the_code_never_the_servers_words(desk, settings):
-    money = desk.incident.compensation_items.filter(kind__in=CompensationItem.MONEY_KINDS, valid=True)
+    money = desk.incident.compensation_items.filter(kind__in=kinds.MONEY, valid=True)
     bulk_approve(items=list(money), actor=desk.people.reviewer, reason="checked", via="admin")
     _execute_all(desk.incident)
     first, second = desk.incident.compensation_items.filter(kind=K.CORRECTION_EMAIL, valid=True).order_by("pk")[:2]
@@ -183,7 +184,7 @@ def test_a_mail_server_outage_heals_and_a_permanent_refusal_keeps_the_code_never
 def test_an_smtp_send_cut_off_mid_answer_is_uncertain_never_repeated_until_a_person_says(desk, monkeypatch):
     from compensation.connectors import smtp
 
-    money = desk.incident.compensation_items.filter(kind__in=CompensationItem.MONEY_KINDS, valid=True)
+    money = desk.incident.compensation_items.filter(kind__in=kinds.MONEY, valid=True)
     bulk_approve(items=list(money), actor=desk.people.reviewer, reason="checked", via="admin")
     _execute_all(desk.incident)
     item = desk.incident.compensation_items.filter(kind=K.CORRECTION_EMAIL, valid=True).order_by("pk").first()
