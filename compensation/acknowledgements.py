@@ -33,7 +33,7 @@ from django.utils import timezone
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState
 from compensation.links import compensates, item_payload
 from compensation.models import CompensationItem
-from core import audit
+from core.audit import trail
 from core.errors import DomainError
 from core.scrub import scrub_secrets
 from core.vocabulary import AuditAction
@@ -115,7 +115,7 @@ def acknowledge(*, token, actor, item_id: int, outcome: str, reference: str = ""
     reference = validation.identifier(reference, field="reference", max_length=REFERENCE_MAX) if reference else ""
     message = scrub_secrets(validation.text(message or "", field="message", max_length=MESSAGE_MAX).strip())
     with transaction.atomic():
-        audit.lock_chain(token.workspace_id)
+        trail.lock_chain(token.workspace_id)
         delivery = (Delivery.objects.select_for_update(of=("self",)).select_related("item__incident")
                     .filter(item_id=item_id, connector=CONNECTOR,
                             item__in=within_token(CompensationItem.objects.all(), token).values("pk"))
@@ -141,14 +141,14 @@ def acknowledge(*, token, actor, item_id: int, outcome: str, reference: str = ""
         DeliveryAttempt.objects.create(delivery=delivery, outcome=delivery.state, detail=message)
         data = {"outcome": outcome.value, "reference": reference, "message": message,
                 "idempotency_key": item.execution_key, "token": token.prefix}
-        audit.record(action=AuditAction.ITEM_DELIVERY_ACKNOWLEDGED, subject_type="compensation_item",
+        trail.record(action=AuditAction.ITEM_DELIVERY_ACKNOWLEDGED, subject_type="compensation_item",
                      subject_id=item.pk, via=via, actor=actor, reason=message or outcome.label,
                      incident_id=item.incident_id, workspace=token.workspace_id, from_status=was,
                      to_status=delivery.state, data=data)
         if outcome == AckOutcome.PERFORMED and item.status == St.APPROVED:
             item.status, item.executed_at = St.EXECUTED, now
             item.save(update_fields=["status", "executed_at", "updated_at"])
-            audit.record(action=AuditAction.ITEM_EXECUTED, subject_type="compensation_item", subject_id=item.pk,
+            trail.record(action=AuditAction.ITEM_EXECUTED, subject_type="compensation_item", subject_id=item.pk,
                          via=via, actor=actor, reason="performed by the team's agent", incident_id=item.incident_id,
                          workspace=token.workspace_id, from_status=St.APPROVED, to_status=St.EXECUTED,
                          data={"idempotency_key": item.execution_key, "attempts": item.execution_attempts,

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from compensation.models import CompensationItem
 
@@ -67,7 +67,7 @@ def void(item: CompensationItem, *, via: str, actor=None) -> CompensationItem:
     item.status, item.approved_hash, item.execution_key = St.PENDING, "", None
     item.decided_by, item.decided_at = None, None
     item.save(update_fields=["status", "approved_hash", "execution_key", "decided_by", "decided_at", "updated_at"])
-    audit.record(action=AuditAction.ITEM_APPROVAL_VOIDED, subject_type="compensation_item", subject_id=item.pk, via=via,
+    trail.record(action=AuditAction.ITEM_APPROVAL_VOIDED, subject_type="compensation_item", subject_id=item.pk, via=via,
                  actor=actor, reason="the item changed after it was approved: it needs a new decision",
                  incident_id=item.incident_id, workspace=item.incident.workspace_id, from_status=before,
                  to_status=St.PENDING, data={"approved_hash": approved, "now": content_hash(item)})
@@ -77,7 +77,7 @@ def void(item: CompensationItem, *, via: str, actor=None) -> CompensationItem:
 def undo(*, item: CompensationItem, actor, reason: str, via: str) -> CompensationItem:
     """Take back `actor`'s own decision on `item` within the undo window: it is pending again."""
     with transaction.atomic():
-        audit.lock_chain(item.incident.workspace_id)
+        trail.lock_chain(item.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().select_related("incident").get(pk=item.pk)
         if item.status not in (St.APPROVED, St.REJECTED):
             raise UndoRefused(f"item #{item.pk} is {item.status}: there is no decision to undo")
@@ -89,7 +89,7 @@ def undo(*, item: CompensationItem, actor, reason: str, via: str) -> Compensatio
         item.status, item.approved_hash, item.execution_key = St.PENDING, "", None
         item.decided_by, item.decided_at, item.decision_reason = None, None, ""
         item.save()
-        audit.record(action=AuditAction.ITEM_DECISION_UNDONE, subject_type="compensation_item", subject_id=item.pk, via=via,
+        trail.record(action=AuditAction.ITEM_DECISION_UNDONE, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason or "undone", incident_id=item.incident_id,
                      workspace=item.incident.workspace_id, from_status=before, to_status=St.PENDING)
     return item

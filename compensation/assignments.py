@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from core import audit
+from core.audit import trail
 from core.wording import counted
 from core.vocabulary import AuditAction
 from compensation.models import CaseAssignment, CompensationItem
@@ -74,7 +74,7 @@ def _assign(*, keys, assignee, actor, reason: str, via: str, keep_others: bool) 
                 _check_reviewer(assignee, incident.workspace_id, who="the assignee")
             if not CompensationItem.objects.filter(incident_id=incident_id, ticket_id=ticket).exists():
                 raise tenancy.NotVisible(f"no case {incident_id}/{ticket}")
-            audit.lock_chain(incident.workspace_id)
+            trail.lock_chain(incident.workspace_id)
             current = CaseAssignment.objects.select_for_update().filter(incident_id=incident_id, ticket_id=ticket).first()
             before = current.assignee.get_username() if current else ""
             after = assignee.get_username() if assignee is not None else ""
@@ -88,7 +88,7 @@ def _assign(*, keys, assignee, actor, reason: str, via: str, keep_others: bool) 
             else:
                 CaseAssignment.objects.update_or_create(incident_id=incident_id, ticket_id=ticket,
                                                         defaults={"assignee": assignee, "assigned_by": actor})
-            audit.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident_id}/{ticket}", via=via,
+            trail.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident_id}/{ticket}", via=via,
                          actor=actor, reason=reason, incident_id=incident_id, workspace=incident.workspace_id,
                          from_status=before, to_status=after, data={"ticket": ticket})
             changed += 1
@@ -160,7 +160,7 @@ def next_batch(*, incident, actor, count: int, reason: str, via: str) -> Batch:
     batch = Batch(incident_id=incident.pk)
     pending = CompensationItem.objects.filter(incident=incident, status=St.PENDING).order_by()
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)
+        trail.lock_chain(incident.workspace_id)
         if incident.flagged_by_id == actor.pk and settings.KINTSUGI_FOUR_EYES:
             batch.why_none = (f"you flagged incident #{incident.pk}: four-eyes keeps its cases for other reviewers")
         else:
@@ -169,7 +169,7 @@ def next_batch(*, incident, actor, count: int, reason: str, via: str) -> Batch:
                                  .distinct().order_by("ticket_id")[:count])
         for ticket in batch.tickets:
             CaseAssignment.objects.create(incident=incident, ticket_id=ticket, assignee=actor, assigned_by=actor)
-            audit.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident.pk}/{ticket}",
+            trail.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident.pk}/{ticket}",
                          via=via, actor=actor, reason=reason or "next cases", incident_id=incident.pk,
                          workspace=incident.workspace_id, from_status="", to_status=actor.get_username(),
                          data={"ticket": ticket, "batch": count})

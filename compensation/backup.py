@@ -40,7 +40,8 @@ from django.conf import settings
 from django.db import connections, transaction
 
 from compensation.backup_check import BackupError, Snapshot, check_dump, identity, target_of
-from core import checkpoints, secret_box
+from core.audit import checkpoints, keys
+from core import secret_box
 
 MANIFEST = "manifest.json"
 FORMAT = 2
@@ -225,10 +226,10 @@ def backup(directory: Path, *, lock_wait_seconds: float = 60) -> dict:
         cps = directory / "checkpoints.jsonl"
         write_private(cps, log.read_bytes() if log.exists() else b"")
     public = directory / "signing-key.pub.pem"
-    pub_src = checkpoints.public_key_path()
+    pub_src = keys.public_key_path()
     if not pub_src.exists():
-        checkpoints.signing_key()  # exports its public half
-    write_private(public, checkpoints.public_key_path().read_bytes())
+        keys.signing_key()  # exports its public half
+    write_private(public, keys.public_key_path().read_bytes())
     manifest = {
         "format": FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -238,7 +239,7 @@ def backup(directory: Path, *, lock_wait_seconds: float = 60) -> dict:
         "falkordb": graphs,
         "checkpoints": {"file": cps.name, "database": checkpoints.database_name(),
                         "lines": sum(1 for _ in open(cps, "rb")), "sha256": _sha256(cps),
-                        "public_key": public.name, "key": checkpoints.fingerprint(checkpoints.load_public_key(public))},
+                        "public_key": public.name, "key": keys.fingerprint(keys.load_public_key(public))},
         # Which key opens the replay secrets in the dump (the key itself is not in the backup).
         "secret_box_key": secret_box.fingerprint(),
     }

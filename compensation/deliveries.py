@@ -29,7 +29,7 @@ from compensation.connectors import Outcome, PermanentFailure, TemporaryFailure,
 from compensation.connectors import config
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState, WorkspaceConnector
 from compensation.models import CompensationItem
-from core import audit
+from core.audit import trail
 from core import broker
 from core.scrub import redact_url
 from core.vocabulary import AuditAction, ItemStatus
@@ -168,7 +168,7 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
     if not (actor.is_superuser or actor.has_perm("compensation.review_compensationitem")):
         raise DeliveryRefused(f"user {actor.username!r} may not deliver items (Reviewer needed)")
     with transaction.atomic():
-        audit.lock_chain(item.incident.workspace_id)
+        trail.lock_chain(item.incident.workspace_id)
         delivery = Delivery.objects.select_for_update().filter(item=item).first()
         if delivery is None:
             raise DeliveryRefused(f"item #{item.pk} has not been tried yet: there is nothing to deliver again")
@@ -180,7 +180,7 @@ def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> De
         delivery.save(update_fields=["state", "next_attempt_at", "failure_reason", "updated_at"])
         CompensationItem.objects.filter(pk=item.pk, status=CompensationItem.Status.EXECUTED).update(
             status=CompensationItem.Status.APPROVED, executed_at=None)
-        audit.record(action=AuditAction.ITEM_DELIVERY_RETRIED, subject_type="compensation_item", subject_id=item.pk, via=via,
+        trail.record(action=AuditAction.ITEM_DELIVERY_RETRIED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=was, to_status=S.QUEUED)
     from compensation.tasks import execute_compensation
 
@@ -211,9 +211,9 @@ def set_connector(*, workspace: Workspace, kind: str, name: str, options: dict |
     options = chosen.validate(dict(options or {}), workspace=workspace.name)
     shown = {k: redact_url(v) if chosen.schema[k].role == "url" else v for k, v in options.items()}
     with transaction.atomic():
-        audit.lock_chain(workspace)
+        trail.lock_chain(workspace)
         row, _ = WorkspaceConnector.objects.update_or_create(workspace=workspace, kind=kind,
                                                              defaults={"connector": name, "options": options})
-        audit.record(action=AuditAction.CONNECTOR_SET, subject_type="workspace", subject_id=workspace.pk, via=via, actor=actor,
+        trail.record(action=AuditAction.CONNECTOR_SET, subject_type="workspace", subject_id=workspace.pk, via=via, actor=actor,
                      reason=reason, workspace=workspace, data={"kind": kind, "connector": name, "options": shown})
     return row

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from compensation import effect_kinds
-from core import audit
+from core.audit import trail
 from compensation.customers import ticket_facts
 from compensation.kinds import MONEY, spec as kinds_spec
 from compensation.drafting import PlannedItem, plan_items
@@ -216,7 +216,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     effects = [_effect_dict(e) for e in effects]
     with transaction.atomic():
         if any(e["role"] == RepairEffect.Role.CANCELLED for e in effects):
-            audit.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
+            trail.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
         superseded, planned, carried_paths = planned_items(incident=incident, effects=effects, lock=True)
         existing = set(items.values_list("draft_key", flat=True))
         # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
@@ -225,7 +225,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                                 incident=incident)
         # Loaded once: building each item's path from a fresh query made drafting quadratic.
         index = _outcome_index(incident, part_tickets) if drafted else None
-        audit.lock_chain(incident.workspace_id)
+        trail.lock_chain(incident.workspace_id)
         for old in superseded:
             if old.status == St.PENDING:
                 _set_status(old, St.CANCELLED, actor=actor, via=via, action=AuditAction.ITEM_CANCELLED,
@@ -249,7 +249,7 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
         copy_rows(CompensationItem.effects.through, ({"compensationitem_id": item.pk, "repaireffect_id": e["repair_effect"]}
                                                      for item, d in zip(new_items, drafted) for e in d.planned.effects))
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)
-        audit.record_many([dict(
+        trail.record_many([dict(
             action=AuditAction.ITEM_DRAFTED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
             reason=reason, incident_id=incident.pk, to_status=St.PENDING,
             data={"kind": item.kind, "ticket": item.ticket_id, "amount_cents": item.amount_cents,

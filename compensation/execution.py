@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from compensation import approval, deliveries, gates, sequencing
 from compensation.connectors import TemporaryFailure, connector
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction, Via
 from compensation.models import CompensationItem
 
@@ -51,7 +51,7 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
             return item
         if not approval.matches_approval(item):
             # Changed after its approval: what would leave is not what a person approved.
-            audit.lock_chain(item.incident.workspace_id)
+            trail.lock_chain(item.incident.workspace_id)
             approval.void(item, via=via, actor=actor)
             return item
         if sequencing.waits_for(item) is not None:
@@ -65,13 +65,13 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
     name = item.delivery.connector
     outcome = {"delivery": sent.state, "connector": name, "reference": sent.reference, **connector(name).executed(item)}
     with transaction.atomic():
-        audit.lock_chain(item.incident.workspace_id)
+        trail.lock_chain(item.incident.workspace_id)
         item = CompensationItem.objects.select_for_update().select_related("incident__workspace").get(pk=item_id)
         if item.status == St.EXECUTED:
             return item
         item.status, item.executed_at = St.EXECUTED, timezone.now()
         item.save(update_fields=["status", "executed_at", "updated_at"])
-        audit.record(action=AuditAction.ITEM_EXECUTED, subject_type="compensation_item", subject_id=item.pk, via=via,
+        trail.record(action=AuditAction.ITEM_EXECUTED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason="approved item executed", incident_id=item.incident_id,
                      workspace=item.incident.workspace_id,
                      from_status=St.APPROVED, to_status=St.EXECUTED,

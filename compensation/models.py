@@ -26,7 +26,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Upper
 
 from compensation import kinds
-from core.audit_event import AuditEvent  # noqa: F401  (registered under this app's label)
+from core.audit.event import AuditEvent  # noqa: F401  (registered under this app's label)
 from core.money import format_money
 from core.vocabulary import ItemKind, ItemStatus
 from repairs.models import Incident

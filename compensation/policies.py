@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from compensation import kinds
 from compensation import services
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from compensation.models import CompensationItem, ReviewPolicy
 from core.money import parse_money
@@ -134,7 +134,7 @@ def propose(*, incident, rule: str, decision: str, actor, reason: str, via: str)
     with transaction.atomic():
         policy = ReviewPolicy.objects.create(incident=incident, rule=rule, decision=decision, reason=reason,
                                              author=actor, previewed=found.item_ids)
-        audit.record(action=AuditAction.POLICY_PROPOSED, subject_type="review_policy", subject_id=policy.pk, via=via,
+        trail.record(action=AuditAction.POLICY_PROPOSED, subject_type="review_policy", subject_id=policy.pk, via=via,
                      actor=actor, reason=reason, incident_id=incident.pk, workspace=incident.workspace_id,
                      data={"rule": rule, "decision": decision, **found.as_dict()})
     return policy
@@ -170,7 +170,7 @@ def apply(*, policy: ReviewPolicy, actor, reason: str, via: str) -> dict:
                "decision": locked.decision}
     with transaction.atomic():
         ReviewPolicy.objects.filter(pk=locked.pk).update(outcome=outcome)
-        audit.record(action=AuditAction.POLICY_APPLIED, subject_type="review_policy", subject_id=locked.pk, via=via, actor=actor,
+        trail.record(action=AuditAction.POLICY_APPLIED, subject_type="review_policy", subject_id=locked.pk, via=via, actor=actor,
                      reason=reason, incident_id=incident.pk, workspace=incident.workspace_id,
                      data={"rule": locked.rule, **outcome, "refusals": len(refused)})
     return outcome

@@ -16,7 +16,8 @@ from django.db import IntegrityError, transaction
 
 from compensation.connectors.stripe_payments import INVOICE_STATES, REFUND_STATES, WEBHOOK_SECRET_ENV
 from compensation.delivery_models import Delivery, DeliveryState, ProviderEvent, WorkspaceConnector
-from core import audit, secret_registry
+from core.audit import trail
+from core import secret_registry
 from core.vocabulary import AuditAction, Via
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ def stripe_event(*, payload: bytes, signature: str | None) -> str:
 
 def _apply(delivery: Delivery, state: str, event_type: str, obj: dict, event_id: str) -> str:
     item = delivery.item
-    audit.lock_chain(item.incident.workspace_id)
+    trail.lock_chain(item.incident.workspace_id)
     delivery = Delivery.objects.select_for_update().get(pk=delivery.pk)
     if delivery.state == state:
         return "unchanged"
@@ -112,7 +113,7 @@ def _apply(delivery: Delivery, state: str, event_type: str, obj: dict, event_id:
     delivery.state = state
     delivery.failure_reason = str(obj.get("failure_reason") or "")[:300] if state == DeliveryState.FAILED else ""
     delivery.save(update_fields=["state", "failure_reason", "updated_at"])
-    audit.record(action=AuditAction.ITEM_DELIVERY_CHANGED, subject_type="compensation_item", subject_id=item.pk,
+    trail.record(action=AuditAction.ITEM_DELIVERY_CHANGED, subject_type="compensation_item", subject_id=item.pk,
                  via=Via.API, actor=None,
                  reason=f"Stripe {event_type}", incident_id=item.incident_id, from_status=was, to_status=state,
                  data={"event": event_id, "reference": delivery.reference, "failure_reason": delivery.failure_reason})

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction, Via
 from compensation.drafts import compensation_count, draft_planned, draft_repair, planned_items
 from compensation.execution import execute_approved
@@ -98,7 +98,7 @@ def _audit_workspace_users(instance, action: str, reverse: bool, pk_set, *, fiel
              else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
     User = get_user_model()
     names = dict(User.objects.filter(pk__in={u for _, u in pairs}).values_list("pk", "username"))
-    audit.record_many([dict(action=verb, subject_type="workspace", subject_id=ws.pk, via=who["via"],
+    trail.record_many([dict(action=verb, subject_type="workspace", subject_id=ws.pk, via=who["via"],
                             actor=who["actor"], reason=who["reason"], workspace=None,
                             data={"workspace": ws.name, "user": names.get(user_pk, str(user_pk)),
                                   "user_id": user_pk})

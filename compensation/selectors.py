@@ -180,7 +180,7 @@ def item_counts(*, incident: Incident) -> ItemCounts:
 def compensation_items(*, incident: Incident) -> list[dict]:
     """Every compensation item of `incident` with its decision, delivery and audit history (for the
     report), in two queries whatever the number of items (and one per kind not yet tried)."""
-    from core.audit import export_row
+    from core.audit.export import export_row
     from compensation.edits import edit_diffs
 
     from compensation.delivery_selectors import report_line
@@ -254,7 +254,7 @@ def visible_audit_events(*, user) -> QuerySet[AuditEvent]:
 
 def visible_chains(*, user) -> list[int | None]:
     """The chains (workspace ids, None: the system chain) whose status `user` may see, of those in use."""
-    from core.chains import chains_in_use
+    from core.audit.verification import chains_in_use
 
     in_use = chains_in_use()
     if tenancy.sees_every_workspace(user):

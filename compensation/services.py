@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from compensation import customers, effect_kinds, gates, kinds, sequencing
 from compensation.approval import content_hash
-from core import audit
+from core.audit import trail
 from core.broker import send
 from core.errors import DomainError
 from core.vocabulary import AuditAction
@@ -48,7 +48,7 @@ def _locked_pending(item_pk: int, *, workspace_id: int, refusal: str, with_incid
     """The item, locked for the rest of the transaction after its workspace's audit chain (the order
     every audited transaction takes its locks in); DecisionRefused ("item #N is " + `refusal`, with
     {status} filled in) when it is no longer pending."""
-    audit.lock_chain(workspace_id)
+    trail.lock_chain(workspace_id)
     rows = CompensationItem.objects.select_for_update()
     item = (rows.select_related("incident") if with_incident else rows).get(pk=item_pk)
     if item.status != St.PENDING:
@@ -93,7 +93,7 @@ def redraft_item(*, item: CompensationItem, actor, reason: str, via: str) -> Com
             setattr(item, name, draft[name])
         item.drafted_by, item.prompt_version, item.valid, item.problems, item.edited = drafted_by, version, not problems, problems, False
         item.save()
-        audit.record(action=AuditAction.ITEM_REDRAFTED, subject_type="compensation_item", subject_id=item.pk, via=via,
+        trail.record(action=AuditAction.ITEM_REDRAFTED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                      workspace=refreshed.incident.workspace_id,
                      to_status=item.status, data={"before": before, "after": _draft_fields(item), "valid": item.valid,
@@ -126,7 +126,7 @@ def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason
             item.facts = {**item.facts, "customer": name, "customer_email": email, "customer_set_by": actor.get_username()}
             item.customer_email = email
             item.save(update_fields=["facts", "customer_email", "updated_at"])
-            audit.record(action=AuditAction.ITEM_CUSTOMER_SET, subject_type="compensation_item", subject_id=item.pk, via=via,
+            trail.record(action=AuditAction.ITEM_CUSTOMER_SET, subject_type="compensation_item", subject_id=item.pk, via=via,
                          actor=actor, reason=reason, incident_id=item.incident_id, from_status=item.status,
                          to_status=item.status, workspace=item.incident.workspace_id,
                          data={"before": before, "after": {"customer": name, "customer_email": email}})
@@ -145,7 +145,7 @@ def _draft_fields(item: CompensationItem) -> dict:
 def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Exception):
     """Record a refused attempt in its own transaction, then raise it."""
     with transaction.atomic():
-        audit.record(action=AuditAction.ITEM_REFUSED, subject_type="compensation_item", subject_id=item.pk, via=via,
+        trail.record(action=AuditAction.ITEM_REFUSED, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=str(exc), incident_id=item.incident_id, from_status=item.status,
                      workspace=item.incident.workspace_id,
                      to_status=item.status, data={"attempted": attempted, "refusal": type(exc).__name__})
@@ -218,7 +218,7 @@ def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: s
                             decided_at=timezone.now(), decision_reason=reason)
                 _mark_explaining_emails(item, actor=actor, via=via)
             if relaxed:
-                audit.record(action=AuditAction.FOUR_EYES_RELAXED, subject_type="compensation_item", subject_id=item.pk,
+                trail.record(action=AuditAction.FOUR_EYES_RELAXED, subject_type="compensation_item", subject_id=item.pk,
                              via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
                              "of their own incident", incident_id=item.incident_id, workspace=item.incident.workspace_id,
                              data={"decision": decision, "decision_reason": reason})
@@ -244,7 +244,7 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
         for name, value in fields.items():
             setattr(email, name, value)
         email.save(update_fields=["valid", "problems", "updated_at"])
-        audit.record(action=AuditAction.ITEM_NEEDS_REDRAFT, subject_type="compensation_item", subject_id=email.pk, via=via,
+        trail.record(action=AuditAction.ITEM_NEEDS_REDRAFT, subject_type="compensation_item", subject_id=email.pk, via=via,
                      actor=actor, reason=problem, incident_id=email.incident_id, from_status=email.status,
                      to_status=email.status, workspace=money.incident.workspace_id, data={"rejected": money.pk})
 
@@ -270,7 +270,7 @@ def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason
     problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
     item.edited, item.valid, item.problems = True, not problems, problems
     item.save()
-    audit.record(action=AuditAction.ITEM_EDITED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+    trail.record(action=AuditAction.ITEM_EDITED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
                  reason=reason, incident_id=item.incident_id, from_status=item.status, to_status=item.status,
                  workspace=item.incident.workspace_id, data={"changes": changed, "valid": not problems, "problems": problems})
 
@@ -339,7 +339,7 @@ def bulk_approve(*, items, actor, reason: str, via: str) -> BulkResult:
 def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -> int:
     """Cancel an incident's pending items (the incident was closed); decided items keep their state."""
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)
+        trail.lock_chain(incident.workspace_id)
         # Without the incident's plan (megabytes of JSON on a large repair), or it comes once per item.
         pending = list(CompensationItem.objects.select_for_update(of=("self",)).select_related("incident")
                        .defer("incident__plan")

@@ -2,7 +2,7 @@
 drafting (cancelling superseded drafts) and review (decisions)."""
 from __future__ import annotations
 
-from core import audit
+from core.audit import trail
 from compensation.models import CompensationItem
 
 
@@ -13,7 +13,7 @@ def set_status(item: CompensationItem, to: str, *, actor, via: str, action: str,
     for name, value in fields.items():
         setattr(item, name, value)
     item.save()
-    audit.record(action=action, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
+    trail.record(action=action, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
                  reason=reason, incident_id=item.incident_id, from_status=before, to_status=to, data=data or {},
                  workspace=item.incident.workspace_id)
     return item

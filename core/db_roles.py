@@ -38,7 +38,7 @@ def app_alias_settings(owner: dict, *, role: str, password: str) -> dict:
 
 
 def append_only_tables() -> list[str]:
-    from core.audit_event import AuditEvent
+    from core.audit.event import AuditEvent
 
     return [AuditEvent._meta.db_table]
 

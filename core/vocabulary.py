@@ -151,6 +151,7 @@ class AuditAction(models.TextChoices):
         return cls(f"recording.{status}")
 
 
-# The registry: an action outside it is refused by core.audit (tests/test_vocabulary.py: none is spelled
-# out elsewhere, and every one is written by some module).
+# Every action declares its subject type and data keys in the event registry (core.audit.actions), and
+# core.audit.trail.record() refuses an action outside it (tests/test_audit_actions.py); none is spelled out
+# elsewhere, and every one is written by some module (tests/test_vocabulary.py).
 AUDIT_ACTIONS: frozenset[str] = frozenset(AuditAction.values)

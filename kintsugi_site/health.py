@@ -64,11 +64,11 @@ def falkordb_servers() -> dict[str, str]:
 
 
 def check_signer() -> dict:
-    from core import checkpoints
+    from core.audit import keys
 
     def sign():
-        checkpoints.sign(b"readiness probe")
-        return {"key": checkpoints.signing_fingerprint()}
+        keys.sign(b"readiness probe")
+        return {"key": keys.signing_fingerprint()}
     return _timed(sign)
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from django.template.loader import render_to_string
 
-from core.audit import csv_cell
+from core.audit.export import csv_cell
 from provenance.progress import ProgressFn, noop
 from provenance.selectors import whole_seq
 from compensation import review_numbers

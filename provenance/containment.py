@@ -38,7 +38,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance import containment_queries as cq
 from provenance.graph import Graph, GraphUnavailable, workspace_graph
@@ -78,7 +78,7 @@ def contain(*, workspace: Workspace, incident_id: int, source_id: str, flagged_a
     except GraphUnavailable as exc:
         log.warning("containment of incident %s deferred: %s", incident_id, exc)
         return row
-    audit.record(action=AuditAction.SOURCE_CONTAINED, subject_type="containment", subject_id=row.pk, via=via,
+    trail.record(action=AuditAction.SOURCE_CONTAINED, subject_type="containment", subject_id=row.pk, via=via,
                  actor=actor, reason=reason, incident_id=incident_id, workspace=workspace,
                  data={"source": source_id, "facts": row.facts, "seconds": row.seconds})
     return row
@@ -133,7 +133,7 @@ def ensure(*, incident_id: int, via: str, wait_seconds: int = 600) -> Containmen
 
         workspace_lock(row.workspace, wait_seconds=wait_seconds)
         _mark(row, workspace_graph(row.workspace.name))
-        audit.record(action=AuditAction.SOURCE_CONTAINED, subject_type="containment", subject_id=row.pk, via=via,
+        trail.record(action=AuditAction.SOURCE_CONTAINED, subject_type="containment", subject_id=row.pk, via=via,
                      incident_id=incident_id, workspace=row.workspace, reason="contained after the flag",
                      data={"source": row.source_id, "facts": row.facts, "seconds": row.seconds})
     return row
@@ -215,7 +215,7 @@ def lift(*, incident_id: int, actor, reason: str, via: str) -> bool:
         _perform(held, graph, HeldEffect.Status.RELEASED)
         row.ended, row.ended_at, row.ended_by, row.end_reason = Containment.Ended.FALSE_ALARM, timezone.now(), actor, reason
         row.save(update_fields=["ended", "ended_at", "ended_by", "end_reason"])
-        audit.record(action=AuditAction.CONTAINMENT_ENDED, subject_type="containment", subject_id=row.pk, via=via,
+        trail.record(action=AuditAction.CONTAINMENT_ENDED, subject_type="containment", subject_id=row.pk, via=via,
                      actor=actor, reason=reason, incident_id=incident_id, workspace=row.workspace,
                      data={"source": row.source_id, "released": len(held)})
     return True

@@ -15,7 +15,7 @@ import re
 
 from django.db import transaction
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance import tenancy, validation
 from provenance.agents import NAME_PATTERN
@@ -76,7 +76,7 @@ def declare_effect_kind(*, workspace: Workspace, name: str, money: bool, compens
     if not reason:
         raise validation.InvalidInput("reason: say why the kind is declared")
     with transaction.atomic():
-        audit.lock_chain(workspace.pk)
+        trail.lock_chain(workspace.pk)
         row = EffectKindDeclaration.objects.select_for_update().filter(workspace=workspace, name=name).first()
         before = None if row is None else {k: getattr(row, k) for k in fields}
         created = row is None
@@ -85,7 +85,7 @@ def declare_effect_kind(*, workspace: Workspace, name: str, money: bool, compens
             setattr(row, k, v)
         row.declared_by = declared_by
         row.save()
-        audit.record(action=AuditAction.EFFECT_KIND_DECLARED, subject_type="effect_kind", subject_id=row.pk, via=via,
+        trail.record(action=AuditAction.EFFECT_KIND_DECLARED, subject_type="effect_kind", subject_id=row.pk, via=via,
                      actor=actor, reason=reason, workspace=workspace,
                      data={"name": name, **fields, "declared_by": declared_by, "before": before})
     return row, created

@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit, egress
+from core.audit import trail
+
+from core import egress
 from core.errors import DomainError
 from core.vocabulary import AuditAction
 from provenance import tenancy, tokens, validation
@@ -37,7 +39,7 @@ class OnboardingRefused(PermissionError):
 
 def _audit(*, workspace, action: str, subject_type: str, subject_id, actor, reason: str, via: str,
            data: dict | None = None) -> None:
-    audit.record(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
+    trail.record(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
                  reason=reason, data=data, workspace=workspace)
 
 

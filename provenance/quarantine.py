@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance.models import SourceQuarantine, Workspace
 
@@ -47,7 +47,7 @@ def quarantine_source(*, workspace: Workspace, source_id: str, incident_id: int,
     """Hold `source_id` out of the workspace's live recordings; called in the flag's own transaction."""
     with transaction.atomic():
         row = SourceQuarantine.objects.create(workspace=workspace, source_id=source_id, incident_id=incident_id)
-        audit.record(action=AuditAction.SOURCE_QUARANTINED, subject_type="quarantine", subject_id=row.pk, via=via, actor=actor,
+        trail.record(action=AuditAction.SOURCE_QUARANTINED, subject_type="quarantine", subject_id=row.pk, via=via, actor=actor,
                      reason=reason, incident_id=incident_id, workspace=workspace, data={"source": source_id})
     return row
 
@@ -69,7 +69,7 @@ def record_attempts(*, workspace: Workspace | int, hits: Iterable[tuple[str, int
                 continue
             if row.last_audited_at and row.last_audited_at > now - timedelta(seconds=QUARANTINE_AUDIT_SECONDS):
                 continue
-            audit.record(action=AuditAction.SOURCE_QUARANTINE_REFUSED, subject_type="quarantine", subject_id=row.pk,
+            trail.record(action=AuditAction.SOURCE_QUARANTINE_REFUSED, subject_type="quarantine", subject_id=row.pk,
                          via=via, incident_id=incident_id, workspace=ws_id,
                          reason=f"an ingest of the quarantined source{f' by agent {agent}' if agent else ''}",
                          data={"source": row.source_id, "attempts": row.attempts - row.audited_attempts,
@@ -87,7 +87,7 @@ def lift(*, incident_id: int, actor, reason: str, via: str) -> bool:
             return False
         row.lifted_at, row.lifted_by, row.lift_reason = timezone.now(), actor, reason
         row.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
-        audit.record(action=AuditAction.SOURCE_QUARANTINE_LIFTED, subject_type="quarantine", subject_id=row.pk, via=via,
+        trail.record(action=AuditAction.SOURCE_QUARANTINE_LIFTED, subject_type="quarantine", subject_id=row.pk, via=via,
                      actor=actor, reason=reason, incident_id=incident_id, workspace=row.workspace,
                      data={"source": row.source_id, "attempts": row.attempts})
     return True

@@ -20,8 +20,8 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
-from core import audit
-from core.audit_event import SUBJECT_ID_MAX, AuditEvent
+from core.audit import trail
+from core.audit.event import SUBJECT_ID_MAX, AuditEvent
 from core.vocabulary import AuditAction
 from provenance import tenancy
 from provenance.tenancy import home_workspaces
@@ -90,9 +90,9 @@ def record_refusal(*, actor, via: str, attempted: str, subject_type: str, subjec
         fields = dict(action=AuditAction.REFUSED, subject_type=subject_type[:32], subject_id=str(subject_id or "")[:SUBJECT_ID_MAX],
                       via=via, actor=actor, reason=message, data=data)
         if own:
-            audit.record(workspace=target, incident_id=incident_id, **fields)
+            trail.record(workspace=target, incident_id=incident_id, **fields)
             return
         for home in home_workspaces(actor) or [None]:
-            audit.record(workspace=home, incident_id=None, **fields)
+            trail.record(workspace=home, incident_id=None, **fields)
     except Exception:
         log.exception("could not record the refusal of %s in the audit trail", attempted)

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction, RecordingStatus, Via
 from provenance import protocol, queries, quarantine, top_ids, validation
 from provenance.agents import registered_names
@@ -129,7 +129,7 @@ def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None
     row.status, row.finished_at = status, timezone.now()
     row.save(update_fields=["status", "finished_at"])
     _forget(row)
-    audit.record(action=AuditAction.of_recording(status), subject_type="recording", subject_id=row.pk, via=via, actor=actor,
+    trail.record(action=AuditAction.of_recording(status), subject_type="recording", subject_id=row.pk, via=via, actor=actor,
                  reason=reason, workspace=row.workspace,
                  data={"actions": len(row.state["records"]), "effects_announced": announced[:50],
                        "effects_count": len(announced)})

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance import capabilities, queries, tenancy, validation
 from provenance.graph import Graph
@@ -95,7 +95,7 @@ def set_source_trust(*, source: Source, level: str, actor, reason: str, via: str
         before = locked.trust
         locked.trust = level
         locked.save(update_fields=["trust"])
-        audit.record(action=AuditAction.SOURCE_TRUST_SET, subject_type="source", subject_id=locked.pk, via=via, actor=actor,
+        trail.record(action=AuditAction.SOURCE_TRUST_SET, subject_type="source", subject_id=locked.pk, via=via, actor=actor,
                      reason=reason, workspace=locked.workspace_id, from_status=before, to_status=level,
                      data={"source": locked.source_id})
     return locked

@@ -23,7 +23,7 @@ class InvalidInput(ValueError):
 
 # Bounds follow the columns the values end up in (provenance.models, compensation.models).
 WORKSPACE_MAX = 64  # Workspace.name
-SOURCE_ID_MAX = 200  # Source.source_id, Incident.source_id, AuditEvent.subject_id (core.audit_event)
+SOURCE_ID_MAX = 200  # Source.source_id, Incident.source_id, AuditEvent.subject_id (core.audit.event)
 TICKET_ID_MAX = 32  # Ticket.ticket_id, LedgerEntry.ticket_id, CompensationItem.ticket_id
 FACT_KEY_MAX = 200
 EMAIL_MAX = 254  # RFC 5321's path limit; EmailField's default

@@ -11,7 +11,9 @@ import time
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit, locks
+from core.audit import trail
+
+from core import locks
 from core.broker import send
 from core.errors import DomainError
 from core.locks import advisory_lock
@@ -102,7 +104,7 @@ def _record(incident: Incident, result: dict, *, actor, reason: str, via: str) -
             verification.update({k: result[k] for k in ("facts", "decisions", "effects")}, rows=result["rows"])
         Incident.objects.filter(pk=incident.pk).update(verification=verification)
         incident.verification = verification
-        audit.record(action=AuditAction.VERIFICATION_FULL, subject_type="incident", subject_id=incident.pk,
+        trail.record(action=AuditAction.VERIFICATION_FULL, subject_type="incident", subject_id=incident.pk,
                      via=via, actor=actor, reason=reason, incident_id=incident.pk, workspace=incident.workspace_id,
                      data={k: result[k] for k in ("facts", "decisions", "effects", "actions_rerun", "replay_calls",
                                                   "seconds")})

@@ -37,7 +37,9 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from core import audit, locks
+from core.audit import trail
+
+from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
 from provenance import containment, queries
@@ -315,7 +317,7 @@ def finish(incident: Incident) -> Incident:
     held (compensation.gates). Its `compensations` count is the drafting's (set once every part is
     drafted, compensation.receivers). Either way the repair is in the graph: enqueue the repairs that waited."""
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
+        trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
         differs = verification_differs(incident.verification)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.db import IntegrityError, connection, transaction
 
-from core import audit, locks
+from core.audit import trail
+
+from core import locks
 from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from core.vocabulary import IncidentStatus, Via
@@ -106,7 +108,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     reason = validation.reason(reason, required=False)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
+        trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         # "needs attention" is blocked past its bound of attempts, and retried like it (Incident.RETRYABLE).
         if not incident.may_retry():
@@ -125,7 +127,7 @@ def close_incident(*, incident: Incident, actor, reason: str, via: str, false_al
     reason = validation.reason(reason)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
+        trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         if not incident.may_close() and incident.status != IncidentStatus.CLOSED:
             raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance import containment, queries, tenancy, top_ids, validation
 from provenance.graph import workspace_graph
@@ -137,7 +137,7 @@ def what_if(*, workspace: Workspace, source: str, actor, via: str, progress: Pro
     result = compute_what_if(workspace=workspace, source=source, progress=progress)
     with transaction.atomic():
         source_pk = Source.objects.get(workspace=workspace, source_id=source).pk
-        audit.record(action=AuditAction.WHAT_IF_VIEWED, subject_type="source", subject_id=source_pk, via=via, actor=actor,
+        trail.record(action=AuditAction.WHAT_IF_VIEWED, subject_type="source", subject_id=source_pk, via=via, actor=actor,
                      reason="what-if before flagging", workspace=workspace.pk,
                      data={"source": source, "fingerprint": result.fingerprint, "blast_radius": result.blast_radius,
                            "counts": result.counts, "compensations": result.compensations,

@@ -173,7 +173,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
     run migrates once (tests.database)."""
     from django.db import connections
 
-    from core import checkpoints
+    from core.audit import checkpoints
     from core.db_roles import OWNER_ALIAS
     from tests import database
 
@@ -195,7 +195,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
 def _audit_checkpoint_log(settings, tmp_path, monkeypatch, _audit_home):
     """Each test signs into a log of its own (a transactional test's flush empties the chains that an
     earlier test's checkpoints speak of); whatever this process has pending is signed before it ends."""
-    from core import checkpoints
+    from core.audit import checkpoints
 
     path = tmp_path / "audit-checkpoints.jsonl"
     settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = str(path)

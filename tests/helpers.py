@@ -26,6 +26,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from core import embedded
+from core.audit import actions
 from core.roles import AUDITOR, REVIEWER, ROLES, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.graph import workspace_graph
@@ -33,6 +34,12 @@ from provenance.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source
+
+# The tests' own probe events, declared in the event registry like every audit action (core.audit.actions).
+for _probe in ("probe", "test.event", "test.derived", "test.system", "test.appended", "test.note", "test.append",
+               "test.late", "test.after_cut", "test.more", "test.after", "test.spare"):
+    actions.declare(_probe, "test", ("i", "note"))
+actions.declare("test.incident", "incident")
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "pass-1234-kintsugi"
@@ -368,13 +375,13 @@ def run_command(capsys, *args) -> tuple[int, str]:
 
 def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) -> SimpleNamespace:
     """Two workspaces' chains and the system chain, committed and signed."""
-    from core import audit, checkpoints
+    from core.audit import checkpoints, trail
     from provenance.models import Workspace
 
     a, b = Workspace.objects.create(name="audit-a"), Workspace.objects.create(name="audit-b")
     for ws, n in ((a, a_rows), (b, b_rows), (None, system_rows)):
         for i in range(n):
-            audit.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"event {i}",
+            trail.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"event {i}",
                          workspace=ws, data={"i": i})
     checkpoints.flush()
     return SimpleNamespace(a=a, b=b)

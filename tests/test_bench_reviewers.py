@@ -48,7 +48,7 @@ def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases
     from compensation import approval, assignments
     from compensation.models import CompensationItem
     from compensation.services import approve_item
-    from core import audit
+    from core.audit import trail
     from core.vocabulary import AuditAction
     from repairs.models import Incident
 
@@ -71,7 +71,7 @@ def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases
     assert _problems(incident, undo_expected=False) == [f"no undo expected, found ['{first.ticket_id}']"]
 
     doubled = items[1]
-    audit.record(action=AuditAction.ITEM_APPROVED, subject_type="compensation_item", subject_id=doubled.pk,
+    trail.record(action=AuditAction.ITEM_APPROVED, subject_type="compensation_item", subject_id=doubled.pk,
                  via="admin", actor=reviewer, reason="again", incident_id=incident.pk, workspace=incident.workspace_id,
                  from_status="pending", to_status="approved")
     assignments.assign(keys=[(incident.pk, "t08")], assignee=people.lead_reviewer, actor=reviewer, reason="x",

@@ -261,12 +261,12 @@ GEMINI_BASE_URL = env("GEMINI_BASE_URL", default="")
 GEMINI_MODEL = env("GEMINI_MODEL", default="gemini-2.5-flash")
 KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMINI_API_KEY else "offline")
 
-# The audit record's signed checkpoints (core.checkpoints) live outside Postgres: the log of
+# The audit record's signed checkpoints (core.audit.checkpoints) live outside Postgres: the log of
 # signed chain heads and the Ed25519 signing key (generated on first use unless required to exist;
 # its public half is written beside it as signing-key.pub.pem, for verify_report elsewhere).
 _AUDIT_HOME = Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "audit"
 KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str(_AUDIT_HOME / "checkpoints.jsonl"))
-# The checkpoint log's anchor (core.anchor): a second append-only file, in a directory of its own
+# The checkpoint log's anchor (core.audit.anchor): a second append-only file, in a directory of its own
 # that the database owner cannot write (another volume, a host the database does not run on).
 KINTSUGI_AUDIT_ANCHOR_LOG = env("KINTSUGI_AUDIT_ANCHOR_LOG", default=str(_AUDIT_HOME.parent / "audit-anchor" / "anchor.jsonl"))
 KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))

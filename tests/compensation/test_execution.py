@@ -3,7 +3,7 @@ import threading
 import pytest
 from django.db import connection
 
-from core import chains
+from core.audit import verification
 from compensation.deliveries import DeliveryRefused, send
 from compensation.execution import NotApproved, execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
@@ -126,5 +126,5 @@ def test_with_the_broker_down_nothing_is_lost_and_every_change_is_audited(people
     assert CompensationItem.objects.get(pk=item.pk).status == "approved"  # approved, waiting for a worker
     assert execute_approved() == 1  # the sweep (task execute_waiting_compensations) picks it up
     assert _sent(incident.workspace) == ([("reversal_request", "t07", 10000)], [])
-    statuses = chains.verify_all()
+    statuses = verification.verify_all()
     assert incident.workspace_id in {s.workspace_id for s in statuses} and all(s.holds for s in statuses)

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from core import checkpoints
+from core.audit import checkpoints
 from provenance.services import desk_run
 from tests.helpers import ROOT, worker_env
 from tests.helpers import flag_and_repair, open_incident

@@ -134,13 +134,13 @@ def test_metrics_off_loopback_are_closed_when_no_token_is_configured(client, set
 
 
 def test_unsigned_audit_rows_show_as_checkpoint_lag_until_signed(client, transactional_db, monkeypatch):
-    from core import checkpoints
+    from core.audit import chains, checkpoints
     from provenance.services import desk_run, get_workspace
 
     monkeypatch.setattr(checkpoints, "after_commit", lambda **kw: None)  # a signer that has fallen behind
     desk_run(workspace="ops-lag")
     flag_and_repair("ops-lag", actor=flagger())
-    chain = checkpoints.chain_label(get_workspace("ops-lag").pk)
+    chain = chains.chain_label(get_workspace("ops-lag").pk)
 
     def figure(name):
         text = client.get("/metrics").content.decode()

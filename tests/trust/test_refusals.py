@@ -6,7 +6,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from core.audit import chain_events
+from core.audit.chains import chain_events
 from core.roles import SUPPORT_LEAD
 from provenance.models import Workspace
 from repairs.models import Incident

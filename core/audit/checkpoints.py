@@ -21,9 +21,7 @@ only as safe as the directory they live in: keep them where the database owner c
 from __future__ import annotations
 
 import atexit
-import base64
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -33,22 +31,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.exceptions import InvalidSignature
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections, transaction
 
-from core import key_files
+from core.audit import anchor, chains, keys
 
 log = logging.getLogger(__name__)
-SYSTEM = "system"
-
-
-def chain_label(workspace_id: int | None) -> str:
-    """The chain's id in checkpoints: `system` or `workspace:<id>` (ids outlive renames)."""
-    return SYSTEM if workspace_id is None else f"workspace:{workspace_id}"
 
 
 def _canonical(data: dict) -> bytes:
@@ -65,10 +53,10 @@ class Checkpoint:
     at: str
     key: str = ""
     signature: str = ""
-    # The log's own chain (core.anchor): the hash of the line before this one. Lines written
+    # The log's own chain (core.audit.anchor): the hash of the line before this one. Lines written
     # before lines were chained carry none and are read as the log's first segment.
     prev: str = ""
-    # Rows of the record of money and incidents when signed (core.anchor.business_counts).
+    # Rows of the record of money and incidents when signed (core.audit.anchor.business_counts).
     counts: dict | None = None
 
     def signed_bytes(self) -> bytes:
@@ -78,111 +66,6 @@ class Checkpoint:
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if not (k in ("prev", "counts") and not v)}
-
-
-# --- the key ---------------------------------------------------------------------------------------
-
-def _private_dir(path: Path) -> None:
-    key_files.private_dir(path)
-
-
-def public_key_path(key_path: str | os.PathLike | None = None) -> Path:
-    """Where the public half is exported: signing-key.pem -> signing-key.pub.pem."""
-    path = Path(key_path or settings.KINTSUGI_AUDIT_SIGNING_KEY)
-    return path.with_name(path.name[:-4] + ".pub.pem") if path.name.endswith(".pem") else path.with_name(path.name + ".pub")
-
-
-def _export_public(key: Ed25519PrivateKey, path: Path) -> None:
-    pub = public_key_path(path)
-    pem = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if not pub.exists() or pub.read_bytes() != pem:
-        tmp = pub.with_name(f".{pub.name}.{os.getpid()}")
-        tmp.write_bytes(pem)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, pub)
-
-
-def _generate(path: Path) -> None:
-    """Create a key at `path` (0600) unless another process just did."""
-    key = Ed25519PrivateKey.generate()
-    key_files.create_once(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
-
-
-_keys: dict[str, Ed25519PrivateKey] = {}
-_key_lock = threading.Lock()
-
-
-def signing_key() -> Ed25519PrivateKey:
-    """The signing key at KINTSUGI_AUDIT_SIGNING_KEY, generated on first use unless
-    KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED (production) says it must already exist."""
-    path = Path(settings.KINTSUGI_AUDIT_SIGNING_KEY)
-    with _key_lock:
-        if str(path) in _keys:
-            return _keys[str(path)]
-        if not path.exists():
-            if settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED:
-                raise ImproperlyConfigured(f"the audit signing key {path} does not exist (KINTSUGI_AUDIT_SIGNING_KEY); "
-                                           f"it is never generated when KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED is set")
-            _generate(path)
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ImproperlyConfigured(f"{path} is not an Ed25519 private key")
-        _export_public(key, path)
-        _keys[str(path)] = key
-        return key
-
-
-def require_signer() -> None:
-    """Raise ImproperlyConfigured unless the signing key is usable, where one is required
-    (KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED); elsewhere a missing key is generated on first use."""
-    if settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED:
-        signing_key()
-
-
-def signer_problem() -> str | None:
-    """Why the audit record cannot be signed, or None when it can (readiness, `check --deploy`)."""
-    try:
-        sign(b"probe")
-    except (ImproperlyConfigured, OSError, ValueError, TypeError) as exc:
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return None
-
-
-def load_public_key(path: str | os.PathLike | None = None) -> Ed25519PublicKey:
-    """A public key from a PEM file (default: the one exported beside the signing key)."""
-    key = serialization.load_pem_public_key(Path(path or public_key_path()).read_bytes())
-    if not isinstance(key, Ed25519PublicKey):
-        raise ValueError(f"{path} is not an Ed25519 public key")
-    return key
-
-
-def verifying_key() -> Ed25519PublicKey:
-    """This installation's public key: the exported file, else the signing key's own half."""
-    pub = public_key_path()
-    return load_public_key(pub) if pub.exists() else signing_key().public_key()
-
-
-def fingerprint(public_key: Ed25519PublicKey) -> str:
-    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()[:16]
-
-
-def signing_fingerprint() -> str:
-    return fingerprint(signing_key().public_key())
-
-
-def sign(data: bytes) -> str:
-    """The base64 Ed25519 signature of `data` with the signing key."""
-    return base64.b64encode(signing_key().sign(data)).decode()
-
-
-def signature_holds(public_key: Ed25519PublicKey, data: bytes, signature: str) -> bool:
-    try:
-        public_key.verify(base64.b64decode(signature, validate=True), data)
-        return True
-    except (InvalidSignature, ValueError):
-        return False
 
 
 # --- the log ---------------------------------------------------------------------------------------
@@ -227,11 +110,9 @@ def latest(*, database: str | None = None, path: Path | None = None) -> dict[str
 
 def _append(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
     """Append the (unsigned) checkpoints under the log's exclusive lock, each chained to the line
-    before it and then signed, and record the log's new head in the anchor (core.anchor)."""
-    from core import anchor
-
+    before it and then signed, and record the log's new head in the anchor (core.audit.anchor)."""
     path = log_path()
-    _private_dir(path.parent)
+    keys.private_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -239,7 +120,7 @@ def _append(checkpoints: list[Checkpoint]) -> list[Checkpoint]:
         lines, done = [], []
         for cp in checkpoints:
             chained = Checkpoint(**{**cp.as_dict(), "prev": prev, "signature": ""})
-            done.append(Checkpoint(**{**chained.as_dict(), "signature": sign(chained.signed_bytes())}))
+            done.append(Checkpoint(**{**chained.as_dict(), "signature": keys.sign(chained.signed_bytes())}))
             line = json.dumps(done[-1].as_dict(), sort_keys=True).encode()
             lines.append(line + b"\n")
             prev = anchor.line_hash(line)
@@ -257,28 +138,24 @@ def sign_heads(workspace_ids: Iterable[int | None]) -> list[Checkpoint]:
     """Sign the committed head of each chain that moved since its latest checkpoint and continues it;
     returns the new checkpoints. Outside a transaction only: inside one it would sign rows that may
     still roll back, so it signs nothing there."""
-    from core import chains
-
     if connection.in_atomic_block:
         return []
-    from core import anchor
-
     database, previous = database_name(), latest()
     signed = []
     for ws in sorted(set(workspace_ids), key=lambda w: -1 if w is None else w):
-        label = chain_label(ws)
+        label = chains.chain_label(ws)
         head = chains.head(workspace=ws)
         cp = previous.get(label)
         if head is None or (cp is not None and (cp.seq, cp.hash) == (head.seq, head.hash)):
             continue
-        broken = chains.continues(workspace=ws, checkpoint=cp)
+        broken = chains.continues(workspace=ws, checkpoint=chains.Head(cp.seq, cp.hash) if cp else None)
         if broken is not None:
             log.error("not signing audit chain %s: %s", chains.chain_name(ws), broken)
             continue
         now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
         # Signed in _append, once the line it follows is known.
         signed.append(Checkpoint(database=database, chain=label, workspace=chains.workspace_name(ws), seq=head.seq,
-                                 hash=head.hash, at=now, key=signing_fingerprint(),
+                                 hash=head.hash, at=now, key=keys.signing_fingerprint(),
                                  counts=anchor.business_counts(workspace_id=ws)))
     return _append(signed) if signed else []
 

@@ -8,29 +8,23 @@ included). Appends to one chain are serialised by a transaction-level advisory l
 alone, so two workspaces' audited writes never wait on each other, and `seq` is the chain's previous
 seq + 1 under that lock: committed rows have no gaps (a rolled-back transaction gives its seq back) and
 a deleted row shows as a gap. After commit the new heads are signed into a log outside the database
-(core.checkpoints), which is what catches a deleted newest row or a truncated table.
+(core.audit.checkpoints), which is what catches a deleted newest row or a truncated table.
 """
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import json
 from collections import defaultdict
-from datetime import timezone as dt_timezone
-from typing import Iterable
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.audit_event import AuditEvent
 from core import locks
+from core.audit import actions, checkpoints, keys
+from core.audit.chains import GENESIS, chain_events, row_hash, workspace_id_of
+from core.audit.event import AuditEvent
 from core.bulk import copy_create
 
-GENESIS = "0" * 64
 SYSTEM_CHAIN_KEY = 0  # the system chain's lock key; workspace ids start at 1
-HASHED_FIELDS = ("workspace_id", "seq", "at", "actor_id", "actor_name", "via", "subject_type", "subject_id",
-                 "incident_id", "action", "from_status", "to_status", "reason", "data", "prev_hash")
 
 
 class _FromIncident:
@@ -43,27 +37,6 @@ class _FromIncident:
 FROM_INCIDENT = _FromIncident()
 
 
-def workspace_id_of(workspace) -> int | None:
-    """A chain's workspace id from a Workspace, an id or None (the system chain)."""
-    if workspace is None:
-        return None
-    return int(getattr(workspace, "pk", workspace))
-
-
-def _canonical(event: AuditEvent) -> str:
-    values = {}
-    for name in HASHED_FIELDS:
-        value = getattr(event, name)
-        if name == "at":
-            value = value.astimezone(dt_timezone.utc).isoformat(timespec="microseconds")
-        values[name] = value
-    return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def row_hash(event: AuditEvent) -> str:
-    return hashlib.sha256((event.prev_hash + _canonical(event)).encode()).hexdigest()
-
-
 def lock_chain(workspace) -> None:
     """Take the append lock of `workspace`'s chain (a Workspace, an id, or None: the system chain) now.
     Services call this before locking their own rows, so every audited transaction takes locks in the
@@ -71,12 +44,6 @@ def lock_chain(workspace) -> None:
     ws = workspace_id_of(workspace)
     with connection.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.AUDIT_CHAIN, SYSTEM_CHAIN_KEY if ws is None else ws])
-
-
-def chain_events(workspace):
-    """The rows of one chain (a Workspace, an id, or None: the system chain)."""
-    ws = workspace_id_of(workspace)
-    return AuditEvent.objects.filter(workspace__isnull=True) if ws is None else AuditEvent.objects.filter(workspace_id=ws)
 
 
 def _event(*, workspace_id: int | None, seq: int, prev: str, at, action: str, subject_type: str, subject_id,
@@ -108,14 +75,16 @@ def record_many(events: list[dict], *, workspace=FROM_INCIDENT) -> list[AuditEve
     """Append several events (each the keyword arguments of `record`, `workspace` included if they
     differ) in order, one chain lock and one INSERT per chain: a repair drafting thousands of items
     writes its events in milliseconds, not one round trip each. Must run inside the transaction of
-    the changes they record; the chains' new heads are signed after it commits."""
-    from core import checkpoints
-
+    the changes they record; the chains' new heads are signed after it commits. EventRefused, before
+    anything is written, for an action the event registry does not know or data keys it does not declare
+    (core.audit.actions)."""
     if not events:
         return []
+    for event in events:
+        actions.check(event["action"], subject_type=event["subject_type"], data=event.get("data"))
     # Fail closed: where a signing key is required (production), no audited change commits unless its
     # checkpoint can be signed; the caller's transaction rolls back with the key's problem as its error.
-    checkpoints.require_signer()
+    keys.require_signer()
     chains = _chains_of(events, workspace)
     by_chain: dict[int | None, list[int]] = defaultdict(list)
     for index, ws in enumerate(chains):
@@ -146,53 +115,3 @@ def record(*, action: str, subject_type: str, subject_id, via: str, actor=None, 
     return record_many([dict(action=action, subject_type=subject_type, subject_id=subject_id, via=via, actor=actor,
                              reason=reason, incident_id=incident_id, from_status=from_status, to_status=to_status,
                              data=data)], workspace=workspace)[0]
-
-
-# --- export ---
-
-EXPORT_COLUMNS = ("chain", "seq", "at", "actor", "via", "subject_type", "subject_id", "incident", "action", "from_status",
-                  "to_status", "reason", "data", "hash")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def export_row(event: AuditEvent) -> dict:
-    return {
-        "chain": "system" if event.workspace_id is None else f"workspace:{event.workspace_id}",
-        "seq": event.seq, "at": event.at.isoformat(), "actor": event.actor_name, "via": event.via,
-        "subject_type": event.subject_type, "subject_id": event.subject_id, "incident": event.incident_id,
-        "action": event.action, "from_status": event.from_status, "to_status": event.to_status,
-        "reason": event.reason, "data": event.data, "hash": event.hash,
-    }
-
-
-def csv_cell(value) -> str:
-    """A CSV cell that a spreadsheet shows as the text itself: a text starting with =, +, -, @, tab or
-    carriage return gets an apostrophe in front so it is never evaluated as a formula (OWASP). Nothing
-    else changes: a CSV is data, and HTML entities in it would be data corrupted, not escaped (a
-    browser that renders a download is told it is text/csv or a zip, not HTML)."""
-    if value is None:
-        return ""
-    if isinstance(value, (int, float)):  # a number, negative or not, is no formula
-        return str(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    text = str(value)
-    if text.startswith(_FORMULA_START):
-        text = "'" + text
-    return text
-
-
-def export_csv(events: Iterable[AuditEvent]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(EXPORT_COLUMNS)
-    for event in events:
-        row = export_row(event)
-        writer.writerow([csv_cell(row[c]) for c in EXPORT_COLUMNS])
-    return out.getvalue()
-
-
-def export_json(events: Iterable[AuditEvent]) -> str:
-    """JSON with <, > and & as \\u escapes: the same data, but inert if a browser renders it."""
-    text = json.dumps([export_row(e) for e in events], indent=2, sort_keys=True, ensure_ascii=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")

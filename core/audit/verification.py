@@ -1,37 +1,19 @@
-"""Reading and verifying the audit chains: one per workspace, one for the system.
-
-A chain holds when its rows, in seq order, number 1, 2, ... without a gap, each names the previous
-row's hash, each hashes to what it carries, their ids only grow, and it reaches its latest signed
-checkpoint (core.checkpoints) with the same hash there. The first check catches an edited,
-inserted, reordered or deleted row in the middle; the checkpoint catches a deleted end, a truncated
-table and a chain rewritten from the start.
+"""Verifying the audit record: each chain row by row (core.audit.chains) and against its latest signed
+checkpoint (core.audit.checkpoints), the checkpoint log's own chain and its anchor (core.audit.anchor),
+vanished workspaces, and business rows fewer than the latest checkpoint counted. `manage.py verify_audit`
+and the admin's verify page print what this finds.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
-from core import checkpoints
-from core.audit import GENESIS, chain_events, row_hash, workspace_id_of
-from core.checkpoints import Checkpoint
-from core.audit_event import AuditEvent
-
-
-class Head(NamedTuple):
-    seq: int
-    hash: str
-
-
-@dataclass(frozen=True)
-class ChainBreak:
-    chain: str  # the chain's name: a workspace's name, or "system"
-    seq: int
-    id: int | None
-    problem: str
-
-    def __str__(self) -> str:
-        row = f" (id={self.id})" if self.id is not None else ""
-        return f"audit chain {self.chain} broken at row seq={self.seq}{row}: {self.problem}"
+from core.audit import anchor, checkpoints, keys
+from core.audit.chains import (ChainBreak, Head, chain_events, chain_label, chain_name, workspace_id_of, SYSTEM,
+                               walk)
+from core.audit.checkpoints import Checkpoint
+from core.audit.event import AuditEvent
 
 
 @dataclass
@@ -47,7 +29,7 @@ class ChainStatus:
 
     @property
     def label(self) -> str:
-        return checkpoints.chain_label(self.workspace_id)
+        return chain_label(self.workspace_id)
 
     @property
     def holds(self) -> bool:
@@ -78,52 +60,6 @@ class ChainStatus:
                            if self.broken else None)}
 
 
-def workspace_name(workspace_id: int | None) -> str | None:
-    if workspace_id is None:
-        return None
-    Workspace = AuditEvent._meta.get_field("workspace").related_model  # named by label: no upward import
-    return Workspace.objects.filter(pk=workspace_id).values_list("name", flat=True).first()
-
-
-def chain_name(workspace_id: int | None) -> str:
-    """How people name a chain: the workspace's name, `system`, or the id of a deleted workspace."""
-    if workspace_id is None:
-        return checkpoints.SYSTEM
-    return workspace_name(workspace_id) or f"workspace #{workspace_id} (deleted)"
-
-
-def head(*, workspace) -> Head | None:
-    """The newest row of a chain (committed, when read outside a transaction)."""
-    row = chain_events(workspace).order_by("-seq").values_list("seq", "hash").first()
-    return Head(*row) if row else None
-
-
-def _walk(rows: Iterable[AuditEvent], *, name: str, seq: int = 1, prev_hash: str = GENESIS,
-          want_hash_at: int | None = None):
-    """Check rows in seq order from `seq` / `prev_hash`. Returns (first break, rows checked, head,
-    hash of the row at `want_hash_at`)."""
-    checked, last_id, last, wanted = 0, None, None, None
-    for event in rows:
-        checked += 1
-        if event.seq != seq:
-            problem = (f"expected seq {seq}: rows {seq}..{event.seq - 1} are missing (deleted)"
-                       if event.seq > seq else f"seq {event.seq} repeats or goes back (reordered)")
-            return ChainBreak(name, event.seq, event.pk, problem), checked, last, wanted
-        if event.prev_hash != prev_hash:
-            return ChainBreak(name, event.seq, event.pk, "prev_hash does not match the previous row (a row was "
-                                                         "deleted, inserted or reordered)"), checked, last, wanted
-        if row_hash(event) != event.hash:
-            return ChainBreak(name, event.seq, event.pk, "content does not match its hash (the row was edited)"), checked, last, wanted
-        # Ids come from a sequence and a chain's appends are serialised: a smaller id later means rows were swapped.
-        if last_id is not None and event.pk < last_id:
-            return ChainBreak(name, event.seq, event.pk, "row id goes back (reordered)"), checked, last, wanted
-        if event.seq == want_hash_at:
-            wanted = event.hash
-        last_id, last = event.pk, Head(event.seq, event.hash)
-        prev_hash, seq = event.hash, seq + 1
-    return None, checked, last, wanted
-
-
 def _against_checkpoint(name: str, last: Head | None, at_checkpoint: str | None, cp: Checkpoint) -> ChainBreak | None:
     end = last.seq if last else 0
     if end < cp.seq:
@@ -136,20 +72,6 @@ def _against_checkpoint(name: str, last: Head | None, at_checkpoint: str | None,
     return None
 
 
-def continues(*, workspace, checkpoint: Checkpoint | None) -> ChainBreak | None:
-    """Whether the chain, from its checkpoint's row on (all of it without one), still links up: what
-    must hold before a newer head is signed."""
-    ws, name = workspace_id_of(workspace), chain_name(workspace_id_of(workspace))
-    start = checkpoint.seq if checkpoint else 1
-    rows = chain_events(ws).filter(seq__gte=start).order_by("seq").iterator(chunk_size=2000)
-    if checkpoint is None:
-        return _walk(rows, name=name)[0]
-    first = next(rows, None)
-    if first is None or first.seq != checkpoint.seq or first.hash != checkpoint.hash or row_hash(first) != first.hash:
-        return ChainBreak(name, checkpoint.seq, first.pk if first else None, "the signed row is missing or changed")
-    return _walk(rows, name=name, seq=first.seq + 1, prev_hash=first.hash)[0]
-
-
 _LOOK_UP = object()
 
 
@@ -159,13 +81,13 @@ def verify_chain(*, workspace, checkpoint=_LOOK_UP, public_key=None) -> ChainSta
     ws = workspace_id_of(workspace)
     name = chain_name(ws)
     if checkpoint is _LOOK_UP:
-        checkpoint = checkpoints.latest().get(checkpoints.chain_label(ws))
+        checkpoint = checkpoints.latest().get(chain_label(ws))
     status = ChainStatus(workspace_id=ws, name=name, checkpoint=checkpoint)
     rows = chain_events(ws).order_by("seq").iterator(chunk_size=2000)
-    broken, status.rows, status.head, at_checkpoint = _walk(rows, name=name, want_hash_at=checkpoint.seq if checkpoint else None)
+    broken, status.rows, status.head, at_checkpoint = walk(rows, name=name, want_hash_at=checkpoint.seq if checkpoint else None)
     if checkpoint is not None:
-        key = public_key or checkpoints.verifying_key()
-        status.checkpoint_signed = checkpoints.signature_holds(key, checkpoint.signed_bytes(), checkpoint.signature)
+        key = public_key or keys.verifying_key()
+        status.checkpoint_signed = keys.signature_holds(key, checkpoint.signed_bytes(), checkpoint.signature)
         if broken is None and not status.checkpoint_signed:
             broken = ChainBreak(name, checkpoint.seq, None, "its checkpoint's signature does not verify "
                                                             "(the checkpoint log was edited, or signed by another key)")
@@ -190,7 +112,7 @@ def verify_all(*, workspace_ids: Iterable[int | None] | None = None, public_key=
     """Verify every chain in use (or the given ones)."""
     latest = checkpoints.latest()
     ids = chains_in_use() if workspace_ids is None else list(workspace_ids)
-    return [verify_chain(workspace=ws, checkpoint=latest.get(checkpoints.chain_label(ws)), public_key=public_key)
+    return [verify_chain(workspace=ws, checkpoint=latest.get(chain_label(ws)), public_key=public_key)
             for ws in ids]
 
 
@@ -221,10 +143,8 @@ def vanished_workspaces(statuses: list[ChainStatus]) -> list[str]:
 def record_problems(statuses: list[ChainStatus], *, public_key=None) -> list[str]:
     """What is wrong with the record beyond each chain's own rows: the checkpoint log's chain and anchor,
     vanished workspaces, and business rows fewer than the latest checkpoint counted."""
-    from core import anchor
-
-    key = public_key or checkpoints.verifying_key()
-    return anchor.check_log(key) + vanished_workspaces(statuses) + anchor.check_counts()
+    key = public_key or keys.verifying_key()
+    return check_log(key) + vanished_workspaces(statuses) + check_counts()
 
 
 def verify_output(statuses: list[ChainStatus], problems: list[str] = ()) -> VerifyOutput:
@@ -237,3 +157,93 @@ def verify_output(statuses: list[ChainStatus], problems: list[str] = ()) -> Veri
     out += [f"checked {s.rows} rows of chain {s.name}; first broken row: chain={s.name} seq={s.broken.seq}"
             + (f" id={s.broken.id}" if s.broken.id is not None else "") for s in broken]
     return VerifyOutput(stdout=out, stderr=err, exit_code=1 if broken or problems else 0, statuses=statuses)
+
+
+# --- the checkpoint log as a whole, and the counts it carries ---------------------------------------
+
+def _anchors(public_key) -> tuple[list[dict], list[str]]:
+    """This log's anchor entries (in order) and the problems of the anchor file itself."""
+    path, mine, problems = anchor.anchor_path(), [], []
+    own_key = keys.fingerprint(public_key)
+    if not path.exists():
+        return [], []
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            problems.append(f"audit anchor {path}: line {number} is unreadable")
+            continue
+        if entry.get("log") != anchor.log_name():
+            continue
+        if entry.get("key") in ("", None, own_key) and \
+                not keys.signature_holds(public_key, anchor.signed_bytes(entry), entry.get("signature", "")):
+            problems.append(f"audit anchor {path}: line {number}'s signature does not verify (the anchor was edited)")
+            continue
+        mine.append(entry)
+    return mine, problems
+
+
+def check_log(public_key) -> list[str]:
+    """Problems of the checkpoint log as a whole: its chain of lines, each line's signature, and its end
+    against the anchor. Empty when it holds."""
+    log = checkpoints.log_path()
+    raw = log.read_bytes() if log.exists() else b""
+    problems, prev, chained = [], anchor.GENESIS, False
+    own_key = keys.fingerprint(public_key)
+    offset, ends = 0, {}
+    for number, line in enumerate(raw.split(b"\n"), 1):
+        offset += len(line) + 1
+        if not line.strip():
+            continue
+        ends[min(offset, len(raw))] = line
+        try:
+            cp = Checkpoint(**json.loads(line))
+        except (ValueError, TypeError):
+            problems.append(f"checkpoint log {log}: line {number} is unreadable")
+            prev = anchor.line_hash(line)
+            continue
+        if cp.prev:
+            chained = True
+            if cp.prev != prev:
+                problems.append(f"checkpoint log {log}: line {number} does not follow the line before it "
+                                f"(a line was edited, dropped or moved)")
+        elif chained:
+            problems.append(f"checkpoint log {log}: line {number} is not chained after chained lines")
+        # A line signed by an earlier key is vouched for by the next line's prev (signed) and the anchor.
+        if cp.key in ("", own_key) and not keys.signature_holds(public_key, cp.signed_bytes(), cp.signature):
+            problems.append(f"checkpoint log {log}: line {number}'s signature does not verify (the line was edited)")
+        prev = anchor.line_hash(line)
+    anchors, anchor_problems = _anchors(public_key)
+    problems += anchor_problems
+    if not anchors:
+        if chained:
+            problems.append(f"the audit anchor {anchor.anchor_path()} has no record of checkpoint log {log} "
+                            f"(the anchor was removed or emptied)")
+        return problems
+    last = max(anchors, key=lambda e: e["bytes"])
+    if len(raw) < last["bytes"]:
+        problems.append(f"checkpoint log {log} holds {len(raw)} bytes but its anchor of {last['at']} recorded "
+                        f"{last['bytes']}: its newest lines were removed (the log was truncated or rolled back)")
+    elif last["bytes"] not in ends or anchor.line_hash(ends[last["bytes"]]) != last["head"]:
+        problems.append(f"checkpoint log {log} does not hold the line its anchor of {last['at']} recorded as its "
+                        f"end (the log was rewritten)")
+    return problems
+
+
+def check_counts() -> list[str]:
+    """Fewer rows than a chain's latest counted checkpoint says: rows were removed behind the app's back."""
+    database, latest = checkpoints.database_name(), {}
+    for cp in checkpoints.read_log():
+        if cp.database == database and cp.counts and (cp.chain not in latest or cp.seq >= latest[cp.chain].seq):
+            latest[cp.chain] = cp
+    problems = []
+    for label, cp in sorted(latest.items()):
+        ws = None if label == SYSTEM else int(label.split(":", 1)[1])
+        now = anchor.business_counts(workspace_id=ws)
+        where = "in all" if ws is None else f"of workspace #{ws}"
+        problems += [f"{name} {where}: {now.get(name, 0)} rows, but the checkpoint of {cp.at} counted {n}: "
+                     f"{n - now.get(name, 0)} were removed behind the application's back"
+                     for name, n in sorted(cp.counts.items()) if now.get(name, 0) < n]
+    return problems

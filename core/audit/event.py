@@ -25,7 +25,7 @@ class AuditEvent(models.Model):
     else, and every row carries the SHA-256 of its content and of the previous row of its chain, so
     `manage.py verify_audit` detects an edit, a deletion or a reordering made behind the triggers' back
     (by the table owner); deletions of the newest rows and truncation show against the signed
-    checkpoints kept outside the database (core.checkpoints)."""
+    checkpoints kept outside the database (core.audit.checkpoints)."""
 
     Via = Via  # one list of the places a change can come from
 
