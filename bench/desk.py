@@ -56,7 +56,7 @@ def run(quick: bool) -> dict:
     import repairs.services as services
     from bench.admin import _superuser, measure
     from bench.repair import QueryLog, drafting
-    from compensation import cases as case_selectors
+    from compensation.review import cases as case_selectors
     from compensation.models import CompensationItem
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Ticket, Workspace
@@ -169,7 +169,7 @@ def _vacuum_analyze() -> None:
 
 def _old_case_list_ms(incident, user, repeat: int) -> dict:
     """Today's case list before paging: every case of the incident built, then filtered to pending."""
-    from compensation import cases as case_selectors
+    from compensation.review import cases as case_selectors
 
     times = []
     for _ in range(min(repeat, 3) + 1):

@@ -12,7 +12,7 @@
    is reset before the walk and before verify, so both start with an empty in-process memo and a warm
    FalkorDB cache, the way a fresh Celery worker would;
    with drafting on, a thread polling Postgres from its own connection notes when the incident first
-   is decidable (compensation.gates) with items, and with all of them;
+   is decidable (compensation.delivery.gates) with items, and with all of them;
 4. the minimum number of re-executions, computed independently from the graph: live actions with a
    FEEDS/HANDED_OFF predecessor (edges before or after the repair) that is poisoned, rerun_changed,
    superseded or new.
@@ -151,7 +151,7 @@ def drafting(enabled: bool, record):
 
 class Decidability:
     """When a reviewer could first decide the incident's items, seen from outside the job: a thread
-    with its own Postgres connection polls the incident (compensation.gates.decidable) and its item
+    with its own Postgres connection polls the incident (compensation.delivery.gates.decidable) and its item
     count every `every` seconds from the flag on, so the figures are within `every` of the moment."""
 
     def __init__(self, every: float = 0.1):
@@ -166,7 +166,7 @@ class Decidability:
     def _poll(self) -> None:
         from django.db import connection
 
-        from compensation.gates import decidable
+        from compensation.delivery.gates import decidable
         from compensation.models import CompensationItem
         from repairs.models import Incident
 

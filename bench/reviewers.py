@@ -306,7 +306,7 @@ async def _browse(base: str, usernames: list[tuple[str, str]], cases_url: str, w
 def verify(incident, *, undo_expected: bool) -> dict:
     """Every item decided exactly once (undos netted), the undone case decided again, no claim taken
     over, the progress at every case decided. `problems` lists what does not hold (empty: all hold)."""
-    from compensation import case_queue
+    from compensation.review import case_queue
     from compensation.models import AuditEvent, CaseAssignment, CompensationItem
     from core.vocabulary import AuditAction
 

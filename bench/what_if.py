@@ -21,7 +21,7 @@ WORKSPACE = "bench-what-if"
 def run(tickets: int, quick: bool) -> dict:
     from django.conf import settings
 
-    import compensation.drafts as drafts
+    import compensation.drafting.drafts as drafts
     import repairs.job as job
     import repairs.services as services
     import repairs.what_if as what_if

@@ -1,5 +1,5 @@
 """The review queue and the audit trail in the admin. Thin: every decision goes through
-compensation.services (which enforce the Reviewer role and four-eyes and record refusals); these views
+compensation.review.services (which enforce the Reviewer role and four-eyes and record refusals); these views
 parse the form, call one service and render. All draft, ticket and page text is shown through
 autoescaping templates or format_html, never mark_safe."""
 from __future__ import annotations
@@ -14,12 +14,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from compensation import kinds
-from compensation import edits, effect_kinds, selectors, sequencing, services
+from compensation.drafting import kinds
+from compensation.review import edits, selectors, services
+from compensation.drafting import effect_kinds
+from compensation.delivery import sequencing
 from compensation.case_admin import CaseViews
 from compensation.case_bulk_admin import CaseBulkViews
 from compensation.delivery_admin import DeliveryViews
-from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
+from compensation.review.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
 from core.admin_rows import WrittenByServices
 from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen

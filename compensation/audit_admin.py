@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from compensation import selectors
+from compensation.review import selectors
 from core.audit import chains, export, verification
 from compensation.models import AuditEvent, CompensationItem
 from core.admin_rows import WrittenByServices

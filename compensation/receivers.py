@@ -11,10 +11,10 @@ from django.dispatch import receiver
 
 from core.audit import trail
 from core.vocabulary import AuditAction, Via
-from compensation.drafts import compensation_count, draft_planned, draft_repair, planned_items
-from compensation.execution import execute_approved
+from compensation.drafting.drafts import compensation_count, draft_planned, draft_repair, planned_items
+from compensation.delivery.execution import execute_approved
 from compensation.models import CompensationItem
-from compensation.services import cancel_incident_items, enqueue_execution
+from compensation.review.services import cancel_incident_items, enqueue_execution
 from provenance.membership import current_attribution
 from provenance.models import Workspace
 from repairs.signals import incident_closed, repair_finished, repair_planned, stores_back, walked_without_applying
@@ -58,7 +58,7 @@ def what_drafting_would_make(sender, incident, effects, **kwargs) -> dict:
 
 @receiver(repair_finished, dispatch_uid="compensation.execute_approved_after_repair")
 def execute_approved_after_repair(sender, incident, **kwargs) -> None:
-    # Items approved while the repair was verified waited for it to finish (compensation.gates); they
+    # Items approved while the repair was verified waited for it to finish (compensation.delivery.gates); they
     # go to the workers once the repair's own transaction has committed.
     approved = list(incident.compensation_items.filter(status=CompensationItem.Status.APPROVED)
                     .values_list("pk", flat=True))

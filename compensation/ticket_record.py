@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.urls import reverse
 
-from compensation.edits import edit_diffs
+from compensation.review.edits import edit_diffs
 from compensation.models import CompensationItem
 from provenance import tenancy
 from provenance.models import Ticket

@@ -3,9 +3,9 @@ review, the review queue's size and amount, failed deliveries and the workspaces
 compensation, so it lives above both."""
 from __future__ import annotations
 
-from compensation import review_numbers
-from compensation import selectors as item_selectors
-from compensation.delivery_selectors import failed_deliveries
+from compensation.review import review_numbers
+from compensation.review import selectors as item_selectors
+from compensation.delivery.delivery_selectors import failed_deliveries
 from core.vocabulary import IncidentStatus
 from provenance import capabilities, tenancy
 from repairs.models import Incident

@@ -7,7 +7,7 @@ Who may declare: a Workspace admin of the workspace, or a recording token of it 
 declares its own kinds before recording them). Every declaration (and every change of one) is one
 audit event in the workspace's chain, in the same transaction. The built-in kinds (`refund`,
 `email`) cannot be redeclared. What a declaration means for the review items is
-compensation.effect_kinds' answer; docs/effect-kinds.md says it for people.
+compensation.drafting.effect_kinds' answer; docs/effect-kinds.md says it for people.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ goes out through Django's email framework (the outbox backend). Dispatched in ba
 recorder's flush, inside the caller's transaction; idempotency keys make a repeat a no-op.
 
 Which function sends which kind is this module's table, DISPATCHERS: refunds and emails here, a team's own
-kind added by registering it (compensation.effect_kinds.register hands its `dispatch` down); a kind
+kind added by registering it (compensation.drafting.effect_kinds.register hands its `dispatch` down); a kind
 without a dispatcher is recorded in the graph only: the agent that recorded it performs it itself."""
 import logging
 from collections import defaultdict

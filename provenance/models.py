@@ -341,7 +341,7 @@ class HeldEffect(models.Model):
 
 class EffectKindDeclaration(models.Model):
     """How one workspace's agents declared an effect kind of their own (`send_money`, a transfer): where
-    its money is, what it acts on and how a repair compensates it (compensation.effect_kinds reads it).
+    its money is, what it acts on and how a repair compensates it (compensation.drafting.effect_kinds reads it).
     Declared over the API by a Workspace admin or by a recording token of the workspace."""
 
     class Compensation(models.TextChoices):

@@ -62,7 +62,7 @@ def what_if_words(wi) -> dict:
                  f"re-run with a changed outcome, {c['rerun_same']} re-run with the same outcome, {c['skipped']} "
                  f"skipped, {c['superseded']} superseded and {c['new']} new."),
         # The same words and numbers the incident, its cases and its reports print once it is flagged
-        # (compensation.selectors.ItemCounts.sentence): drafts + held replacements = items, in cases.
+        # (compensation.review.selectors.ItemCounts.sentence): drafts + held replacements = items, in cases.
         "effects": (f"{wi.effects_invalidated} effects that already left would be invalidated"
                     + (f" ({kinds})" if kinds else "") + f", and become {_n(wi.compensations, 'compensation draft')}"
                     f" + {_n(len(wi.items) - wi.compensations, 'held replacement')} = {_n(len(wi.items), 'item')}"

@@ -288,7 +288,7 @@ def note_boundary(incident: Incident, graph: Graph) -> None:
 def verify_and_draft(incident: Incident) -> None:
     """Verification and drafting: neither depends on the other and idle workers may have started
     either (offered in apply_and_catch_up()); take whatever nobody has started, then wait for
-    the rest. Drafting goes first: a reviewer may decide items from here on (compensation.gates), so
+    the rest. Drafting goes first: a reviewer may decide items from here on (compensation.delivery.gates), so
     they should not wait behind the verification's whole-desk replay, which only execution waits for."""
     excluded = incident.excluded_sources()
 
@@ -314,7 +314,7 @@ def finish(incident: Incident) -> Incident:
     """Mark the incident repaired when its verification found no difference and announce it
     (compensation.receivers releases the items approved while it was verified); one whose verification
     differs is never repaired: it needs attention, the differences on it, and its approved items stay
-    held (compensation.gates). Its `compensations` count is the drafting's (set once every part is
+    held (compensation.delivery.gates). Its `compensations` count is the drafting's (set once every part is
     drafted, compensation.receivers). Either way the repair is in the graph: enqueue the repairs that waited."""
     with transaction.atomic():
         trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)

@@ -3,7 +3,7 @@
 The repair walk writes nothing until its plan is applied, so the walk on the current graph, never
 applied, is the exact what-if: the same outcomes, the same invalidated effects; the drafting of its
 effects (compensation.receivers answers repairs.signals.walked_without_applying with
-compensation.drafts.draft_planned, the function the real drafting calls) gives the same items and amounts. Model answers the walk and the drafting need go to the shared response cache, so
+compensation.drafting.drafts.draft_planned, the function the real drafting calls) gives the same items and amounts. Model answers the walk and the drafting need go to the shared response cache, so
 the real repair afterwards reads the same answers and comes out the same. Nothing is written to the
 workspace's graph or tables; the look is recorded as one audit event ("what_if.viewed").
 

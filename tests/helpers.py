@@ -337,7 +337,7 @@ def module_transaction(django_db_blocker):
 def offline_answer(request) -> dict:
     """A fake Gemini responder that answers each registered task with its offline implementation (the
     request's system instruction names the task)."""
-    from compensation.item_kinds import MODEL_TASKS
+    from compensation.drafting.item_kinds import MODEL_TASKS
     from provenance import llm
 
     for task in [*map(llm.registered_task, llm.task_names()), *MODEL_TASKS.values()]:

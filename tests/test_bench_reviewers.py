@@ -45,9 +45,10 @@ def _problems(incident, **kw) -> list[str]:
 def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases(repaired_desk, db, settings):
     """The red cases of the bench's check: it holds for an incident decided once per item with one undo,
     and names a pending item, an item decided twice, a missing undo and a case taken from its claimer."""
-    from compensation import approval, assignments
+    from compensation.delivery import approval
+    from compensation.review import assignments
     from compensation.models import CompensationItem
-    from compensation.services import approve_item
+    from compensation.review.services import approve_item
     from core.audit import trail
     from core.vocabulary import AuditAction
     from repairs.models import Incident

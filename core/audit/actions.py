@@ -71,7 +71,7 @@ declare(A.ITEM_CUSTOMER_SET, ITEM, ("before", "after"))
 declare(A.ITEM_APPROVED, ITEM, DECISION)
 declare(A.ITEM_REJECTED, ITEM, ("policy",))
 declare(A.ITEM_REOPENED, ITEM, ("rejected", "was_approved_by"))
-# The connector adds what it alone knows (the manual record: what a person did, compensation.connectors).
+# The connector adds what it alone knows (the manual record: what a person did, compensation.delivery.connectors).
 declare(A.ITEM_EXECUTED, ITEM, ("idempotency_key", "attempts", "delivery", "connector", "reference", "manual",
                                 "recorded"))
 declare(A.ITEM_CANCELLED, ITEM)

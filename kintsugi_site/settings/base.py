@@ -290,7 +290,7 @@ KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=10)
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")
-# Delivery of approved items (compensation.connectors). Each item kind's default connector, e.g.
+# Delivery of approved items (compensation.delivery.connectors). Each item kind's default connector, e.g.
 # "refund_reversal=stripe,replacement_refund=stripe,correction_email=smtp"; unset kinds use the sandbox
 # ledger (money) and the outbox (email). A workspace admin may choose otherwise per workspace. Secrets
 # are named by options from a registry (core.secret_registry, docs/connectors.md): the built-in

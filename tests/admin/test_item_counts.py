@@ -1,5 +1,5 @@
 """One set of counts: the incident page, its review-queue link, the dashboard and the reports all read an
-incident's items from compensation.selectors.item_counts; closing has its own confirmation page; the
+incident's items from compensation.review.selectors.item_counts; closing has its own confirmation page; the
 status badge follows the repair's phase."""
 import io
 import json
@@ -8,10 +8,10 @@ import zipfile
 
 from django.urls import reverse
 
-from compensation import kinds
-from compensation import services as review
+from compensation.drafting import kinds
+from compensation.review import services as review
 from compensation.models import CompensationItem
-from compensation.selectors import item_counts
+from compensation.review.selectors import item_counts
 from repairs.models import Incident
 from kintsugi_site.reports import render_report
 

@@ -10,9 +10,9 @@ import rdflib
 from prov.model import ProvActivity, ProvAgent, ProvDocument, ProvEntity, ProvRelation
 from rest_framework.authtoken.models import Token
 
-from compensation import kinds
+from compensation.drafting import kinds
 from compensation.models import CompensationItem
-from compensation.services import approve_item, reject_item
+from compensation.review.services import approve_item, reject_item
 from core.errors import map_domain_error
 from kintsugi_site import mcp_prov
 from provenance.graph import workspace_graph

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.contrib.auth.models import Group
 
-from compensation import kinds
+from compensation.drafting import kinds
 from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.models import OutboxEmail

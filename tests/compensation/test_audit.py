@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection, transaction
 
 from core.audit import chains, export, trail
 from compensation.models import AuditEvent
-from compensation.services import approve_item, reject_item
+from compensation.review.services import approve_item, reject_item
 from repairs.services import close_incident
 
 pytestmark = pytest.mark.django_db

@@ -82,7 +82,7 @@ def test_the_audit_list_reads_for_a_person_hashes_and_filters_by_actor_within_th
 
 def test_the_audit_list_filters_by_item_and_the_item_page_links_to_it(client, canonical):
     from compensation.models import AuditEvent, CompensationItem
-    from compensation.services import reject_item
+    from compensation.review.services import reject_item
 
     incident, reviewer = canonical.incident, canonical.people.reviewer
     item, other = incident.compensation_items.filter(kind=CompensationItem.Kind.REFUND_REVERSAL).order_by("pk")[:2]

@@ -15,13 +15,13 @@ from aiosmtpd.smtp import AuthResult
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
-from compensation import kinds
-from compensation import deliveries
-from compensation.connectors import PermanentFailure, connector
+from compensation.drafting import kinds
+from compensation.delivery import deliveries
+from compensation.delivery.connectors import PermanentFailure, connector
 from compensation.delivery_models import Delivery, WorkspaceConnector
-from compensation.execution import execute_item
+from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from core import egress, embedded, secret_registry
 from provenance.models import Workspace
 from tests.compensation.delivery_support import Mailbox, free_port

@@ -8,7 +8,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.validation import validate_draft
+from compensation.drafting.validation import validate_draft
 from provenance.models import EffectKindDeclaration, Workspace
 from repairs.job import run_repair
 from tests.helpers import free_port, open_incident

@@ -5,7 +5,7 @@ import pytest
 from django.core.management import call_command
 
 from compensation.models import CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry
 from provenance.services import desk_run, get_workspace

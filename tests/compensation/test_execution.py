@@ -4,10 +4,10 @@ import pytest
 from django.db import connection
 
 from core.audit import verification
-from compensation.deliveries import DeliveryRefused, send
-from compensation.execution import NotApproved, execute_approved, execute_item
+from compensation.delivery.deliveries import DeliveryRefused, send
+from compensation.delivery.execution import NotApproved, execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item, bulk_approve
+from compensation.review.services import approve_item, bulk_approve
 from compensation.tasks import execute_compensation
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry, OutboxEmail

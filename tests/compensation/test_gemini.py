@@ -2,11 +2,11 @@
 model's answers never becomes approvable; the response cache answers repeated inputs."""
 import pytest
 
-from compensation import kinds
-from compensation.item_kinds import EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK
+from compensation.drafting import kinds
+from compensation.drafting.item_kinds import EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK
 from compensation.models import CompensationItem
-from compensation.selectors import queue_rows
-from compensation.services import DecisionRefused, approve_item, redraft_item
+from compensation.review.selectors import queue_rows
+from compensation.review.services import DecisionRefused, approve_item, redraft_item
 from provenance import llm
 from tests.helpers import delete_model_caches, offline_answer, repaired_incident
 from tests.fake_gemini import FakeReply
@@ -80,7 +80,7 @@ def _reversal(item, **override):
 
 
 def _input(item, task):
-    from compensation.item_kinds import email_input, reversal_input
+    from compensation.drafting.item_kinds import email_input, reversal_input
 
     return (reversal_input if task == REVERSAL_TASK else email_input)(item_facts=item.facts)
 

@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from compensation.approval import undo
-from compensation.services import approve_item
+from compensation.delivery.approval import undo
+from compensation.review.services import approve_item
 from core.vocabulary import AuditAction
 from core.wording import counted, event_words, past, plural
 from kintsugi_site.reports import build_report, render_html

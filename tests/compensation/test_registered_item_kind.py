@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from compensation import effect_kinds, kinds
-from compensation.connectors import Connector, Outcome, config, register, unregister
-from compensation.drafting import PlannedItem
-from compensation.drafts import write_draft
-from compensation.execution import execute_item
+from compensation.drafting import effect_kinds, kinds
+from compensation.delivery.connectors import Connector, Outcome, config, register, unregister
+from compensation.drafting.netting import PlannedItem
+from compensation.drafting.drafts import write_draft
+from compensation.delivery.execution import execute_item
 from compensation.models import CompensationItem
-from compensation.services import DecisionRefused, approve_item
-from compensation.validation import money_draft_problems
+from compensation.review.services import DecisionRefused, approve_item
+from compensation.drafting.validation import money_draft_problems
 from core.money import format_money
 from provenance.models import LedgerEntry
 from tests.compensation.test_effect_kinds import goodwill_desk, repaired

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from compensation.execution import execute_approved
+from compensation.delivery.execution import execute_approved
 from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD
 from compensation.tasks import execute_compensation

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, connections
 
 from compensation.models import CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from core import locks
 from provenance.models import Source, Ticket, Workspace
 from provenance.services import record_root

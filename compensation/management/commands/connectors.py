@@ -1,7 +1,7 @@
 import json
 
-from compensation.connectors import config
-from compensation.deliveries import set_connector
+from compensation.delivery.connectors import config
+from compensation.delivery.deliveries import set_connector
 from provenance import tenancy
 from core.commands import KintsugiCommand
 from core.users import get_user

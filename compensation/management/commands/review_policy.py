@@ -1,4 +1,4 @@
-from compensation import policies
+from compensation.review import policies
 from compensation.models import ReviewPolicy
 from core.commands import KintsugiCommand
 from core.users import get_user
