@@ -62,7 +62,7 @@ def run(quick: bool) -> dict:
     from compensation.models import CompensationItem
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs import job, services
     from repairs.models import Incident
     from tests.compensation.delivery_support import Mailbox, free_port

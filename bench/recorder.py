@@ -1,7 +1,7 @@
 """Benchmark 1: recorder throughput and per-op latency.
 
 Two recorders run the same synthetic agents (registered here with provenance.agents.agent):
-- `batched`: provenance.recorder.RecordingSession, the product's recorder (reads resolved against an
+- `batched`: provenance.recording.recorder.RecordingSession, the product's recorder (reads resolved against an
   in-memory fact mirror, graph writes queued and flushed in UNWIND batches);
 - `per-op`: the article's design, one Cypher round trip per recorder op: the read-resolution query
   (MERGE READ + FOREACH MERGE FEEDS), a CREATE per write/effect/handoff, a CREATE per root action and a
@@ -95,7 +95,7 @@ class Probe:
         self.lat: dict[str, list[float]] = defaultdict(list)
 
     def install(self):
-        from provenance import recorder as R
+        from provenance.recording import recorder as R
 
         saved = {}
         for cls, names in ((R.Recorder, ("get", "set", "handoff", "effect")),
@@ -127,7 +127,7 @@ class Probe:
 
 
 def run_batched(graph, root_list, *, probe: bool) -> dict:
-    from provenance.recorder import RecordingSession
+    from provenance.recording.recorder import RecordingSession
 
     p = Probe()
     saved = p.install() if probe else None
@@ -190,7 +190,7 @@ class PerOpSession:
     """One Cypher round trip per recorder op, as in the article."""
 
     def __init__(self, graph):
-        from provenance import queries
+        from provenance.graph import queries
 
         self.graph = graph
         a, f, e = graph.ro_query(queries.MAX_IDS)[0]
@@ -221,7 +221,7 @@ class PerOpSession:
             name, data, aid, seq = stack.pop()
             rec = PerOpRecorder(self, aid, seq, data.get("ticket"))
             from provenance.agents import get_agent
-            from provenance.decisions import check_decision, decision_hash
+            from provenance.recording.decisions import check_decision, decision_hash
 
             decision = check_decision(name, get_agent(name)(rec, data))
             self.q("finish", FINISH, {"id": aid, "decision": json.dumps(decision, sort_keys=True),
@@ -271,7 +271,7 @@ class PerOpRecorder:
 
 
 def _now() -> str:
-    from provenance.recorder import now_iso
+    from provenance.recording.recorder import now_iso
 
     return now_iso()
 
@@ -290,9 +290,9 @@ def live_dispatch_cost(n_tickets: int) -> dict:
     """Per-effect cost of effects='live' (sandbox ledger / outbox rows in Postgres) at a small size."""
     from django.db import transaction
 
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
     from provenance.models import Workspace
-    from provenance.recorder import RecordingSession
+    from provenance.recording.recorder import RecordingSession
 
     Workspace.objects.get_or_create(name="bench-recorder-live")
     out = {}
@@ -316,7 +316,7 @@ def live_dispatch_cost(n_tickets: int) -> dict:
 
 def hot_key_cost(versions: int) -> dict:
     """FactIndex.add + next_version when one key has many versions (each write is O(versions))."""
-    from provenance.recorder import FactIndex, FactVersion
+    from provenance.recording.recorder import FactIndex, FactVersion
 
     idx = FactIndex()
     t0 = time.perf_counter()
@@ -336,7 +336,7 @@ def _lat_row(name, label, lat, kinds):
 
 
 def run(sizes: list[int], quick: bool) -> dict:
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     register_agents()
     results = {"sizes": {}, "notes": []}

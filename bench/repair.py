@@ -1,6 +1,6 @@
 """Benchmark 3: a repair of a generated desk, beside a full replay of the same desk.
 
-1. record: provenance.services.desk_run(workspace=..., tickets=N, seed=SEED) (live effects, cold model
+1. record: provenance.recording.services.desk_run(workspace=..., tickets=N, seed=SEED) (live effects, cold model
    cache: every model answer is computed by the offline backend and written to the FalkorDB cache);
 2. warm: a full replay without the flagged page into a scratch graph (what repairs.verify.record_baseline
    does); it also puts the clean model answers into the FalkorDB cache, so the repair below runs with
@@ -36,10 +36,10 @@ DRAFTING_MAX_TICKETS = 400
 
 
 class QueryLog:
-    """Counts and times every Graph query by its name in provenance.queries (or its first line)."""
+    """Counts and times every Graph query by its name in provenance.graph.queries (or its first line)."""
 
     def __init__(self) -> None:
-        from provenance import queries
+        from provenance.graph import queries
 
         self.names = {v.strip(): k for k, v in vars(queries).items() if isinstance(v, str) and k.isupper()}
         self.count: Counter = Counter()
@@ -50,7 +50,7 @@ class QueryLog:
         return self.names.get(cypher.strip()) or " ".join(cypher.split())[:60]
 
     def install(self):
-        from provenance.graph import Graph
+        from provenance.graph.graph import Graph
 
         saved = {"query": Graph.query, "ro_query": Graph.ro_query}
         log = self
@@ -75,7 +75,7 @@ class QueryLog:
 
     @staticmethod
     def uninstall(saved) -> None:
-        from provenance.graph import Graph
+        from provenance.graph.graph import Graph
 
         Graph.query, Graph.ro_query = saved["query"], saved["ro_query"]
 
@@ -199,9 +199,9 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     import repairs.verify as verify
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
-    from provenance.graph import workspace_graph
-    from provenance.recorder import RecordingSession
-    from provenance.services import desk_run
+    from provenance.graph.graph import workspace_graph
+    from provenance.recording.recorder import RecordingSession
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
@@ -390,7 +390,7 @@ def drafting_probe(sizes: list[int]) -> list[dict]:
     import repairs.services as services
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     out = []

@@ -28,7 +28,7 @@ def run(tickets: int, quick: bool) -> dict:
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False

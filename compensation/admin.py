@@ -24,11 +24,11 @@ from compensation.delivery_admin import DeliveryViews
 from compensation.review.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
 from core.admin_rows import WrittenByServices
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
 from core.money import format_totals, parse_money
 from core.vocabulary import Via
 from core.wording import counted, plural
-from provenance import capabilities, tenancy
+from provenance.access import capabilities, tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident

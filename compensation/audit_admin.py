@@ -19,8 +19,8 @@ from compensation.models import AuditEvent, CompensationItem
 from core.admin_rows import WrittenByServices
 from core.vocabulary import AuditAction
 from core.wording import event_words
-from provenance import tenancy
-from provenance.admin_tenancy import WorkspaceScoped
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped
 
 
 class AuditIncidentFilter(admin.SimpleListFilter):
@@ -30,7 +30,7 @@ class AuditIncidentFilter(admin.SimpleListFilter):
     parameter_name = "incident__id__exact"
 
     def lookups(self, request, model_admin):
-        from provenance import tenancy
+        from provenance.access import tenancy
         from repairs.models import Incident
 
         rows = (tenancy.scoped(Incident.objects.all(), user=request.user).order_by("-pk")
@@ -69,7 +69,7 @@ class ItemFilter(admin.SimpleListFilter):
     parameter_name = "item"
 
     def lookups(self, request, model_admin):
-        from provenance import tenancy
+        from provenance.access import tenancy
 
         items = tenancy.scoped(CompensationItem.objects.all(), user=request.user, path="incident__workspace")
         incident = request.GET.get("incident__id__exact", "")

@@ -17,7 +17,7 @@ Not in a backup, on purpose: the audit signing key and the key that seals agents
 whatever the umask.
 
 Consistency across the stores: the backup takes every workspace's writer lock (the advisory lock that
-recording and repairs take, provenance.services.workspace_lock) before pg_dump starts its snapshot and
+recording and repairs take, provenance.recording.services.workspace_lock) before pg_dump starts its snapshot and
 holds it until the graphs are dumped, so no graph write lands between the two. Repairs that were open,
 running or blocked are saved with their checkpoints and resume in the restored home like after a crash.
 
@@ -121,7 +121,7 @@ def _run(cmd: list[str], env: dict) -> None:
 # --- FalkorDB ---------------------------------------------------------------------------------------
 
 def _servers() -> dict[str, str]:
-    from provenance.graph import falkordb_url, placement_servers, server_key
+    from provenance.graph.graph import falkordb_url, placement_servers, server_key
 
     servers = dict(placement_servers())
     servers.setdefault(server_key(falkordb_url()), falkordb_url())
@@ -129,7 +129,7 @@ def _servers() -> dict[str, str]:
 
 
 def _graphs(url: str, prefix: str) -> list[str]:
-    from provenance.graph import _db
+    from provenance.graph.graph import _db
 
     return sorted(n for n in _db(url).list_graphs() if n.startswith(prefix + ":"))
 
@@ -147,7 +147,7 @@ def _sha256(path: Path) -> str:
 
 
 def _dump_graphs(root: Path) -> dict:
-    from provenance.graph import _connection
+    from provenance.graph.graph import _connection
 
     prefix, out = settings.KINTSUGI_GRAPH_PREFIX, {}
     for key, url in _servers().items():
@@ -173,7 +173,7 @@ def _dump_graphs(root: Path) -> dict:
 
 def _lock_workspaces(conn, wait_seconds: float) -> int:
     from provenance.models import Workspace
-    from provenance.services import WORKSPACE_LOCK
+    from provenance.recording.services import WORKSPACE_LOCK
 
     ids = list(Workspace.objects.using(conn.alias).order_by("pk").values_list("pk", flat=True))
     with conn.cursor() as cur:

@@ -20,8 +20,8 @@ from compensation.delivery import messages as messages_
 from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.vocabulary import Via
-from provenance import tenancy
-from provenance.admin_tenancy import refuse_unseen
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 from core.wording import counted, past, plural
 

@@ -23,8 +23,8 @@ from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
 from core.wording import counted, past, plural
 from core.vocabulary import Via
-from provenance import tenancy
-from provenance.admin_tenancy import refuse_unseen
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 
 VIA = Via.ADMIN

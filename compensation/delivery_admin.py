@@ -21,12 +21,12 @@ from compensation.delivery.connectors import config
 from compensation.delivery_models import WorkspaceConnector
 from core.admin_rows import WrittenByServices
 from core.vocabulary import Via
-from provenance import capabilities, tenancy
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access import capabilities, tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
 
 VIA = Via.ADMIN
 # Reading a workspace's connectors is reading its settings; choosing one is a Workspace admin's act, the
-# capability set_connector itself asks (provenance.onboarding.may_manage_agents).
+# capability set_connector itself asks (provenance.access.onboarding.may_manage_agents).
 READ, CHOOSE = "read_workspace", "manage_agents"
 
 

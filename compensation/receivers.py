@@ -15,7 +15,7 @@ from compensation.drafting.drafts import compensation_count, draft_planned, draf
 from compensation.delivery.execution import execute_approved
 from compensation.models import CompensationItem
 from compensation.review.services import cancel_incident_items, enqueue_execution
-from provenance.membership import current_attribution
+from provenance.access.membership import current_attribution
 from provenance.models import Workspace
 from repairs.signals import incident_closed, repair_finished, repair_planned, stores_back, walked_without_applying
 
@@ -66,7 +66,7 @@ def execute_approved_after_repair(sender, incident, **kwargs) -> None:
 
 
 # Membership decides what the tenancy rule lets a person see, so every change of it is in the record's
-# system chain: attributed when it came through provenance.membership, "unattributed" otherwise.
+# system chain: attributed when it came through provenance.access.membership, "unattributed" otherwise.
 @receiver(m2m_changed, sender=Workspace.members.through, dispatch_uid="compensation.audit_membership")
 def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
     _audit_workspace_users(instance, action, reverse, pk_set, field="members", related="workspaces",

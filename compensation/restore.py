@@ -81,7 +81,7 @@ def _target_url(key: str, servers: dict[str, str]) -> str:
 
 
 def _restore_graphs(directory: Path, manifest: dict) -> int:
-    from provenance.graph import Graph, _connection
+    from provenance.graph.graph import Graph, _connection
 
     # A graph's name is inside its serialised value: RESTORE under another name would leave a key whose
     # graph calls itself something else, so the home keeps the backup's prefix.

@@ -132,7 +132,7 @@ class AuditAction(models.TextChoices):
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
     EFFECT_KIND_DECLARED = "effect_kind.declared"  # how the workspace's agents' own effect kind is compensated
-    # a person's API token (provenance.tokens)
+    # a person's API token (provenance.access.tokens)
     API_TOKEN_ISSUED = "api_token.issued"
     API_TOKEN_ROTATED = "api_token.rotated"
     # a home restored from a backup (compensation.restore)

@@ -148,7 +148,7 @@ def _recording():
 
 
 def _containment():
-    from provenance import containment
+    from provenance.recording import containment
 
     now = containment.totals()
     yield GaugeMetricFamily("kintsugi_contained_facts", "Fact versions held out of live reads by flags whose "

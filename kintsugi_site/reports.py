@@ -21,7 +21,7 @@ from django.template.loader import render_to_string
 
 from core.audit.export import csv_cell
 from provenance.progress import ProgressFn, noop
-from provenance.selectors import whole_seq
+from provenance.recording.selectors import whole_seq
 from compensation.review import review_numbers
 from compensation.review import selectors as items
 from kintsugi_site import report_record

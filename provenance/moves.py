@@ -18,12 +18,12 @@ from django.db import transaction
 from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance import validation
-from provenance.graph import (
+from provenance.graph.graph import (
     copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
 )
 from provenance.models import Workspace
 from provenance.progress import ProgressFn, noop
-from provenance.services import workspace_lock
+from provenance.recording.services import workspace_lock
 from provenance.signals import workspace_moving
 
 MOVED, LEFTOVERS_DELETED = AuditAction.WORKSPACE_MOVED, AuditAction.WORKSPACE_LEFTOVERS_DELETED
@@ -50,7 +50,7 @@ def _refuse_while_repairing(workspace: Workspace) -> None:
 
 def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:
     """(server key, graph name) of this workspace's copies on servers other than `keep`."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     found = []
     keys = dict(placement_servers())
@@ -85,7 +85,7 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
     result = MoveResult(workspace.name, current, to_server, moved=True)
     with transaction.atomic():
         # The graph's lock before the chain and the row: a repair holding the graph audits and updates
-        # the row, so the other order could deadlock with it (provenance.services.workspace_lock).
+        # the row, so the other order could deadlock with it (provenance.recording.services.workspace_lock).
         workspace_lock(workspace, wait_seconds=5)
         trail.lock_chain(workspace)  # chain first, like every audited transaction
         ws = Workspace.objects.select_for_update().get(pk=workspace.pk)

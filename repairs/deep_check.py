@@ -18,7 +18,8 @@ from core.broker import send
 from core.errors import DomainError
 from core.locks import advisory_lock
 from core.vocabulary import AuditAction, IncidentStatus
-from provenance import capabilities, tenancy, validation
+from provenance.access import capabilities, tenancy
+from provenance import validation
 from repairs.lifecycle import transition
 from repairs.models import Incident
 from repairs.verify import diff_workspace, record_baseline, verification_differs

@@ -16,13 +16,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 from core.vocabulary import EffectRole
-from provenance import queries
-from provenance.graph import Graph
-from provenance.mirror import gc_paused
+from provenance.graph import queries
+from provenance.graph.graph import Graph
+from provenance.graph.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
-from provenance.action_record import effect_content
-from provenance.recorder import ActionRecord, RecordingSession, now_iso
-from provenance.selectors import EVERYTHING, ingesters, radius_actions
+from provenance.recording.action_record import effect_content
+from provenance.recording.recorder import ActionRecord, RecordingSession, now_iso
+from provenance.recording.selectors import EVERYTHING, ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
@@ -44,7 +44,7 @@ class Node:
     children: list[int]
     writes: list[tuple[int, str, str]] = field(default_factory=list)  # (fact id, key, value json)
     effects: list[dict] = field(default_factory=list)
-    hidden: tuple[float, float] | None = None  # the seqs its reads did not see (provenance.fact_index)
+    hidden: tuple[float, float] | None = None  # the seqs its reads did not see (provenance.graph.fact_index)
 
 
 @dataclass

@@ -42,12 +42,13 @@ from core.audit import trail
 from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import containment, queries
-from provenance.graph import Graph, GraphUnavailable, workspace_graph
+from provenance.recording import containment
+from provenance.graph import queries
+from provenance.graph.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
-from provenance.replay import ReplayUnavailable
+from provenance.recording.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
 from repairs import catch_up, parts, verify_radius
 from repairs.faults import fault_point

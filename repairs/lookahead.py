@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from provenance.agents import get_agent
 from provenance.llm import get_client
-from provenance.recorder import ActionRecord, Recorder
+from provenance.recording.recorder import ActionRecord, Recorder
 from provenance.vocabulary import DEAD
 
 if TYPE_CHECKING:

@@ -13,11 +13,11 @@ from django.conf import settings
 
 from core import locks
 from core.locks import advisory_lock
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state
+from provenance.recording.recorder import RecordingSession
+from provenance.recording.selectors import export_state
 from repairs.faults import fault_point
 
 
@@ -57,7 +57,7 @@ def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | 
 
 def counted_replays(session: RecordingSession) -> dict:
     """Count the session's executions of agents that live in another process (each is one replay call)."""
-    from provenance.replay import RemoteAgent
+    from provenance.recording.replay import RemoteAgent
 
     calls, execute = {"remote": 0}, session.execute
 

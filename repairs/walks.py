@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from provenance.graph import Graph, workspace_graph
+from provenance.graph.graph import Graph, workspace_graph
 from provenance.progress import ProgressFn, noop
-from provenance.recorder import RecordingSession
+from provenance.recording.recorder import RecordingSession
 from repairs import engine
 from repairs.engine import Plan
 

@@ -21,12 +21,15 @@ from django.db import transaction
 
 from core.audit import trail
 from core.vocabulary import AuditAction
-from provenance import containment, queries, tenancy, top_ids, validation
-from provenance.graph import workspace_graph
+from provenance.recording import containment
+from provenance.graph import queries, top_ids
+from provenance.access import tenancy
+from provenance import validation
+from provenance.graph.graph import workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
-from provenance.recorder import UnknownSource
+from provenance.recording.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
 from repairs.walks import walk_incident
 from repairs.models import Incident, RepairEffect
@@ -52,7 +55,7 @@ class WhatIf:
     amount_paid: dict[str, int]  # replacement refunds the repair would hold for approval
     tickets_changed: list[dict]
     items: list[dict] = field(default_factory=list)
-    # What the flag would contain at once (provenance.containment): {"facts": n, "sample": [{key, version}]}.
+    # What the flag would contain at once (provenance.recording.containment): {"facts": n, "sample": [{key, version}]}.
     containment: dict = field(default_factory=dict)
 
     def summary(self) -> dict:

@@ -141,7 +141,7 @@ def second_falkordb_url(_no_leftover_processes) -> str:
 def two_falkordb_servers(settings, falkordb_url, second_falkordb_url):
     """Workspaces placed on two FalkorDB servers: the session's and a second one. Yields their
     placement keys in the configured order."""
-    from provenance.graph import server_key
+    from provenance.graph.graph import server_key
 
     urls = [falkordb_url, second_falkordb_url]
     settings.KINTSUGI_FALKORDB_URLS = urls
@@ -229,7 +229,7 @@ def _empty_graphs():
     among its tests, which must be as the module built them."""
     yield
     from django.conf import settings
-    from provenance.graph import Graph, _db, cache_graph_name
+    from provenance.graph.graph import Graph, _db, cache_graph_name
 
     changed = changed_shared_graphs()
     for url in FALKORDB_SERVERS:

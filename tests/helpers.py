@@ -29,8 +29,8 @@ from core import embedded
 from core.audit import actions
 from core.roles import AUDITOR, REVIEWER, ROLES, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
-from provenance.services import desk_run, get_workspace
+from provenance.graph.graph import workspace_graph
+from provenance.recording.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source
@@ -100,7 +100,7 @@ def api_key(user) -> str:
     holds only its digest), else the key of a new token that replaces theirs."""
     from rest_framework.authtoken.models import Token
 
-    from provenance.tokens import api_key_digest
+    from provenance.access.tokens import api_key_digest
 
     key = getattr(user, "api_key", None)
     # A user kept across tests (a module's fixture) may hold the key of a token a test rolled back.
@@ -231,7 +231,7 @@ def row_counts() -> dict[str, int]:
 
 def delete_model_caches() -> None:
     """Delete every model response cache (the shared one and each workspace's) on every server."""
-    from provenance.graph import Graph, _db
+    from provenance.graph.graph import Graph, _db
 
     for url in FALKORDB_SERVERS:
         for name in _db(url).list_graphs():
@@ -258,7 +258,7 @@ SHARED_GRAPHS: dict[str, tuple[str, tuple, str]] = {}
 
 def graph_fingerprint(name: str, url: str) -> str:
     """Everything the graph holds, hashed: exact, and 40 ms for the canonical desk."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     graph = Graph(name, url)
     if not graph.exists():
@@ -269,10 +269,10 @@ def graph_fingerprint(name: str, url: str) -> str:
 
 
 def graph_version(name: str, url: str) -> tuple:
-    """What moves whenever the graph is written through provenance.graph, from any process: its stamp,
+    """What moves whenever the graph is written through provenance.graph.graph, from any process: its stamp,
     which every write and delete changes, and its size. Cheap enough to check after every test; the
     fingerprint checks the rest once the module is done."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     graph = Graph(name, url)
     return tuple(graph._stamp_call("HMGET", graph.stamp_key, "epoch", "hwm", "pending")), _node_and_edge_counts(graph)
@@ -283,7 +283,7 @@ def changed_shared_graphs() -> list[str]:
 
 
 def _graphs_of(workspace: str) -> list[tuple[str, str]]:
-    from provenance.graph import graph_name, server_url, workspace_server
+    from provenance.graph.graph import graph_name, server_url, workspace_server
 
     url = server_url(workspace_server(workspace))
     return [(graph_name(workspace), url), (graph_name(workspace, baseline=True), url)]
@@ -293,7 +293,7 @@ def _graphs_of(workspace: str) -> list[tuple[str, str]]:
 def shared_graphs(*workspaces: str):
     """Keep these workspaces' graphs from one test to the next (the module's tests only read them) and
     delete them at the end. A test that changes one of them fails: it needs a desk of its own."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     graphs = [g for ws in workspaces for g in _graphs_of(ws)]
     for name, url in graphs:
@@ -302,10 +302,10 @@ def shared_graphs(*workspaces: str):
         SHARED_GRAPHS[name] = (url, graph_version(name, url), graph_fingerprint(name, url))
     try:
         yield
-        # A write that went round provenance.graph moves no stamp: the contents tell, at the module's end.
+        # A write that went round provenance.graph.graph moves no stamp: the contents tell, at the module's end.
         changed = [name for name, url in graphs if graph_fingerprint(name, url) != SHARED_GRAPHS[name][2]]
         assert not changed, f"a test of this module changed graphs it shares ({', '.join(changed)}) behind " \
-                            "provenance.graph's back: give it a desk of its own"
+                            "provenance.graph.graph's back: give it a desk of its own"
     finally:
         for name, url in graphs:
             SHARED_GRAPHS.pop(name, None)
@@ -480,7 +480,7 @@ def repair_example_desk(example_desk, name: str, prefix: str):
     and repair through the desk's replay endpoint: the repaired workspace is the clean one, verification
     0 / 0 / 0, and nothing performed again. Returns the incident, for the desk's own counts."""
     from kintsugi_client.signing import sign
-    from provenance.selectors import export_state
+    from provenance.recording.selectors import export_state
     from repairs.job import run_repair
     from tests.helpers import open_incident
 
@@ -545,7 +545,7 @@ def run_quick_bench(name: str, tmp_path: Path, *, own_home: bool = False, timeou
 def recording_api(workspace, agents, *, actor) -> APIClient:
     """An API client holding a new recording token of `workspace`, with `agents` registered there as agents
     of another process (a replay address nothing listens on)."""
-    from provenance.onboarding import issue_agent_token, register_agent
+    from provenance.access.onboarding import issue_agent_token, register_agent
 
     for name in agents:
         register_agent(workspace=workspace, name=name, replay="http://127.0.0.1:9/replay", actor=actor, reason="t",

@@ -14,10 +14,10 @@ from django.db import transaction
 from bench.fuzzdesk import reference
 from bench.fuzzdesk.programs import AGENTS, amount_of, body_of, carries_marker, derive
 from provenance.agents import agent
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Ticket, Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state
+from provenance.recording.recorder import RecordingSession
+from provenance.recording.selectors import export_state
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source

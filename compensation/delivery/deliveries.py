@@ -159,7 +159,7 @@ def words(item: CompensationItem) -> str:
 
 def deliver_again(*, item: CompensationItem, actor, reason: str, via: str) -> Delivery:
     """A person sends a failed, dead or uncertain delivery once more (a Reviewer of the item's workspace)."""
-    from provenance import tenancy
+    from provenance.access import tenancy
 
     reason = (reason or "").strip()
     if not reason:
@@ -193,7 +193,7 @@ def set_connector(*, workspace: Workspace, kind: str, name: str, options: dict |
     """Choose the connector of one item kind in one workspace (a Workspace admin there, audited with its
     options, a URL's credentials and query redacted: the row alone keeps the whole URL). ValueError when
     the connector refuses the options (its schema, the secret registry, the egress policy)."""
-    from provenance.onboarding import OnboardingRefused, may_manage_agents
+    from provenance.access.onboarding import OnboardingRefused, may_manage_agents
 
     if not may_manage_agents(actor, workspace):
         raise OnboardingRefused(f"user {getattr(actor, 'username', None)!r} may not choose connectors in "

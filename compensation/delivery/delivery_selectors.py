@@ -11,7 +11,7 @@ from django.urls import reverse
 from compensation.delivery.connectors import config, connector
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState
 from compensation.models import CompensationItem
-from provenance import tenancy
+from provenance.access import tenancy
 
 S = DeliveryState
 ATTEMPTS_SHOWN = 50  # an item's page lists its newest tries; the count says how many there were

@@ -4,9 +4,9 @@ webhook and the pull list (compensation.delivery.acknowledgements) all show this
 own record of the effect without asking kintsugi which of its payments or emails "#1042" was.
 
 The key is, in order:
-- the key the agent sent when it recorded the effect over HTTP (provenance.effect_keys);
+- the key the agent sent when it recorded the effect over HTTP (provenance.recording.effect_keys);
 - for an effect an in-process agent recorded, the key kintsugi itself sent it out with, when the sandbox
-  ledger or the outbox holds a row under it (provenance.effects.idempotency_key);
+  ledger or the outbox holds a row under it (provenance.recording.effects.idempotency_key);
 - null otherwise: an effect that never left (a held replacement a repair produced), or one an in-process
   agent performed itself.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from compensation.models import CompensationItem
-from provenance import effect_keys
-from provenance.effects import idempotency_key
+from provenance.recording import effect_keys
+from provenance.recording.effects import idempotency_key
 from provenance.models import LedgerEntry, OutboxEmail
 from repairs.models import Incident
 

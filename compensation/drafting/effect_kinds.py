@@ -13,7 +13,7 @@ Two registries, one per side of a repair:
 - `ItemKind` (by the review item's kind, compensation.drafting.kinds): every decision about the item kind; the
   built-in ones are registered in compensation.drafting.item_kinds.
 Three ways a kind gets its registration, first match wins: the built-ins and kinds registered in Python
-(`register`), a kind the workspace's agents declared over the API (provenance.effect_declarations,
+(`register`), a kind the workspace's agents declared over the API (provenance.access.effect_declarations,
 read here through `kinds_of(workspace_id)`), and for any other kind `MANUAL`: never dropped, its item
 carries the original effect with its amount, labelled as a kind nobody declared, and asks a person to
 compensate it by hand (its approval records what they did).
@@ -31,8 +31,8 @@ from typing import Callable
 from compensation.drafting import item_kinds  # noqa: F401  (the built-in item kinds this module's effect kinds name)
 from compensation.drafting.kinds import ITEM_KINDS
 from compensation.models import CompensationItem
-from provenance import effects as dispatchers
-from provenance.effect_declarations import declarations
+from provenance.recording import effects as dispatchers
+from provenance.access.effect_declarations import declarations
 
 K = CompensationItem.Kind
 

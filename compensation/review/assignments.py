@@ -17,7 +17,7 @@ from core.wording import counted
 from core.vocabulary import AuditAction
 from compensation.models import CaseAssignment, CompensationItem
 from compensation.review.services import REVIEW_PERMISSION, ReviewRefused
-from provenance import tenancy
+from provenance.access import tenancy
 from repairs.models import Incident
 
 St = CompensationItem.Status

@@ -26,7 +26,7 @@ from compensation.delivery import delivery_selectors
 from compensation.delivery_models import DeliveryState
 from compensation.models import CaseAssignment, CompensationItem
 from core.money import format_money, parse_money
-from provenance import tenancy
+from provenance.access import tenancy
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 PAGE_SIZE = 50

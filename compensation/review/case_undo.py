@@ -15,7 +15,7 @@ from django.utils import timezone
 from compensation.delivery import approval
 from compensation.models import CompensationItem
 from core.vocabulary import Via
-from provenance import tenancy
+from provenance.access import tenancy
 
 SESSION_KEY = "kintsugi.case_undo"
 

@@ -24,7 +24,7 @@ from compensation.review.edits import edit_diffs
 from compensation.models import CompensationItem
 from core.money import format_money
 from core.vocabulary import ItemStatus
-from provenance import tenancy
+from provenance.access import tenancy
 from repairs import ticket_story
 from repairs.models import ActionOutcome, Incident
 from repairs.wording import describe

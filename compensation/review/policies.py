@@ -31,7 +31,7 @@ from core.audit import trail
 from core.vocabulary import AuditAction
 from compensation.models import CompensationItem, ReviewPolicy
 from core.money import parse_money
-from provenance import tenancy
+from provenance.access import tenancy
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 CLAUSE = re.compile(r"^\s*(kind|amount|validated|ticket)\s*(<=|>=|!=|=|<|>)\s*([A-Za-z0-9_$.,\-]+)\s*$")

@@ -11,7 +11,7 @@ from compensation.drafting import kinds
 from compensation.delivery import links
 from compensation.models import QUEUE_ORDER, AuditEvent, CompensationItem, QueueTotal
 from core.money import format_money
-from provenance import tenancy
+from provenance.access import tenancy
 from provenance.models import Source, Workspace
 from repairs.models import Incident
 

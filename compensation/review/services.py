@@ -28,7 +28,8 @@ from compensation.drafting.drafts import write_draft
 from compensation.models import CompensationItem
 from compensation.drafting.transitions import set_status as _set_status
 from compensation.drafting.validation import MAX_BODY, validate_draft
-from provenance import capabilities, tenancy, validation
+from provenance.access import capabilities, tenancy
+from provenance import validation
 from provenance.llm import get_client
 from repairs.models import Incident
 

@@ -19,7 +19,7 @@ from compensation.review.services import DecisionRefused, ReviewRefused
 from core.errors import error_body, first_line, map_domain_error  # noqa: F401  (the API's names for them)
 from core.vocabulary import Via
 from kintsugi_site.api.parsers import too_large
-from provenance.refusals import record_refusal
+from provenance.access.refusals import record_refusal
 
 log = logging.getLogger("kintsugi.api")
 

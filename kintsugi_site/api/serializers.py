@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from compensation.review import review_numbers
-from provenance import containment, quarantine
+from provenance.recording import containment, quarantine
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
 from repairs.models import Incident

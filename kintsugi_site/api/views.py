@@ -44,7 +44,9 @@ from kintsugi_site.api.serializers import (
     WorkspaceSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import selectors as provenance_selectors, tenancy, time_travel, validation
+from provenance.recording import selectors as provenance_selectors, time_travel
+from provenance.access import tenancy
+from provenance import validation
 from provenance.models import Source
 from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident, open_incident_id

@@ -16,8 +16,8 @@ from compensation.models import CompensationItem
 from core.roles import REVIEWER
 from compensation.review.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.onboarding import issue_agent_token
-from provenance.services import get_workspace
+from provenance.access.onboarding import issue_agent_token
+from provenance.recording.services import get_workspace
 from tests.agents.conftest import ROOT
 from tests.compensation.delivery_support import use_connectors
 from tests.helpers import create_user, flag_and_repair

@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from provenance.models import Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.replay import ReplayUnavailable
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.replay import ReplayUnavailable
 from repairs.job import run_repair
 from tests.helpers import graph_dump, open_incident
 

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 from compensation.models import AuditEvent
 from kintsugi_client import Client, Desk
 from kintsugi_client.signing import ForgedReplay, SeenReplays, sign, verify, verify_request
-from provenance import replay as server_replay
+from provenance.recording import replay as server_replay
 from provenance.models import AgentRegistration, Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 from repairs.job import run_repair
 from repairs.what_if import compute_what_if
 from tests.helpers import client_for, free_port, open_incident

@@ -15,7 +15,7 @@ from compensation.models import CompensationItem
 from compensation.review.services import approve_item, reject_item
 from core.errors import map_domain_error
 from kintsugi_site import mcp_prov
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from tests.api.test_api_access import assert_error
 from tests.helpers import client_for, create_user

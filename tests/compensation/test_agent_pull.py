@@ -19,9 +19,9 @@ from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
 from compensation.review.services import approve_item
 from kintsugi_client.compensations import BadSignature, serve_webhooks, sign, verify_event
-from provenance.effects import idempotency_key
+from provenance.recording.effects import idempotency_key
 from provenance.models import LedgerEntry, Workspace
-from provenance.onboarding import issue_agent_token
+from provenance.access.onboarding import issue_agent_token
 from tests.compensation.delivery_support import use_connectors
 from tests.helpers import free_port
 

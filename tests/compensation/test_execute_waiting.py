@@ -8,7 +8,7 @@ from compensation.models import CompensationItem
 from compensation.review.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.job import run_repair
 from tests.helpers import run_command

@@ -11,7 +11,7 @@ from compensation.review.services import approve_item, bulk_approve
 from compensation.tasks import execute_compensation
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry, OutboxEmail
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.services import flag_source
 from repairs.job import run_repair
 from tests.helpers import purge_broker, repaired_incident, wait_for

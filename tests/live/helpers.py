@@ -2,10 +2,10 @@
 import random
 
 from provenance.desk.scenario import PAGES
-from provenance.graph import workspace_graph
-from provenance.live import LiveRecording
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import LiveRecording
 from provenance.models import LedgerEntry, Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from tests.helpers import app_role_may_delete
 
 

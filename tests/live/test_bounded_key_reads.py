@@ -8,13 +8,13 @@ import random
 
 import pytest
 
-from provenance import queries, rows
+from provenance.graph import queries, rows
 from provenance.agents import agent
-from provenance.fact_index import FactIndex, FactVersion, KeyedFactIndex
-from provenance.graph import Graph, graph_name, workspace_graph
+from provenance.graph.fact_index import FactIndex, FactVersion, KeyedFactIndex
+from provenance.graph.graph import Graph, graph_name, workspace_graph
 from provenance.models import Workspace
-from provenance.recorder import RecordingSession
-from provenance.services import record_root
+from provenance.recording.recorder import RecordingSession
+from provenance.recording.services import record_root
 from repairs.queries import INVALIDATE_FACTS
 
 KEYS = ("hot/a", "hot/b", "cold")

@@ -7,13 +7,13 @@ from django.db import connection
 
 from provenance.agents import agent
 from provenance.desk.scenario import PAGES, POISONED_PAGE
-from provenance.fact_index import FactIndex
-from provenance.graph import workspace_graph
-from provenance.live import LiveRecording
+from provenance.graph.fact_index import FactIndex
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import LiveRecording
 from provenance.models import Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state, fact_history
-from provenance.services import record_root
+from provenance.recording.recorder import RecordingSession
+from provenance.recording.selectors import export_state, fact_history
+from provenance.recording.services import record_root
 from tests.live.helpers import concurrent_desk, late_page_schedule, schedule
 from tests.helpers import recording_api, repair
 
@@ -66,7 +66,7 @@ def test_two_open_recordings_writing_one_key_each_read_the_snapshot_and_the_last
 
 
 def test_the_fact_index_hides_the_seqs_a_snapshot_lacked_but_not_the_readers_own_recording():
-    from provenance.fact_index import FactVersion
+    from provenance.graph.fact_index import FactVersion
 
     index = FactIndex()
     for fid, seq, writer in ((1, 1.0, 1), (2, 5.0, 5), (3, 7.0, 7)):

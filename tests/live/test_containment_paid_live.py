@@ -6,10 +6,10 @@ import pytest
 
 from bench.containment import figures, paid, poisoned_versions, uncontain
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
-from provenance.live import LiveRecording
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import LiveRecording
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from tests.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
 from core.audit import keys, trail
-from provenance import onboarding
+from provenance.access import onboarding
 from provenance.models import Workspace
 
 pytestmark = pytest.mark.django_db

@@ -7,12 +7,12 @@ and decide what the clean recording read and decided."""
 import pytest
 
 from provenance.agents import agent
-from provenance.fact_index import FactIndex, FactVersion
-from provenance.graph import workspace_graph
+from provenance.graph.fact_index import FactIndex, FactVersion
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Ticket, Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state
-from provenance.services import record_root
+from provenance.recording.recorder import RecordingSession
+from provenance.recording.selectors import export_state
+from provenance.recording.services import record_root
 from provenance.vocabulary import ActionStatus as S
 from repairs.engine import compute_plan
 from tests.helpers import repair

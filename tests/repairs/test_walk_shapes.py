@@ -6,8 +6,8 @@ original never wrote wakes that key's later readers."""
 import pytest
 
 from provenance.agents import agent
-from provenance.graph import workspace_graph
-from provenance.recorder import RecordingSession
+from provenance.graph.graph import workspace_graph
+from provenance.recording.recorder import RecordingSession
 from provenance.vocabulary import ActionStatus as S
 from repairs.engine import compute_plan
 

@@ -43,7 +43,7 @@ def test_the_app_role_may_not_truncate_or_delete_the_record_of_money_and_inciden
 
 
 def test_a_desk_rerun_still_replaces_its_tickets_through_the_owners_function():
-    from provenance.services import _replace_tickets
+    from provenance.recording.services import _replace_tickets
 
     ws = Workspace.objects.create(name="tickets-rerun")
     other = Workspace.objects.create(name="tickets-other")

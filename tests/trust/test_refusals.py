@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def clock(monkeypatch):
     """The refusal budget's clock, held at the start of one minute however slow the machine is."""
-    from provenance import refusals
+    from provenance.access import refusals
 
     now = [1_000_000 * 60.0]
     monkeypatch.setattr(refusals.time, "time", lambda: now[0])

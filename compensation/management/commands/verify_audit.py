@@ -3,7 +3,7 @@ import sys
 from compensation.signing_lag import stale_unsigned
 from core.audit import verification
 from core.commands import KintsugiCommand
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 
 
 class Command(KintsugiCommand):

@@ -2,11 +2,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from core.audit import trail
-from provenance import membership
+from provenance.access import membership
 from core.commands import KintsugiCommand
 from core.vocabulary import AuditAction, Role, Via
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 
 DEMO_USERS = [
     # username, group, superuser
