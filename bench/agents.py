@@ -2,8 +2,8 @@
 recording in-process, the same agents and the same calls, in the same run on the same machine.
 
 Each root action is a writer (2 sets, 1 handoff) handing off to a reader (2 gets, 1 effect): 8 recorder
-ops as RecordingSession.ops counts them, 10 HTTP requests (open, calls, finish, for each action).
-- `in-process, one session`: RecordingSession.run_root for every root, one flush at the end (a desk run);
+ops as GraphRecorder.ops counts them, 10 HTTP requests (open, calls, finish, for each action).
+- `in-process, one session`: GraphRecorder.run_root for every root, one flush at the end (a desk run);
 - `in-process, record_root`: provenance.recording.services.record_root per root (a transaction, the workspace
   lock and a flush each: what the `record` command does per call);
 - `HTTP protocol`: kintsugi_client against gunicorn with uvicorn workers on loopback, one client, each
@@ -118,7 +118,7 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
     from provenance.access.onboarding import issue_agent_token, register_agent
-    from provenance.recording.recorder import RecordingSession
+    from provenance.recording.recorder import GraphRecorder
     from provenance.recording.services import record_root
 
     _agents()
@@ -138,7 +138,7 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
 
     rows, out = [], {"roots": roots, "ops": roots * OPS_PER_ROOT}
     t0 = time.perf_counter()
-    session = RecordingSession(graph=workspace_graph(names["session"]), workspace=names["session"], sources={},
+    session = GraphRecorder(graph=workspace_graph(names["session"]), workspace=names["session"], sources={},
                                effects="sandbox", load=False)
     for n in range(roots):
         session.run_root("bench_local_writer", {"n": n})

@@ -83,7 +83,7 @@ def _hot_key(versions: list[int], roots: int) -> list[dict]:
     from core.db_roles import OWNER_ALIAS, split_roles
     from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
-    from provenance.recording.recorder import RecordingSession
+    from provenance.recording.recorder import GraphRecorder
     from provenance.recording.services import record_root
 
     _agents()
@@ -94,7 +94,7 @@ def _hot_key(versions: list[int], roots: int) -> list[dict]:
         graph = workspace_graph(name)
         graph.delete()
         Workspace.objects.create(name=name)
-        session = RecordingSession(graph=graph, workspace=name, sources={}, effects="sandbox", load=False)
+        session = GraphRecorder(graph=graph, workspace=name, sources={}, effects="sandbox", load=False)
         for n in range(prior):
             session.run_root("bench_local_writer", {"n": n})
         session.flush()
@@ -129,7 +129,7 @@ class _Recorder(threading.Thread):
 
         from bench.containment import paid
         from provenance.graph.graph import workspace_graph
-        from provenance.recording.live import LiveRecording
+        from provenance.recording.live import SnapshotRecording
         from provenance.models import Workspace
 
         ws = Workspace.objects.get(name=self.workspace)
@@ -141,7 +141,7 @@ class _Recorder(threading.Thread):
                 i += 1
                 begun = time.monotonic()
                 try:
-                    recording = LiveRecording(ws)
+                    recording = SnapshotRecording(ws)
                     recording.run("triage", payload)
                     t0 = time.monotonic()
                     ids = recording.commit()

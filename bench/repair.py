@@ -200,7 +200,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.graph.graph import workspace_graph
-    from provenance.recording.recorder import RecordingSession
+    from provenance.recording.recorder import GraphRecorder
     from provenance.recording.services import desk_run
     from repairs.models import Incident
 
@@ -242,7 +242,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     walk_detail = common.Stopwatch()
     orig = {"compute_plan": engine.compute_plan, "apply_step": job.apply_step,
             "verify_incident": job.verify_incident, "record_baseline": verify.record_baseline,
-            "export_state": verify.export_state, "execute": RecordingSession.execute,
+            "export_state": verify.export_state, "execute": GraphRecorder.execute,
             "radius_actions": engine.radius_actions, "_load": engine.RepairWalk._load,
             "_supersede_load": None}
     marks: dict = {}
@@ -310,7 +310,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
                                         via=Incident.Via.CLI)
         flag_s = time.perf_counter() - t0
         watch.incident_id = incident.pk
-        RecordingSession.execute = execute
+        GraphRecorder.execute = execute
         t1 = time.perf_counter()
         with drafting(with_drafting, drafted):
             incident = job.run_repair(incident_id=incident.pk)
@@ -320,7 +320,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         engine.compute_plan, job.apply_step = orig["compute_plan"], orig["apply_step"]
         job.verify_incident = orig["verify_incident"]
         verify.record_baseline, verify.export_state = orig["record_baseline"], orig["export_state"]
-        RecordingSession.execute = orig["execute"]
+        GraphRecorder.execute = orig["execute"]
         engine.radius_actions, engine.RepairWalk._load = orig["radius_actions"], orig["_load"]
         QueryLog.uninstall(saved_q)
     res["load_avg"]["repair"] = common.load_avg()

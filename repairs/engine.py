@@ -21,7 +21,7 @@ from provenance.graph.graph import Graph
 from provenance.graph.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
 from provenance.recording.action_record import effect_content
-from provenance.recording.recorder import ActionRecord, RecordingSession, now_iso
+from provenance.recording.recorder import ActionRecord, GraphRecorder, now_iso
 from provenance.recording.selectors import EVERYTHING, ingesters, radius_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
@@ -74,7 +74,7 @@ class Plan:
 
 
 class RepairWalk:
-    def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
+    def __init__(self, *, graph: Graph, session: GraphRecorder, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
                  below: float | None = None, radius: list | None = None):
         # `below`: the walk's snapshot (the actions below this seq); what commits meanwhile is caught
@@ -383,7 +383,7 @@ class RepairWalk:
                 heapq.heappush(self.heap, (self.nodes[reader].seq, reader))
 
 
-def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
+def compute_plan(*, graph: Graph, session: GraphRecorder, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
                  below: float | None = None, radius: list | None = None) -> Plan:
     # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action,

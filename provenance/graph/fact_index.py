@@ -68,7 +68,7 @@ class FactIndex:
                 hidden: tuple[float, float] | None = None) -> FactVersion | None:
         """The version a read by the action `reader` at `seq` sees: the newest active one below its seq
         and outside `hidden`. Never one the reader wrote itself: its writes of this execution are answered
-        by the Recorder from the record, and a stored one is of an earlier execution (the original run a
+        by the ActionRecorder from the record, and a stored one is of an earlier execution (the original run a
         repair re-runs), which may carry the very poison being repaired."""
         self.skipped: tuple[int, ...] = ()
         for fv in reversed(self.by_key.get(key, ())):

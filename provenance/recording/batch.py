@@ -5,7 +5,7 @@ Both apply each call through provenance.recording.protocol exactly as the single
 single calls' answers, in order), in one transaction: a call that fails is named by its position (and,
 for a whole recording, its action's), and nothing of the batch lands, in Postgres or in the graph.
 
-A whole recording is executed as RecordingSession.run_root executes an in-process root: actions in
+A whole recording is executed as GraphRecorder.run_root executes an in-process root: actions in
 depth-first order (each handoff opened after its parent finishes, the last handoff first), ids and seqs
 allocated in that order, every read resolved against the workspace's memory plus what the recording's
 earlier actions wrote; then one flush under the workspace lock, as record_root does. Several roots may
@@ -25,7 +25,7 @@ from provenance import validation
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.recording.decisions import MalformedDecision
 from provenance.recording.protocol import CallConflict, InvalidCall
-from provenance.recording.recorder import ActionRecord, Recorder, RecordingSession
+from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
 from provenance.recording.services import workspace_lock
 
 log = logging.getLogger("kintsugi.api")
@@ -94,7 +94,7 @@ def calls(*, token: AgentToken, action_id, calls) -> dict:
         if any(op == "ingest" for op, _ in ops):
             session.quarantined = quarantine.held(workspace=row.workspace_id)
         # The action is read from the row and written back once, not once per call.
-        rec, keys, results = Recorder(session, record), row.state["keys"].setdefault(str(action_id), {}), []
+        rec, keys, results = ActionRecorder(session, record), row.state["keys"].setdefault(str(action_id), {}), []
         for i, (op, body) in enumerate(ops):
             try:
                 if op == "finish":
@@ -193,7 +193,7 @@ def _valid_key(key) -> bool:
     return True
 
 
-def _run(session: RecordingSession, token: AgentToken, specs: list) -> tuple[list[int], list[list[dict]]]:
+def _run(session: GraphRecorder, token: AgentToken, specs: list) -> tuple[list[int], list[list[dict]]]:
     ids: list[int] = []
     results: list[list[dict]] = []
     stack: list[tuple[str, dict, int]] = []  # handoffs waiting to be opened: (agent, payload, parent index)
@@ -205,7 +205,7 @@ def _run(session: RecordingSession, token: AgentToken, specs: list) -> tuple[lis
         aid, seq = session.allocate_action()
         record = ActionRecord(id=aid, agent=agent, payload=payload, seq=seq,
                               parent=ids[parent] if parent is not None else None, ticket=payload.get("ticket"))
-        rec, keys, answers = Recorder(session, record), {}, []
+        rec, keys, answers = ActionRecorder(session, record), {}, []
         for j, (op, body) in enumerate(ops):
             try:
                 if op == "finish":

@@ -30,7 +30,7 @@ from provenance.recording import quarantine
 from provenance.graph.fact_index import KeyedFactIndex
 from provenance.graph.graph import workspace_graph
 from provenance.models import Workspace
-from provenance.recording.recorder import ActionRecord, Read, RecordingSession
+from provenance.recording.recorder import ActionRecord, Read, GraphRecorder
 from provenance.vocabulary import ActionStatus
 
 RERUNS = 5  # a recording run again this many times on fresh snapshots and still stale gives up
@@ -40,7 +40,7 @@ class StaleRecording(RuntimeError):
     """A recording whose snapshot kept being retired by repairs while it was run again."""
 
 
-class _Staging(RecordingSession):
+class _InMemoryRecorder(GraphRecorder):
     """A session that keeps what its agents did in memory, numbered provisionally, and never flushes."""
 
     def __init__(self, **kw):
@@ -53,7 +53,7 @@ class _Staging(RecordingSession):
         return super().commit(record, status=status, root=root, create=create, sink=defaultdict(list))
 
 
-class LiveRecording:
+class SnapshotRecording:
     """One root action and its handoffs, recorded on a snapshot and committed in the desk's order."""
 
     def __init__(self, workspace: Workspace, *, sources: dict[str, str] | None = None):
@@ -65,7 +65,7 @@ class LiveRecording:
 
     def _open(self) -> None:
         self.run_number = Workspace.objects.filter(pk=self.workspace.pk).values_list("run_number", flat=True).get()
-        self.session = _Staging(graph=self.graph, workspace=self.workspace.name, sources=self.sources,
+        self.session = _InMemoryRecorder(graph=self.graph, workspace=self.workspace.name, sources=self.sources,
                                 run_number=self.run_number)
         # A flagged source stays out of every recording from the moment of its flag (provenance.recording.quarantine).
         self.session.quarantined = quarantine.held(workspace=self.workspace)
@@ -138,7 +138,7 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
     holds) and write them in one flush; `first`: the provisional ids its actions, facts and effects were
     numbered from (facts: every own fact id is at or above first[1]); `snapshot`: the seq its reads' snapshot ended at. Returns the final action ids.
     `effect_ids`, if given, receives each record's final effect ids, in the record's order."""
-    base = RecordingSession(graph=graph, workspace=workspace, sources=sources, effects="live",
+    base = GraphRecorder(graph=graph, workspace=workspace, sources=sources, effects="live",
                             run_number=run_number, load="by_key")
     _, fact0, _ = first
     df = base.next_fact - fact0

@@ -1,8 +1,8 @@
-"""The recording protocol's calls, applied to a Recorder: the one implementation behind the REST API
+"""The recording protocol's calls, applied to a ActionRecorder: the one implementation behind the REST API
 (provenance.recording.remote, recordings staged in Postgres), the replay callbacks a repair serves
 (provenance.recording.replay) and the MCP memory tools.
 
-Each call is the in-process Recorder method of the same name, so reads resolve by seq, writes carry the
+Each call is the in-process ActionRecorder method of the same name, so reads resolve by seq, writes carry the
 three clocks and decisions are hashed exactly as for an @agent function. What the protocol adds: a
 JSON body per call, an idempotency key per effect, and the answer to "may I perform this effect now?".
 """
@@ -15,7 +15,7 @@ from core.errors import DomainError
 from provenance import validation
 from provenance.recording.decisions import MalformedDecision, check_decision, decision_hash
 from provenance.access.effect_declarations import BUILT_IN, required_details
-from provenance.recording.recorder import ActionRecord, Read, Recorder
+from provenance.recording.recorder import ActionRecord, Read, ActionRecorder
 
 OPS = ("ingest", "get", "set", "handoff", "effect")
 IDEMPOTENCY_KEY_MAX = 128
@@ -56,8 +56,8 @@ def _effect_signature(eff: dict) -> str:
     return json.dumps(eff, sort_keys=True)
 
 
-def apply_op(rec: Recorder, record: ActionRecord, op: str, body: Any, *, perform: bool, keys: dict) -> dict:
-    """Apply one call to the open action `record` through its Recorder and return the answer.
+def apply_op(rec: ActionRecorder, record: ActionRecord, op: str, body: Any, *, perform: bool, keys: dict) -> dict:
+    """Apply one call to the open action `record` through its ActionRecorder and return the answer.
 
     `perform` says whether effects may leave now (a live recording) or are held (a replay); `keys`
     maps this action's idempotency keys to the effects they recorded (kept by the caller)."""
@@ -100,7 +100,7 @@ def apply_op(rec: Recorder, record: ActionRecord, op: str, body: Any, *, perform
     raise InvalidCall(f"unknown call {op!r}; the calls are {', '.join(OPS)} and finish")
 
 
-def _effect(rec: Recorder, record: ActionRecord, body: dict, *, perform: bool, keys: dict) -> dict:
+def _effect(rec: ActionRecorder, record: ActionRecord, body: dict, *, perform: bool, keys: dict) -> dict:
     key = validation.identifier(_field(body, "idempotency_key"), field="idempotency_key",
                                 max_length=IDEMPOTENCY_KEY_MAX)
     details = body.get("details") or {}

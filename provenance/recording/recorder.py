@@ -1,7 +1,7 @@
 """The recorder: every agent memory read, write, handoff and external effect becomes graph structure.
 
 Agents call `rec.ingest`, `rec.get`, `rec.set`, `rec.handoff`, `rec.effect` and `rec.ask` (a model
-call). A RecordingSession executes agents against a mirror of the workspace's facts, so each read is
+call). A GraphRecorder executes agents against a mirror of the workspace's facts, so each read is
 resolved in memory (the latest active version written before the reader's seq, as the article's
 read-resolution query does) and its READ and FEEDS edges are queued with it. Writes go to FalkorDB in
 UNWIND batches: one Cypher round trip per op caps a recorder near 2,000 ops/s, batches go past 5,000
@@ -32,10 +32,10 @@ class UnknownSource(LookupError):
     pass
 
 
-class Recorder:
+class ActionRecorder:
     """The only door from an agent to memory, the outside world and the model."""
 
-    def __init__(self, session: "RecordingSession", record: ActionRecord):
+    def __init__(self, session: "GraphRecorder", record: ActionRecord):
         self._session = session
         self._record = record
         self._facts_read: dict[str, Any] = {}
@@ -127,7 +127,7 @@ class Recorder:
                                      workspace=self._session.workspace, server_url=self._session.graph.url)
 
 
-class RecordingSession:
+class GraphRecorder:
     """Executes agents in one workspace graph and batches what they did into FalkorDB.
 
     `effects` says what happens to external effects: "live" dispatches them (ledger row, outbox email),
@@ -251,7 +251,7 @@ class RecordingSession:
         validation.payload(payload, field=f"{agent} payload")
         record = ActionRecord(id=id, agent=agent, payload=payload, seq=seq, parent=parent,
                               ticket=payload.get("ticket"), hidden=hidden)
-        decision = check_decision(agent, fn(Recorder(self, record), payload))
+        decision = check_decision(agent, fn(ActionRecorder(self, record), payload))
         record.decision = decision
         record.dhash = decision_hash(decision)
         return record

@@ -1,6 +1,6 @@
 """Services that record agents running in other processes, call by call over HTTP (or MCP).
 
-A recording is one root action and everything it hands off, as RecordingSession.run_root records
+A recording is one root action and everything it hands off, as GraphRecorder.run_root records
 them in-process: actions are opened in the same depth-first order (the next handed-off action to open
 is the last unopened handoff of the latest finished action), each gets its id and seq when opened, and
 its reads resolve against the workspace's memory plus what the recording's finished actions wrote.
@@ -37,7 +37,7 @@ from provenance.graph.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.recording.protocol import CallConflict, dump_record, load_record
 from provenance.recording.live import LazySources, read_ended, retired_reads, snapshot_facts, write_records
-from provenance.recording.recorder import ActionRecord, Recorder, RecordingSession
+from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
 from provenance.recording.services import workspace_lock
 
 
@@ -58,7 +58,7 @@ def _timeout() -> timedelta:
 # Rebuilding a session reads the workspace's facts from the graph; the next call of the same recording
 # in the same process reuses it when the row's version says nothing happened elsewhere since. The row
 # is kept with it, so a call can be applied to both without reading the row again (_call_cached).
-_cache: OrderedDict[int, tuple[int, RecordingSession, Recording]] = OrderedDict()
+_cache: OrderedDict[int, tuple[int, GraphRecorder, Recording]] = OrderedDict()
 _cache_lock = threading.Lock()
 CACHE_SIZE = 256
 # (workspace id, action id) -> the recording's pk, for the recordings in _cache. Action ids are never
@@ -66,8 +66,8 @@ CACHE_SIZE = 256
 _by_action: dict[tuple[int, int], int] = {}
 
 
-def _new_session(ws: Workspace) -> RecordingSession:
-    return RecordingSession(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
+def _new_session(ws: Workspace) -> GraphRecorder:
+    return GraphRecorder(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
                             run_number=ws.run_number, sources=LazySources(ws), load="by_key")
 
 
@@ -75,7 +75,7 @@ def _snapshot(state: dict) -> float:
     return state.get("snapshot", float(state["base"][0] + 1))
 
 
-def _on_snapshot(session: RecordingSession, state: dict) -> RecordingSession:
+def _on_snapshot(session: GraphRecorder, state: dict) -> GraphRecorder:
     """Number the session's new facts and effects as the recording's provisional ones and let its reads
     see the snapshot it opened on, whatever committed since."""
     session._loaded_ids = tuple(state["base"])
@@ -84,7 +84,7 @@ def _on_snapshot(session: RecordingSession, state: dict) -> RecordingSession:
     return session
 
 
-def _session(row: Recording) -> RecordingSession:
+def _session(row: Recording) -> GraphRecorder:
     with _cache_lock:
         cached = _cache.pop(row.pk, None)
     if cached and cached[0] == row.version:
@@ -100,7 +100,7 @@ def _session(row: Recording) -> RecordingSession:
     return session
 
 
-def _remember(row: Recording, session: RecordingSession) -> None:
+def _remember(row: Recording, session: GraphRecorder) -> None:
     with _cache_lock:
         _cache[row.pk] = (row.version, session, row)
         while len(_cache) > CACHE_SIZE:
@@ -137,7 +137,7 @@ def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None
                        "effects_count": len(announced)})
 
 
-def _allocate(ws: Workspace, session: RecordingSession) -> tuple[int, float]:
+def _allocate(ws: Workspace, session: GraphRecorder) -> tuple[int, float]:
     """The next provisional action id (and seq) of an open recording, under the workspace's row lock:
     above the graph's and above every provisional id any recording of the workspace had, so a (late)
     call's action id names its own recording, never a stranger's."""
@@ -149,7 +149,7 @@ def _allocate(ws: Workspace, session: RecordingSession) -> tuple[int, float]:
     return allocated
 
 
-def number_provisionally(ws: Workspace, session: RecordingSession) -> None:
+def number_provisionally(ws: Workspace, session: GraphRecorder) -> None:
     """Number `session`'s next action above the graph's and above every provisional id any recording of
     the workspace had (open, committed, abandoned or expired), so no id is handed out twice. `ws`: the
     workspace's row read under its lock; the caller stores the session's next action in it before the
@@ -159,7 +159,7 @@ def number_provisionally(ws: Workspace, session: RecordingSession) -> None:
     session.next_seq = float(session.next_action)
 
 
-def _resolve_agent(session: RecordingSession, token: AgentToken, agent) -> str:
+def _resolve_agent(session: GraphRecorder, token: AgentToken, agent) -> str:
     if not isinstance(agent, str):
         raise protocol.InvalidCall("agent must be a string")
     if agent in registered_names():
@@ -233,7 +233,7 @@ def _locked_row(token: AgentToken, action_id) -> Recording:
     return row
 
 
-def _save(row: Recording, session: RecordingSession) -> None:
+def _save(row: Recording, session: GraphRecorder) -> None:
     row.version += 1
     row.touched_at = timezone.now()
     row.save(update_fields=["state", "version", "touched_at"])
@@ -250,7 +250,7 @@ def _open_record(row: Recording, token: AgentToken, action_id: int) -> tuple[int
     return index, record
 
 
-def _count_quarantined(row: Recording, session: RecordingSession, agent: str) -> None:
+def _count_quarantined(row: Recording, session: GraphRecorder, agent: str) -> None:
     if session.quarantine_hits:
         quarantine.record_attempts(workspace=row.workspace_id, hits=session.quarantine_hits, via=Via.API, agent=agent)
         session.quarantine_hits = []
@@ -310,19 +310,19 @@ def finish_action(*, token: AgentToken, action_id, body) -> dict:
         return apply_finish(row, session, token=token, action_id=action_id, body=body)
 
 
-def apply_call(row: Recording, session: RecordingSession, *, token: AgentToken, action_id, op: str, body) -> dict:
+def apply_call(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, op: str, body) -> dict:
     """A call applied to the locked recording `row` and its session; the caller saves the row."""
     index, record = _open_record(row, token, action_id)
     keys = row.state["keys"].setdefault(str(action_id), {})
     if op == "ingest":
         session.quarantined = quarantine.held(workspace=row.workspace_id)
-    answer = protocol.apply_op(Recorder(session, record), record, op, body, perform=True, keys=keys)
+    answer = protocol.apply_op(ActionRecorder(session, record), record, op, body, perform=True, keys=keys)
     _count_quarantined(row, session, record.agent)
     row.state["records"][index] = dump_record(record)
     return answer
 
 
-def apply_finish(row: Recording, session: RecordingSession, *, token: AgentToken, action_id, body) -> dict:
+def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, body) -> dict:
     """Finish the action in the locked recording `row`: saves the row, or commits the whole recording."""
     index, record = _open_record(row, token, action_id)
     protocol.finish(record, body)

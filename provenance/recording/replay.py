@@ -14,7 +14,7 @@ as the replay (bound to KINTSUGI_REPLAY_CALLBACK_HOST, a free port). The agent m
 when it recorded (`<base_url>/api/v1/recording/actions/<action>/get`, `set`, `ingest`, `handoff`,
 `effect`, `finish`) with `Authorization: Bearer <token>`; the token is fresh per replay and good for
 that one action on that one server. The calls are applied by provenance.recording.protocol to the repair's own
-Recorder, so the agent reads the repair's view of memory (the flagged sources masked), and every
+ActionRecorder, so the agent reads the repair's view of memory (the flagged sources masked), and every
 effect answers `perform: false`: it is held for a person's approval, never performed by the agent.
 The agent does not open its handoffs during a replay: the repair runs them, matches them to the old
 children and replays each one in turn, as it does for in-process agents.
@@ -109,7 +109,7 @@ def remote_agents(workspace: str) -> dict[str, RemoteAgent]:
 
 
 class _Replay:
-    """One replay in flight: the action's Recorder, its token, and how it ended."""
+    """One replay in flight: the action's ActionRecorder, its token, and how it ended."""
 
     def __init__(self, agent: RemoteAgent, rec, perform: bool):
         self.agent, self.rec, self.record = agent, rec, rec._record

@@ -14,10 +14,10 @@ from provenance import validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
 from provenance.graph.graph import ping, workspace_graph
-from provenance.recording.live import LiveRecording
+from provenance.recording.live import SnapshotRecording
 from provenance.models import Source, Ticket, Workspace
 from provenance.progress import ProgressFn, noop
-from provenance.recording.recorder import RecordingSession, UnknownSource
+from provenance.recording.recorder import GraphRecorder, UnknownSource
 from provenance.signals import desk_replacing
 
 
@@ -126,7 +126,7 @@ def desk_run(*, workspace: str, tickets: int | None = None, seed: int | None = N
         for baseline in (False, True):
             workspace_graph(ws.name, baseline=baseline).delete()
         graph = workspace_graph(ws.name)
-        session = RecordingSession(graph=graph, workspace=ws.name, sources={s: c for s, _, c in pages},
+        session = GraphRecorder(graph=graph, workspace=ws.name, sources={s: c for s, _, c in pages},
                                    effects="live", run_number=ws.run_number, load=False)
         session.quarantined = quarantine.held(workspace=ws)
         total = len(pages) + len(specs)
@@ -181,7 +181,7 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
     ping(workspace=ws.name)
     # The agents run on a snapshot holding nothing; only the commit takes the graph's lock, briefly
     # (provenance.recording.live). A failure before the commit leaves nothing anywhere.
-    recording = LiveRecording(ws)
+    recording = SnapshotRecording(ws)
     try:
         try:
             recording.run(agent, payload)

@@ -13,7 +13,7 @@ from provenance.agents import agent
 from provenance.graph.fact_index import FactIndex, FactVersion, KeyedFactIndex
 from provenance.graph.graph import Graph, graph_name, workspace_graph
 from provenance.models import Workspace
-from provenance.recording.recorder import RecordingSession
+from provenance.recording.recorder import GraphRecorder
 from provenance.recording.services import record_root
 from repairs.queries import INVALIDATE_FACTS
 
@@ -198,7 +198,7 @@ def rows_read(monkeypatch):
 def _hot_workspace(name: str, versions: int) -> Workspace:
     """A workspace whose hot key already has `versions` versions, recorded in one session."""
     ws = Workspace.objects.create(name=name)
-    session = RecordingSession(graph=workspace_graph(name), workspace=name, sources={}, effects="sandbox",
+    session = GraphRecorder(graph=workspace_graph(name), workspace=name, sources={}, effects="sandbox",
                                load=False)
     for n in range(versions):
         session.run_root("hot_writer", {"n": n})
