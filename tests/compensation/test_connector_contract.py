@@ -18,7 +18,6 @@ from core import egress
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.django_db
-connector("sandbox_ledger")  # registers the built-in connectors
 NAMES = sorted(CONNECTORS)
 
 

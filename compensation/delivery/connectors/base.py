@@ -138,8 +138,7 @@ def unregister(name: str) -> None:
 
 
 def connector(name: str) -> Connector:
-    from compensation.delivery.connectors import registry  # noqa: F401  (registers the built-in connectors)
-
+    """The registered connector `name` (the built-in ones are registered when the app is ready)."""
     try:
         return CONNECTORS[name]
     except KeyError:

@@ -104,7 +104,6 @@ def rows(*, workspace_id: int) -> list[ConnectorRow]:
     from compensation.delivery.connectors.base import CONNECTORS
     from compensation.delivery_models import WorkspaceConnector
 
-    connector("sandbox_ledger")  # registers the built-in connectors
     workspace = _workspace_name(workspace_id)
     chosen = {r.kind: r for r in WorkspaceConnector.objects.filter(workspace_id=workspace_id)}
     fallback = defaults()
