@@ -2,7 +2,7 @@
 ~100k compensation review items (acceptance: every page under 10 SQL queries and 300 ms).
 
 Data:
-1. a big desk: provenance.services.desk_run(workspace="bench-admin", tickets=38,000, seed=1) (~100k actions;
+1. a big desk: provenance.recording.services.desk_run(workspace="bench-admin", tickets=38,000, seed=1) (~100k actions;
    3,000 tickets with --quick), never flagged, for the dashboard, the Source change list and the flag
    preview (the blast radius of partner-blog/policy-update over the whole desk);
 2. a repaired desk: a smaller desk (400 tickets; 150 with --quick) flagged with
@@ -160,7 +160,7 @@ def run(quick: bool) -> dict:
     from compensation.models import AuditEvent, CompensationItem
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Source, Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import ActionOutcome, Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False

@@ -2,9 +2,9 @@
 recording in-process, the same agents and the same calls, in the same run on the same machine.
 
 Each root action is a writer (2 sets, 1 handoff) handing off to a reader (2 gets, 1 effect): 8 recorder
-ops as RecordingSession.ops counts them, 10 HTTP requests (open, calls, finish, for each action).
-- `in-process, one session`: RecordingSession.run_root for every root, one flush at the end (a desk run);
-- `in-process, record_root`: provenance.services.record_root per root (a transaction, the workspace
+ops as GraphRecorder.ops counts them, 10 HTTP requests (open, calls, finish, for each action).
+- `in-process, one session`: GraphRecorder.run_root for every root, one flush at the end (a desk run);
+- `in-process, record_root`: provenance.recording.services.record_root per root (a transaction, the workspace
   lock and a flush each: what the `record` command does per call);
 - `HTTP protocol`: kintsugi_client against gunicorn with uvicorn workers on loopback, one client, each
   root staged until its reader finishes and then committed (also one transaction and flush per root).
@@ -91,9 +91,9 @@ def _server(port: int) -> subprocess.Popen:
 
 def _concurrent_keys(admin, count: int) -> list[str]:
     """One workspace per concurrent client (a recording token each), the bench's remote agents registered."""
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
-    from provenance.onboarding import issue_agent_token, register_agent
+    from provenance.access.onboarding import issue_agent_token, register_agent
 
     keys = []
     for i in range(count):
@@ -115,11 +115,11 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     from django.contrib.auth import get_user_model
 
     from kintsugi_client import Client
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
-    from provenance.onboarding import issue_agent_token, register_agent
-    from provenance.recorder import RecordingSession
-    from provenance.services import record_root
+    from provenance.access.onboarding import issue_agent_token, register_agent
+    from provenance.recording.recorder import GraphRecorder
+    from provenance.recording.services import record_root
 
     _agents()
     roots = ROOTS["quick" if quick else "full"]
@@ -138,7 +138,7 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
 
     rows, out = [], {"roots": roots, "ops": roots * OPS_PER_ROOT}
     t0 = time.perf_counter()
-    session = RecordingSession(graph=workspace_graph(names["session"]), workspace=names["session"], sources={},
+    session = GraphRecorder(graph=workspace_graph(names["session"]), workspace=names["session"], sources={},
                                effects="sandbox", load=False)
     for n in range(roots):
         session.run_root("bench_local_writer", {"n": n})

@@ -1,5 +1,5 @@
 """Opening a root over the recording protocol with a workspace's history behind it, in the same run on the
-same database: provenance.remote.open_action (what every HTTP and MCP root open runs, without the web
+same database: provenance.recording.remote.open_action (what every HTTP and MCP root open runs, without the web
 server) in a workspace with 0 and N earlier recordings, each a copy of a real per-call recording's row
 (the bench's writer and reader), committed.
 
@@ -30,8 +30,8 @@ def _allocate_by_scan(ws, session):
     from django.db.models.fields.json import KT
     from django.db.models.functions import Cast
 
-    from provenance import queries
-    from provenance.graph import workspace_graph
+    from provenance.graph import queries
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Recording, Workspace
 
     Workspace.objects.select_for_update().filter(pk=ws.pk).first()
@@ -45,7 +45,7 @@ def _allocate_by_scan(ws, session):
 
 def _recorded_row(token):
     """One root and its handoff recorded call by call; its committed row is what the copies repeat."""
-    from provenance import remote
+    from provenance.recording import remote
     from provenance.models import Recording
 
     def run(action: int, calls: list[dict]) -> dict:
@@ -80,10 +80,10 @@ def run(admin, quick: bool) -> list[dict]:
     from django.db import connections
 
     from core.db_roles import OWNER_ALIAS, split_roles
-    from provenance import remote
-    from provenance.graph import workspace_graph
+    from provenance.recording import remote
+    from provenance.graph.graph import workspace_graph
     from provenance.models import AgentToken, Recording, Workspace
-    from provenance.onboarding import issue_agent_token, register_agent
+    from provenance.access.onboarding import issue_agent_token, register_agent
 
     mode = "quick" if quick else "full"
     Workspace.objects.using(OWNER_ALIAS if split_roles() else "default").filter(name=WORKSPACE).delete()

@@ -1,6 +1,6 @@
 """Agents that think: N agents of one workspace record over HTTP at once, each waiting `think` seconds
 for its model inside its action (between reading memory and writing it), beside one agent doing the same
-alone in the same run. Nothing holds the workspace while an agent thinks (provenance.live), so N agents
+alone in the same run. Nothing holds the workspace while an agent thinks (provenance.recording.live), so N agents
 should take about as long as one.
 
 Each agent records the bench's writer → reader root: the writer opens, reads `shared`, thinks, then

@@ -284,7 +284,7 @@ def write_results(results: dict, path: Path | None = None) -> Path:
 
 
 def raw_graph(name: str):
-    """The falkordb client graph (for per-query timeouts), bypassing provenance.graph.Graph."""
+    """The falkordb client graph (for per-query timeouts), bypassing provenance.graph.graph.Graph."""
     from falkordb import FalkorDB
 
     return FalkorDB.from_url(FALKORDB_URL, socket_timeout=600).select_graph(name)

@@ -24,7 +24,7 @@ RETURN count(e), sum(CASE WHEN e.kind = 'refund' THEN e.amount ELSE 0 END)
 
 def poisoned_versions(graph, source_id: str) -> list[int]:
     """The fact ids a flag of `source_id` would contain now (its radius's live versions)."""
-    from provenance.containment import containable
+    from provenance.recording.containment import containable
 
     return sorted(containable(graph=graph, source_id=source_id))
 
@@ -40,8 +40,8 @@ def paid(graph, action_ids: list[int], poisoned: list[int]) -> tuple[int, int]:
 
 def uncontain(workspace: str, incident_id: int) -> None:
     """Containment off for the baseline: the flag's marks taken off at once."""
-    from provenance import containment_queries as cq
-    from provenance.graph import workspace_graph
+    from provenance.graph import containment_queries as cq
+    from provenance.graph.graph import workspace_graph
 
     workspace_graph(workspace).query(cq.LIFT, {"incident": incident_id})
 

@@ -3,7 +3,7 @@ fake Stripe speaking Stripe's REST shape through the real `stripe` client, aiosm
 receiver for the signed webhook), beside the sandbox ledger and outbox measured in the same run.
 
 One repaired canonical desk gives real items; each connector delivers N copies of a money item or an
-email item (approved, with their execution keys), timed end to end through compensation.execution
+email item (approved, with their execution keys), timed end to end through compensation.delivery.execution
 (lock, deliver, mark executed, audit), one at a time as the worker does. Every delivered copy is
 checked: one provider object or message per item."""
 from __future__ import annotations
@@ -58,11 +58,11 @@ def run(quick: bool) -> dict:
     from django.conf import settings
 
     from compensation.delivery_models import Delivery, WorkspaceConnector
-    from compensation.execution import execute_item
+    from compensation.delivery.execution import execute_item
     from compensation.models import CompensationItem
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs import job, services
     from repairs.models import Incident
     from tests.compensation.delivery_support import Mailbox, free_port

@@ -1,7 +1,7 @@
 """Benchmark: the review desk's pages on a repaired incident, each beside a baseline measured in the same
 run on the same data.
 
-Data: a desk of 400 tickets (150 with --quick; provenance.services.desk_run, seed 1) with the poisoned
+Data: a desk of 400 tickets (150 with --quick; provenance.recording.services.desk_run, seed 1) with the poisoned
 page flagged (repairs.services.flag_source, via="cli") and repaired in-process with drafting on: a real
 incident, its drafted items, cases, ticket stories and audit chain.
 
@@ -56,11 +56,11 @@ def run(quick: bool) -> dict:
     import repairs.services as services
     from bench.admin import _superuser, measure
     from bench.repair import QueryLog, drafting
-    from compensation import cases as case_selectors
+    from compensation.review import cases as case_selectors
     from compensation.models import CompensationItem
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Ticket, Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
@@ -169,7 +169,7 @@ def _vacuum_analyze() -> None:
 
 def _old_case_list_ms(incident, user, repeat: int) -> dict:
     """Today's case list before paging: every case of the incident built, then filtered to pending."""
-    from compensation import cases as case_selectors
+    from compensation.review import cases as case_selectors
 
     times = []
     for _ in range(min(repeat, 3) + 1):

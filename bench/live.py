@@ -1,8 +1,8 @@
 """Benchmark: a live desk. Recording goes on while a flagged source is repaired, and roots of one
-workspace record side by side (provenance.live), in the same run on the same machine.
+workspace record side by side (provenance.recording.live), in the same run on the same machine.
 
 - `concurrent roots`: the writer/reader roots of `bench agents` (8 recorder ops each) through
-  provenance.services.record_root, one after another (the baseline) and from several threads at once;
+  provenance.recording.services.record_root, one after another (the baseline) and from several threads at once;
 - `recording during a repair`: a desk of `tickets` tickets (~2.6 actions each: 38,000 is ~100k actions);
   a recorder thread records triage roots (customers writing again) at a set rate for a while (the
   baseline), then the poisoned page is flagged and repaired in this process while it keeps recording.
@@ -37,9 +37,9 @@ FLAG_SAMPLES = {"full": 20, "quick": 5}  # flags closed at once as false alarms,
 def _concurrent_roots(roots: int) -> dict:
     from django.db import connection
 
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
-    from provenance.services import record_root
+    from provenance.recording.services import record_root
 
     _agents()
     out: dict = {"roots": roots, "ops": roots * OPS_PER_ROOT, "threads": THREADS}
@@ -81,10 +81,10 @@ def _hot_key(versions: list[int], roots: int) -> list[dict]:
     """record_root per root on a workspace whose `shared` key already has N versions (recorded in one
     session first, as a desk run would), N = 0 the baseline."""
     from core.db_roles import OWNER_ALIAS, split_roles
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
-    from provenance.recorder import RecordingSession
-    from provenance.services import record_root
+    from provenance.recording.recorder import GraphRecorder
+    from provenance.recording.services import record_root
 
     _agents()
     out = []
@@ -94,7 +94,7 @@ def _hot_key(versions: list[int], roots: int) -> list[dict]:
         graph = workspace_graph(name)
         graph.delete()
         Workspace.objects.create(name=name)
-        session = RecordingSession(graph=graph, workspace=name, sources={}, effects="sandbox", load=False)
+        session = GraphRecorder(graph=graph, workspace=name, sources={}, effects="sandbox", load=False)
         for n in range(prior):
             session.run_root("bench_local_writer", {"n": n})
         session.flush()
@@ -128,8 +128,8 @@ class _Recorder(threading.Thread):
         from django.db import connection
 
         from bench.containment import paid
-        from provenance.graph import workspace_graph
-        from provenance.live import LiveRecording
+        from provenance.graph.graph import workspace_graph
+        from provenance.recording.live import SnapshotRecording
         from provenance.models import Workspace
 
         ws = Workspace.objects.get(name=self.workspace)
@@ -141,7 +141,7 @@ class _Recorder(threading.Thread):
                 i += 1
                 begun = time.monotonic()
                 try:
-                    recording = LiveRecording(ws)
+                    recording = SnapshotRecording(ws)
                     recording.run("triage", payload)
                     t0 = time.monotonic()
                     ids = recording.commit()
@@ -163,9 +163,9 @@ def _live_repair(tickets: int, quick: bool, *, contain: bool = True) -> dict:
 
     from bench import containment
     from provenance.desk.scenario import POISONED_PAGE
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.job import run_repair
     from repairs.models import Incident
     from repairs.services import flag_source

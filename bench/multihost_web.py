@@ -59,8 +59,8 @@ def setup() -> str:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from provenance.tenancy import OPERATOR_VIA
-    from provenance.tokens import issue_api_token
+    from provenance.access.tenancy import OPERATOR_VIA
+    from provenance.access.tokens import issue_api_token
 
     call_command("migrate", verbosity=0, interactive=False)
     user = get_user_model().objects.create_superuser("mh-lead", password=os.urandom(16).hex())
@@ -70,7 +70,7 @@ def setup() -> str:
 
 def record(workspaces: list[str], tickets: int) -> dict:
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
 
     for seed, name in enumerate(workspaces, start=1):
         desk_run(workspace=name, tickets=tickets, seed=seed, reason="multi-host run",

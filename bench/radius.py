@@ -286,7 +286,7 @@ def _pairs_sorted(rows) -> list[int]:
 
 
 def _paused(fn):
-    from provenance import mirror
+    from provenance.graph import mirror
 
     with mirror.gc_paused():
         return fn()
@@ -312,7 +312,7 @@ def contenders(graph, raw, desk: DeskGraph, prefix: str, *, with_varlen: bool, v
 
     import psycopg
 
-    from provenance import selectors
+    from provenance.recording import selectors
 
     adj: dict[int, list[int]] = {}
     for a, b in desk.edges():
@@ -369,7 +369,7 @@ def _measure(res: dict, label: str, fn, kind: str, truth, truth_all, *, repeat: 
 
 
 def measure_size(size: int, *, repeat: int, with_varlen: bool) -> dict:
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     common.log(f"radius: generating {size:,} actions")
     t0 = time.perf_counter()
@@ -393,7 +393,7 @@ def measure_size(size: int, *, repeat: int, with_varlen: bool) -> dict:
     common.log(f"radius: {len(truth):,} of {desk.n:,} downstream; measuring")
     res["mirror"] = mirror_costs(graph, desk)
     res["cold_ms"] = res["mirror"]["cold_ms"]
-    from provenance import selectors
+    from provenance.recording import selectors
 
     selectors.radius_actions(graph, FLAGGED)  # the product's figure is the warm one; cold ones are above
     budget = 30.0 if size >= 1_000_000 else 10.0
@@ -446,7 +446,9 @@ def mirror_costs(graph, desk: DeskGraph, appended: int = 1_000) -> dict:
     import psutil
     from django.conf import settings
 
-    from provenance import mirror, queries, selectors
+    from provenance.graph import mirror, queries
+
+    from provenance.recording import selectors
 
     mirror.forget()
     rss = psutil.Process().memory_info().rss
@@ -514,8 +516,8 @@ def diamonds_graph(graph, layers: int) -> dict[int, list[int]]:
 
 
 def diamonds(quick: bool) -> dict:
-    from provenance import selectors
-    from provenance.graph import Graph
+    from provenance.recording import selectors
+    from provenance.graph.graph import Graph
 
     common.log("radius: diamonds")
     name = "bench:diamonds"

@@ -1,13 +1,13 @@
 """Benchmark 1: recorder throughput and per-op latency.
 
 Two recorders run the same synthetic agents (registered here with provenance.agents.agent):
-- `batched`: provenance.recorder.RecordingSession, the product's recorder (reads resolved against an
+- `batched`: provenance.recording.recorder.GraphRecorder, the product's recorder (reads resolved against an
   in-memory fact mirror, graph writes queued and flushed in UNWIND batches);
 - `per-op`: the article's design, one Cypher round trip per recorder op: the read-resolution query
   (MERGE READ + FOREACH MERGE FEEDS), a CREATE per write/effect/handoff, a CREATE per root action and a
   SET of the decision when an action finishes (so round trips = ops + root actions).
 
-Ops are counted the way RecordingSession.ops counts them: 1 per action + gets + sets + handoffs + effects.
+Ops are counted the way GraphRecorder.ops counts them: 1 per action + gets + sets + handoffs + effects.
 Effects are recorded in "sandbox" mode (graph only): live dispatch (ledger row / outbox email in
 Postgres) is measured separately at the smallest size.
 
@@ -95,11 +95,11 @@ class Probe:
         self.lat: dict[str, list[float]] = defaultdict(list)
 
     def install(self):
-        from provenance import recorder as R
+        from provenance.recording import recorder as R
 
         saved = {}
-        for cls, names in ((R.Recorder, ("get", "set", "handoff", "effect")),
-                           (R.RecordingSession, ("execute", "commit", "flush"))):
+        for cls, names in ((R.ActionRecorder, ("get", "set", "handoff", "effect")),
+                           (R.GraphRecorder, ("execute", "commit", "flush"))):
             for name in names:
                 orig = getattr(cls, name)
                 saved[(cls, name)] = orig
@@ -127,13 +127,13 @@ class Probe:
 
 
 def run_batched(graph, root_list, *, probe: bool) -> dict:
-    from provenance.recorder import RecordingSession
+    from provenance.recording.recorder import GraphRecorder
 
     p = Probe()
     saved = p.install() if probe else None
     try:
         t0 = time.perf_counter()
-        session = RecordingSession(graph=graph, workspace="bench-recorder", sources={}, effects="sandbox",
+        session = GraphRecorder(graph=graph, workspace="bench-recorder", sources={}, effects="sandbox",
                                    load=True)
         load_s = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -190,7 +190,7 @@ class PerOpSession:
     """One Cypher round trip per recorder op, as in the article."""
 
     def __init__(self, graph):
-        from provenance import queries
+        from provenance.graph import queries
 
         self.graph = graph
         a, f, e = graph.ro_query(queries.MAX_IDS)[0]
@@ -221,7 +221,7 @@ class PerOpSession:
             name, data, aid, seq = stack.pop()
             rec = PerOpRecorder(self, aid, seq, data.get("ticket"))
             from provenance.agents import get_agent
-            from provenance.decisions import check_decision, decision_hash
+            from provenance.recording.decisions import check_decision, decision_hash
 
             decision = check_decision(name, get_agent(name)(rec, data))
             self.q("finish", FINISH, {"id": aid, "decision": json.dumps(decision, sort_keys=True),
@@ -271,7 +271,7 @@ class PerOpRecorder:
 
 
 def _now() -> str:
-    from provenance.recorder import now_iso
+    from provenance.recording.recorder import now_iso
 
     return now_iso()
 
@@ -290,9 +290,9 @@ def live_dispatch_cost(n_tickets: int) -> dict:
     """Per-effect cost of effects='live' (sandbox ledger / outbox rows in Postgres) at a small size."""
     from django.db import transaction
 
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
     from provenance.models import Workspace
-    from provenance.recorder import RecordingSession
+    from provenance.recording.recorder import GraphRecorder
 
     Workspace.objects.get_or_create(name="bench-recorder-live")
     out = {}
@@ -300,7 +300,7 @@ def live_dispatch_cost(n_tickets: int) -> dict:
         g = Graph(f"bench:recorder-{mode}")
         g.delete()
         with transaction.atomic():
-            s = RecordingSession(graph=g, workspace="bench-recorder-live", sources={}, effects=mode, load=False,
+            s = GraphRecorder(graph=g, workspace="bench-recorder-live", sources={}, effects=mode, load=False,
                                  run_number=int(time.time()))
             t0 = time.perf_counter()
             for a, p in roots(0, round(n_tickets * ACTIONS_PER_TICKET)):
@@ -316,7 +316,7 @@ def live_dispatch_cost(n_tickets: int) -> dict:
 
 def hot_key_cost(versions: int) -> dict:
     """FactIndex.add + next_version when one key has many versions (each write is O(versions))."""
-    from provenance.recorder import FactIndex, FactVersion
+    from provenance.recording.recorder import FactIndex, FactVersion
 
     idx = FactIndex()
     t0 = time.perf_counter()
@@ -336,7 +336,7 @@ def _lat_row(name, label, lat, kinds):
 
 
 def run(sizes: list[int], quick: bool) -> dict:
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     register_agents()
     results = {"sizes": {}, "notes": []}
@@ -389,15 +389,15 @@ def run(sizes: list[int], quick: bool) -> dict:
         ["actions", "ops", "batched s", "batched ops/s", "per-op ops", "per-op ops/s", "per-op run",
          "batched / per-op", "batched >= 5,000"],
         thr_rows,
-        ["ops = actions + gets + sets + handoffs + effects (RecordingSession.ops); per-op = the article's "
+        ["ops = actions + gets + sets + handoffs + effects (GraphRecorder.ops); per-op = the article's "
          "one round trip per op (round trips = ops + root actions)",
-         "batched ops/s includes flushes and the probes on Recorder/RecordingSession methods"])
+         "batched ops/s includes flushes and the probes on ActionRecorder/GraphRecorder methods"])
     common.table(
         "Recorder latency per op kind, ms (p50 / p95)",
         ["actions", "recorder", "get p50", "get p95", "set p50", "set p95", "handoff p50", "handoff p95",
          "effect p50", "effect p95", "commit|finish p50", "flush p50", "flush p95", "flush per op"],
         lat_rows,
-        ["batched: Recorder method call (in memory) + commit (queue rows) per action; flush = one UNWIND batch "
+        ["batched: ActionRecorder method call (in memory) + commit (queue rows) per action; flush = one UNWIND batch "
          f"(~{2000} rows, 7 queries); 'flush per op' = all flush time / ops",
          "per-op: each op is one Cypher round trip; 'finish' sets the decision when an action ends"])
     common.log("recorder: live effect dispatch and the hot-key fact index")

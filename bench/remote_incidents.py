@@ -51,7 +51,7 @@ def _desk(client, secrets: dict):
 
 def _workspace(admin, replay_url: str, pages: int):
     from provenance.models import AgentRegistration, Source, Workspace
-    from provenance.onboarding import issue_agent_token, register_agent
+    from provenance.access.onboarding import issue_agent_token, register_agent
 
     # A workspace of its own per run: an earlier run's incidents keep theirs (incidents protect it).
     ws = Workspace.objects.create(name=f"{WORKSPACE}-{time.time_ns() // 1_000_000}")
@@ -69,7 +69,7 @@ def run(quick: bool, *, pages: int | None = None, tickets: int | None = None) ->
 
     from bench.agents import _server
     from kintsugi_client import Client
-    from provenance import queries
+    from provenance.graph import queries
     from provenance.graph import workspace_graph
     from repairs.deep_check import verify_full
     from repairs.job import run_repair

@@ -1,6 +1,6 @@
 """Benchmark 3: a repair of a generated desk, beside a full replay of the same desk.
 
-1. record: provenance.services.desk_run(workspace=..., tickets=N, seed=SEED) (live effects, cold model
+1. record: provenance.recording.services.desk_run(workspace=..., tickets=N, seed=SEED) (live effects, cold model
    cache: every model answer is computed by the offline backend and written to the FalkorDB cache);
 2. warm: a full replay without the flagged page into a scratch graph (what repairs.verify.record_baseline
    does); it also puts the clean model answers into the FalkorDB cache, so the repair below runs with
@@ -12,7 +12,7 @@
    is reset before the walk and before verify, so both start with an empty in-process memo and a warm
    FalkorDB cache, the way a fresh Celery worker would;
    with drafting on, a thread polling Postgres from its own connection notes when the incident first
-   is decidable (compensation.gates) with items, and with all of them;
+   is decidable (compensation.delivery.gates) with items, and with all of them;
 4. the minimum number of re-executions, computed independently from the graph: live actions with a
    FEEDS/HANDED_OFF predecessor (edges before or after the repair) that is poisoned, rerun_changed,
    superseded or new.
@@ -36,10 +36,10 @@ DRAFTING_MAX_TICKETS = 400
 
 
 class QueryLog:
-    """Counts and times every Graph query by its name in provenance.queries (or its first line)."""
+    """Counts and times every Graph query by its name in provenance.graph.queries (or its first line)."""
 
     def __init__(self) -> None:
-        from provenance import queries
+        from provenance.graph import queries
 
         self.names = {v.strip(): k for k, v in vars(queries).items() if isinstance(v, str) and k.isupper()}
         self.count: Counter = Counter()
@@ -50,7 +50,7 @@ class QueryLog:
         return self.names.get(cypher.strip()) or " ".join(cypher.split())[:60]
 
     def install(self):
-        from provenance.graph import Graph
+        from provenance.graph.graph import Graph
 
         saved = {"query": Graph.query, "ro_query": Graph.ro_query}
         log = self
@@ -75,7 +75,7 @@ class QueryLog:
 
     @staticmethod
     def uninstall(saved) -> None:
-        from provenance.graph import Graph
+        from provenance.graph.graph import Graph
 
         Graph.query, Graph.ro_query = saved["query"], saved["ro_query"]
 
@@ -151,7 +151,7 @@ def drafting(enabled: bool, record):
 
 class Decidability:
     """When a reviewer could first decide the incident's items, seen from outside the job: a thread
-    with its own Postgres connection polls the incident (compensation.gates.decidable) and its item
+    with its own Postgres connection polls the incident (compensation.delivery.gates.decidable) and its item
     count every `every` seconds from the flag on, so the figures are within `every` of the moment."""
 
     def __init__(self, every: float = 0.1):
@@ -166,7 +166,7 @@ class Decidability:
     def _poll(self) -> None:
         from django.db import connection
 
-        from compensation.gates import decidable
+        from compensation.delivery.gates import decidable
         from compensation.models import CompensationItem
         from repairs.models import Incident
 
@@ -199,9 +199,9 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     import repairs.verify as verify
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
-    from provenance.graph import workspace_graph
-    from provenance.recorder import RecordingSession
-    from provenance.services import desk_run
+    from provenance.graph.graph import workspace_graph
+    from provenance.recording.recorder import GraphRecorder
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
@@ -242,7 +242,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
     walk_detail = common.Stopwatch()
     orig = {"compute_plan": engine.compute_plan, "apply_step": job.apply_step,
             "verify_incident": job.verify_incident, "record_baseline": verify.record_baseline,
-            "export_state": verify.export_state, "execute": RecordingSession.execute,
+            "export_state": verify.export_state, "execute": GraphRecorder.execute,
             "radius_actions": engine.radius_actions, "_load": engine.RepairWalk._load,
             "_supersede_load": None}
     marks: dict = {}
@@ -310,7 +310,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
                                         via=Incident.Via.CLI)
         flag_s = time.perf_counter() - t0
         watch.incident_id = incident.pk
-        RecordingSession.execute = execute
+        GraphRecorder.execute = execute
         t1 = time.perf_counter()
         with drafting(with_drafting, drafted):
             incident = job.run_repair(incident_id=incident.pk)
@@ -320,7 +320,7 @@ def run(tickets: int, quick: bool, *, with_drafting: bool | None = None) -> dict
         engine.compute_plan, job.apply_step = orig["compute_plan"], orig["apply_step"]
         job.verify_incident = orig["verify_incident"]
         verify.record_baseline, verify.export_state = orig["record_baseline"], orig["export_state"]
-        RecordingSession.execute = orig["execute"]
+        GraphRecorder.execute = orig["execute"]
         engine.radius_actions, engine.RepairWalk._load = orig["radius_actions"], orig["_load"]
         QueryLog.uninstall(saved_q)
     res["load_avg"]["repair"] = common.load_avg()
@@ -390,7 +390,7 @@ def drafting_probe(sizes: list[int]) -> list[dict]:
     import repairs.services as services
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     out = []

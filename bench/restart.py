@@ -3,7 +3,7 @@ after a day's worth of recording (default 100,000 actions; --quick: 2,000).
 
 A FalkorDB of its own is started the way the product starts it (core.embedded: append-only file with an
 RDB preamble, rewritten once the incremental part is a tenth of the base or 4 MB). N actions are written
-as the recorder writes them: batches of 20 (provenance.queries CREATE_ACTIONS, CREATE_FACTS, CREATE_READS,
+as the recorder writes them: batches of 20 (provenance.graph.queries CREATE_ACTIONS, CREATE_FACTS, CREATE_READS,
 CREATE_FEEDS), each action writing a fact and reading its predecessor's. Then the server is killed
 (SIGKILL: nothing flushed beyond what the append-only file already holds) and started again through
 core.embedded, timed from the start until it answers PING; once as the recording left the file, once
@@ -40,7 +40,7 @@ def record(url: str, actions: int, graph_name: str = GRAPH) -> tuple[float, int]
     import redis
     from falkordb import FalkorDB
 
-    from provenance import queries
+    from provenance.graph import queries
 
     graph = FalkorDB.from_url(url, socket_timeout=600).select_graph(graph_name)
     for statement in queries.SCHEMA:

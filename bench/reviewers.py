@@ -1,6 +1,6 @@
 """Benchmark: reviewers work every case of a repaired incident in chromium, through the admin a person uses.
 
-Data: a desk of 1,500 tickets (48 with --quick; provenance.services.desk_run, seed 7) with the poisoned
+Data: a desk of 1,500 tickets (48 with --quick; provenance.recording.services.desk_run, seed 7) with the poisoned
 page flagged by a Support lead and repaired in-process with drafting on: at 1,500 tickets, 313 cases and
 870 items. Three copies of it (one workspace each, the same tickets and amounts), one per run below.
 The admin is the production server (gunicorn, 2 uvicorn workers) on loopback with an undo window of
@@ -84,7 +84,7 @@ def _repaired_desk(name: str, tickets: int, people: dict):
     from bench.repair import drafting
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     summary = desk_run(workspace=name, tickets=tickets, seed=SEED, reason="bench")
@@ -306,7 +306,7 @@ async def _browse(base: str, usernames: list[tuple[str, str]], cases_url: str, w
 def verify(incident, *, undo_expected: bool) -> dict:
     """Every item decided exactly once (undos netted), the undone case decided again, no claim taken
     over, the progress at every case decided. `problems` lists what does not hold (empty: all hold)."""
-    from compensation import case_queue
+    from compensation.review import case_queue
     from compensation.models import AuditEvent, CaseAssignment, CompensationItem
     from core.vocabulary import AuditAction
 

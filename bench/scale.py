@@ -1,7 +1,7 @@
 """Benchmark: one desk of ~N actions end to end through the product, each phase with its seconds, the
 process's peak resident memory and FalkorDB's used_memory.
 
-1. record: provenance.services.desk_run(workspace=..., tickets=N / 2.62, seed=SEED), the product's recorder
+1. record: provenance.recording.services.desk_run(workspace=..., tickets=N / 2.62, seed=SEED), the product's recorder
    (the desk generator bench/repair.py uses, scaled up; live effects, cold model cache);
 2. cold radius: a fresh Python process (the same servers and settings, the mirror's background read on)
    asks selectors.radius_actions once (cold_ms: a process's first question), then
@@ -53,9 +53,9 @@ from django.conf import settings
 settings.FALKORDB_URL = os.environ["FALKORDB_URL"]
 settings.KINTSUGI_MIRROR_BACKGROUND = True
 from bench import common
-from provenance import selectors
+from provenance.recording import selectors
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 def peak_mb():  # VmHWM: getrusage's ru_maxrss would carry the parent's peak over fork and exec
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
@@ -117,7 +117,7 @@ def run(actions: int | None, quick: bool) -> dict:
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False

@@ -211,10 +211,10 @@ def _prepare(run_id: str, clients: int, tickets: int | None, desks_n: int = DESK
     from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Source, Workspace
-    from provenance.onboarding import issue_agent_token, register_agent
-    from provenance.services import desk_run
-    from provenance.tenancy import OPERATOR_VIA
-    from provenance.tokens import issue_api_token
+    from provenance.access.onboarding import issue_agent_token, register_agent
+    from provenance.recording.services import desk_run
+    from provenance.access.tenancy import OPERATOR_VIA
+    from provenance.access.tokens import issue_api_token
 
     ensure_roles()
     users = get_user_model()
@@ -589,7 +589,7 @@ def _wait_settled(incidents: list[int], items: list[int], limit: float) -> float
 
 
 def _ledger_check(data: dict, clients: list[Recorder]) -> dict:
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
 
     out = {"committed": 0, "lost": 0, "duplicated": 0, "unknown": 0, "unknown_landed": 0,

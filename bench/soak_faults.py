@@ -218,8 +218,8 @@ def prepare_remote(run_id: str, admin, members: list, agent: RemoteAgent) -> dic
     from rest_framework.test import APIClient
 
     from provenance.models import Source, Workspace
-    from provenance.onboarding import issue_agent_token, register_agent
-    from provenance.tenancy import OPERATOR_VIA
+    from provenance.access.onboarding import issue_agent_token, register_agent
+    from provenance.access.tenancy import OPERATOR_VIA
 
     ws = Workspace.objects.create(name=f"soak-{run_id}-remote")
     ws.members.add(*members)

@@ -53,8 +53,8 @@ def record(desk: dict, *, clean: bool = False):
 
 def state(ws) -> dict:
     """Facts and live refunds of a workspace, in the reference's terms."""
-    from provenance.graph import workspace_graph
-    from provenance.selectors import export_state
+    from provenance.graph.graph import workspace_graph
+    from provenance.recording.selectors import export_state
 
     facts = {f["key"]: f["value"] for f in export_state(workspace=ws.name)["facts"]}
     rows = workspace_graph(ws.name).ro_query("MATCH (a:Action)-[:CAUSED]->(e:Effect) WHERE e.live = true "

@@ -21,14 +21,14 @@ WORKSPACE = "bench-what-if"
 def run(tickets: int, quick: bool) -> dict:
     from django.conf import settings
 
-    import compensation.drafts as drafts
+    import compensation.drafting.drafts as drafts
     import repairs.job as job
     import repairs.services as services
     import repairs.what_if as what_if
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import Workspace
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
     from repairs.models import Incident
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False

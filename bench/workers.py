@@ -74,7 +74,7 @@ def _one(tickets: int, label: str, parts: int, workers: int, helpers: bool, log_
     from compensation.models import CompensationItem
 
     from provenance.desk.scenario import POISONED_PAGE
-    from provenance.services import desk_run, get_workspace
+    from provenance.recording.services import desk_run, get_workspace
     from repairs.models import Incident
     from repairs.services import flag_source
 
@@ -130,7 +130,7 @@ def run(tickets: int, quick: bool) -> dict:
     from bench.repair import full_replay
     from provenance import llm
     from provenance.desk.scenario import POISONED_PAGE
-    from provenance.services import desk_run, get_workspace
+    from provenance.recording.services import desk_run, get_workspace
 
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
     log_dir = Path(tempfile.mkdtemp(prefix="kintsugi-bench-workers-"))

@@ -1,5 +1,5 @@
 """The review queue and the audit trail in the admin. Thin: every decision goes through
-compensation.services (which enforce the Reviewer role and four-eyes and record refusals); these views
+compensation.review.services (which enforce the Reviewer role and four-eyes and record refusals); these views
 parse the form, call one service and render. All draft, ticket and page text is shown through
 autoescaping templates or format_html, never mark_safe."""
 from __future__ import annotations
@@ -14,18 +14,21 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from compensation import edits, effect_kinds, selectors, sequencing, services
+from compensation.drafting import kinds
+from compensation.review import edits, selectors, services
+from compensation.drafting import effect_kinds
+from compensation.delivery import sequencing
 from compensation.case_admin import CaseViews
 from compensation.case_bulk_admin import CaseBulkViews
 from compensation.delivery_admin import DeliveryViews
-from compensation.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
+from compensation.review.paginator import CappedCount, QueuePaginator  # noqa: F401 - CappedCount: the tests' name for it
 from compensation.models import CompensationItem
 from core.admin_rows import WrittenByServices
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
 from core.money import format_totals, parse_money
 from core.vocabulary import Via
 from core.wording import counted, plural
-from provenance import capabilities, tenancy
+from provenance.access import capabilities, tenancy
 from provenance.models import Ticket
 from repairs import ticket_story
 from repairs.models import Incident
@@ -130,7 +133,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
 
     @admin.display(description="draft")
     def draft_summary(self, obj):
-        text = obj.subject if obj.kind in CompensationItem.EMAIL_KINDS else obj.body
+        text = obj.subject if obj.kind in kinds.MESSAGES else obj.body
         return Truncator(text).chars(80)  # plain str: the changelist escapes it
 
     # --- the review page -------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
                                                                         CompensationItem.Status.APPROVED) else None,
             "case_url": reverse("admin:compensation_compensationitem_case", args=[item.incident_id, item.ticket_id]),
             "can_review": self.has_review_permission(request) and item.status == CompensationItem.Status.PENDING,
-            "editable": services.EDITABLE_FIELDS[item.kind],
+            "editable": kinds.spec(item.kind).editable,
             "decide_url": reverse("admin:compensation_compensationitem_decide", args=[item.pk]),
             "item_history_url": reverse("admin:compensation_auditevent_changelist") + f"?item={item.pk}",
             "incident_history_url": reverse("admin:compensation_auditevent_changelist") + f"?incident__id__exact={item.incident_id}",
@@ -198,9 +201,9 @@ class CompensationItemAdmin(WrittenByServices, CaseViews, CaseBulkViews, Deliver
             if decision == "approve":
                 services.approve_item(item=item, actor=request.user, reason=reason, via=VIA)
             elif decision == "edit_approve":
-                edits = {name: request.POST.get(name, "") for name in services.EDITABLE_FIELDS[item.kind]
+                edits = {name: request.POST.get(name, "") for name in kinds.spec(item.kind).editable
                          if name in request.POST}
-                if "amount" in request.POST and "amount_cents" in services.EDITABLE_FIELDS[item.kind]:
+                if "amount" in request.POST and "amount_cents" in kinds.spec(item.kind).editable:
                     # The page asks for money ("75.00"); text that is not an amount changes nothing.
                     cents = parse_money(request.POST["amount"])
                     if cents is None:

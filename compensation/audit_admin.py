@@ -13,14 +13,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from compensation import selectors
-from core import audit, chains
+from compensation.review import selectors
+from core.audit import chains, export, verification
 from compensation.models import AuditEvent, CompensationItem
 from core.admin_rows import WrittenByServices
 from core.vocabulary import AuditAction
 from core.wording import event_words
-from provenance import tenancy
-from provenance.admin_tenancy import WorkspaceScoped
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped
 
 
 class AuditIncidentFilter(admin.SimpleListFilter):
@@ -30,7 +30,7 @@ class AuditIncidentFilter(admin.SimpleListFilter):
     parameter_name = "incident__id__exact"
 
     def lookups(self, request, model_admin):
-        from provenance import tenancy
+        from provenance.access import tenancy
         from repairs.models import Incident
 
         rows = (tenancy.scoped(Incident.objects.all(), user=request.user).order_by("-pk")
@@ -69,7 +69,7 @@ class ItemFilter(admin.SimpleListFilter):
     parameter_name = "item"
 
     def lookups(self, request, model_admin):
-        from provenance import tenancy
+        from provenance.access import tenancy
 
         items = tenancy.scoped(CompensationItem.objects.all(), user=request.user, path="incident__workspace")
         incident = request.GET.get("incident__id__exact", "")
@@ -176,7 +176,7 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                  "verify_url": reverse("admin:compensation_auditevent_verify"),
                  "export_url": reverse("admin:compensation_auditevent_export"),
                  "export_query": request.GET.urlencode(),
-                 "chains": chains.verify_all(workspace_ids=selectors.visible_chains(user=request.user))}
+                 "chains": verification.verify_all(workspace_ids=selectors.visible_chains(user=request.user))}
         return super().changelist_view(request, {**extra, **(extra_context or {})})
 
     def verify_view(self, request):
@@ -193,7 +193,7 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
             if chain not in visible:
                 raise Http404(f"no audit chain {wanted}")
             visible = [chain]
-        result = chains.verify_output(chains.verify_all(workspace_ids=visible))
+        result = verification.verify_output(verification.verify_all(workspace_ids=visible))
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Verify the audit chain",
                    "result": result, "command": "python manage.py verify_audit" + (
                        f" --workspace {'system' if wanted == 'system' else chains.chain_name(visible[0])}"
@@ -214,10 +214,10 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                 events = events.filter(**{name: request.GET[name]})
         fmt = request.GET.get("format", "csv")
         if fmt == "json":
-            response = HttpResponse(audit.export_json(events), content_type="application/json; charset=utf-8")
+            response = HttpResponse(export.export_json(events), content_type="application/json; charset=utf-8")
         else:
             fmt = "csv"
-            response = HttpResponse(audit.export_csv(events), content_type="text/csv; charset=utf-8")
+            response = HttpResponse(export.export_csv(events), content_type="text/csv; charset=utf-8")
         suffix = f"-incident-{int(incident)}" if incident and str(incident).isdigit() else ""
         response["Content-Disposition"] = f'attachment; filename="audit{suffix}.{fmt}"'
         response["X-Content-Type-Options"] = "nosniff"

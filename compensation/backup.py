@@ -17,7 +17,7 @@ Not in a backup, on purpose: the audit signing key and the key that seals agents
 whatever the umask.
 
 Consistency across the stores: the backup takes every workspace's writer lock (the advisory lock that
-recording and repairs take, provenance.services.workspace_lock) before pg_dump starts its snapshot and
+recording and repairs take, provenance.recording.services.workspace_lock) before pg_dump starts its snapshot and
 holds it until the graphs are dumped, so no graph write lands between the two. Repairs that were open,
 running or blocked are saved with their checkpoints and resume in the restored home like after a crash.
 
@@ -40,7 +40,8 @@ from django.conf import settings
 from django.db import connections, transaction
 
 from compensation.backup_check import BackupError, Snapshot, check_dump, identity, target_of
-from core import checkpoints, secret_box
+from core.audit import checkpoints, keys
+from core import secret_box
 
 MANIFEST = "manifest.json"
 FORMAT = 2
@@ -120,7 +121,7 @@ def _run(cmd: list[str], env: dict) -> None:
 # --- FalkorDB ---------------------------------------------------------------------------------------
 
 def _servers() -> dict[str, str]:
-    from provenance.graph import falkordb_url, placement_servers, server_key
+    from provenance.graph.graph import falkordb_url, placement_servers, server_key
 
     servers = dict(placement_servers())
     servers.setdefault(server_key(falkordb_url()), falkordb_url())
@@ -128,7 +129,7 @@ def _servers() -> dict[str, str]:
 
 
 def _graphs(url: str, prefix: str) -> list[str]:
-    from provenance.graph import _db
+    from provenance.graph.graph import _db
 
     return sorted(n for n in _db(url).list_graphs() if n.startswith(prefix + ":"))
 
@@ -146,7 +147,7 @@ def _sha256(path: Path) -> str:
 
 
 def _dump_graphs(root: Path) -> dict:
-    from provenance.graph import _connection
+    from provenance.graph.graph import _connection
 
     prefix, out = settings.KINTSUGI_GRAPH_PREFIX, {}
     for key, url in _servers().items():
@@ -172,7 +173,7 @@ def _dump_graphs(root: Path) -> dict:
 
 def _lock_workspaces(conn, wait_seconds: float) -> int:
     from provenance.models import Workspace
-    from provenance.services import WORKSPACE_LOCK
+    from provenance.recording.services import WORKSPACE_LOCK
 
     ids = list(Workspace.objects.using(conn.alias).order_by("pk").values_list("pk", flat=True))
     with conn.cursor() as cur:
@@ -225,10 +226,10 @@ def backup(directory: Path, *, lock_wait_seconds: float = 60) -> dict:
         cps = directory / "checkpoints.jsonl"
         write_private(cps, log.read_bytes() if log.exists() else b"")
     public = directory / "signing-key.pub.pem"
-    pub_src = checkpoints.public_key_path()
+    pub_src = keys.public_key_path()
     if not pub_src.exists():
-        checkpoints.signing_key()  # exports its public half
-    write_private(public, checkpoints.public_key_path().read_bytes())
+        keys.signing_key()  # exports its public half
+    write_private(public, keys.public_key_path().read_bytes())
     manifest = {
         "format": FORMAT,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -238,7 +239,7 @@ def backup(directory: Path, *, lock_wait_seconds: float = 60) -> dict:
         "falkordb": graphs,
         "checkpoints": {"file": cps.name, "database": checkpoints.database_name(),
                         "lines": sum(1 for _ in open(cps, "rb")), "sha256": _sha256(cps),
-                        "public_key": public.name, "key": checkpoints.fingerprint(checkpoints.load_public_key(public))},
+                        "public_key": public.name, "key": keys.fingerprint(keys.load_public_key(public))},
         # Which key opens the replay secrets in the dump (the key itself is not in the backup).
         "secret_box_key": secret_box.fingerprint(),
     }

@@ -1,6 +1,6 @@
 """The review desk by case, under the compensation item admin: the list of cases (the queue's landing),
-one case's page, and its decisions. Thin: compensation.cases reads, compensation.case_decisions decides
-(through compensation.services). A case outside the person's workspaces is a 404 like a missing one,
+one case's page, and its decisions. Thin: compensation.review.cases reads, compensation.review.case_decisions decides
+(through compensation.review.services). A case outside the person's workspaces is a 404 like a missing one,
 and an attempt to decide it is on their own record."""
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from django.urls import path, reverse
 
 from urllib.parse import urlencode
 
-from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
-from compensation import case_undo, delivery_selectors, sequencing, services
-from compensation import messages as messages_
+from compensation.review import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
+from compensation.review import case_undo, services
+from compensation.delivery import delivery_selectors, sequencing
+from compensation.delivery import messages as messages_
 from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
 from core.vocabulary import Via
-from provenance import tenancy
-from provenance.admin_tenancy import refuse_unseen
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 from core.wording import counted, past, plural
 

@@ -1,7 +1,7 @@
 """Deciding, claiming and assigning many cases at once from the case list. Thin: the cases are read by
-compensation.case_queue, each one is decided by compensation.case_decisions (so every item still goes
+compensation.review.case_queue, each one is decided by compensation.review.case_decisions (so every item still goes
 through approve_item / reject_item: four-eyes, the Reviewer role, tenancy and the audit record), and
-assignments are compensation.assignments'. Approving or rejecting always shows a confirmation page
+assignments are compensation.review.assignments'. Approving or rejecting always shows a confirmation page
 first: how many cases and items, the money, and what would leave."""
 from __future__ import annotations
 
@@ -15,14 +15,16 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import assignments, case_decisions, case_queue, case_undo, deliveries
-from compensation import messages as messages_
+from compensation.review import assignments, case_decisions, case_queue, case_undo
+
+from compensation.delivery import deliveries
+from compensation.delivery import messages as messages_
 from compensation.delivery_models import delivery_needs_person
 from core.money import format_money
 from core.wording import counted, past, plural
 from core.vocabulary import Via
-from provenance import tenancy
-from provenance.admin_tenancy import refuse_unseen
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import refuse_unseen
 from repairs.models import Incident
 
 VIA = Via.ADMIN
@@ -56,7 +58,7 @@ class CaseBulkViews:
                      name="compensation_compensationitem_cases_next")]
 
     def cases_next_view(self, request):
-        """"Give me the next N": cases of one incident handed to the reviewer (compensation.assignments
+        """"Give me the next N": cases of one incident handed to the reviewer (compensation.review.assignments
         next_batch), then their own cases of it; none handed out is a warning that says why."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
@@ -188,7 +190,7 @@ class CaseBulkViews:
 
     def _bulk_deliver_again(self, request, *, found: list, reason: str, back: str):
         """Send the selected cases' failed, dead or uncertain deliveries once more: a confirmation page
-        listing each one and its last reason, then compensation.deliveries.deliver_again per item (the
+        listing each one and its last reason, then compensation.delivery.deliveries.deliver_again per item (the
         Reviewer role, tenancy and the audit record are the service's)."""
         failed = [(case, c.item) for case in found for c in case.items if delivery_needs_person(c.item)]
         if request.POST.get("confirm") != "yes" or not reason:

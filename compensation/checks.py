@@ -8,13 +8,13 @@ from django.core.checks import Error, Tags, register
 
 @register(Tags.security, deploy=True)
 def audit_signing_key(app_configs=None, **kwargs):
-    from core import checkpoints
+    from core.audit import keys
 
     if not settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED:
         return [Error("KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED is off: a missing audit signing key would be generated "
                       "instead of refusing audited writes", hint="use kintsugi_site.settings.production",
                       id="kintsugi.E002")]
-    problem = checkpoints.signer_problem()
+    problem = keys.signer_problem()
     if problem:
         return [Error(f"the audit signing key is not usable: {problem}",
                       hint="install the Ed25519 key at KINTSUGI_AUDIT_SIGNING_KEY, readable by the app only",

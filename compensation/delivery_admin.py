@@ -1,8 +1,8 @@
 """Delivery in the admin: each workspace's connectors page (which connector delivers each item kind,
 whether it has what it needs, and the form to choose another) and an item's "deliver again".
 
-Thin: compensation.connectors.config and compensation.delivery_selectors read; every change is one call
-of compensation.deliveries (set_connector, deliver_again), the same calls as `manage.py connectors --set`
+Thin: compensation.delivery.connectors.config and compensation.delivery.delivery_selectors read; every change is one call
+of compensation.delivery.deliveries (set_connector, deliver_again), the same calls as `manage.py connectors --set`
 and the services' other callers, which check the role and tenancy again and write the audit row. Pages
 ask the same rule as the API: another workspace is a 404 (an attempt to change it on the actor's
 record), a role without the capability a 403. Secrets are never shown: only whether each is set."""
@@ -16,17 +16,17 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import deliveries, delivery_selectors
-from compensation.connectors import config
+from compensation.delivery import deliveries, delivery_selectors
+from compensation.delivery.connectors import config
 from compensation.delivery_models import WorkspaceConnector
 from core.admin_rows import WrittenByServices
 from core.vocabulary import Via
-from provenance import capabilities, tenancy
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access import capabilities, tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
 
 VIA = Via.ADMIN
 # Reading a workspace's connectors is reading its settings; choosing one is a Workspace admin's act, the
-# capability set_connector itself asks (provenance.onboarding.may_manage_agents).
+# capability set_connector itself asks (provenance.access.onboarding.may_manage_agents).
 READ, CHOOSE = "read_workspace", "manage_agents"
 
 

@@ -2,7 +2,7 @@
 the item's delivery (its state at the provider, beside its decision state) and every attempt made.
 
 Secrets are never stored here: a connector's options name the environment variables (or files) that
-hold its keys (compensation.connectors.config)."""
+hold its keys (compensation.delivery.connectors.config)."""
 from __future__ import annotations
 
 from django.db import models
@@ -21,7 +21,7 @@ class DeliveryState(models.TextChoices):
     CANCELED = "canceled", "canceled"
     DEAD = "dead", "gave up after its last try"
     UNCERTAIN = "uncertain", "uncertain: the worker stopped while the provider answered"
-    # A team that performs its own effects (compensation.connectors.agent_pull): offered to its agent,
+    # A team that performs its own effects (compensation.delivery.connectors.agent_pull): offered to its agent,
     # which pulls it and answers performed (delivered) or failed; until then nothing has left.
     AWAITING_ACK = "awaiting_ack", "awaiting acknowledgement"
 

@@ -10,7 +10,7 @@ Kinds of item (what `review_queue` lists as "kind"):
 - `replacement_refund` / `replacement_email`: effects the repair itself produced (re-runs, new actions).
   They were held, never sent, and wait for approval in the same queue.
 - `manual_compensation`: an effect of a kind kintsugi cannot undo or perform (one nobody registered in
-  compensation.effect_kinds, such as a team's `store_credit`), invalidated or held by the repair. It
+  compensation.drafting.effect_kinds, such as a team's `store_credit`), invalidated or held by the repair. It
   carries the original effect; approving it records what a person did by hand, and nothing leaves.
 The refund reversal, the correction email and the manual compensation are the "compensation items" an
 incident counts (one per invalidated effect group); the replacement kinds are listed beside them.
@@ -25,8 +25,8 @@ from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Upper
 
-from compensation import kinds
-from core.audit_event import AuditEvent  # noqa: F401  (registered under this app's label)
+from compensation.drafting import kinds
+from core.audit.event import AuditEvent  # noqa: F401  (registered under this app's label)
 from core.money import format_money
 from core.vocabulary import ItemKind, ItemStatus
 from repairs.models import Incident
@@ -57,11 +57,6 @@ class CompensationItem(models.Model):
     Kind = ItemKind
 
     Status = ItemStatus
-
-    # Read from each kind's spec at each use (compensation.kinds), so a kind registered later is in them.
-    COMPENSATION_KINDS = kinds.KindSet(lambda k: k.compensates)
-    MONEY_KINDS = kinds.KindSet(lambda k: k.moves_money)
-    EMAIL_KINDS = kinds.KindSet(lambda k: k.message)
 
     # Indexed by compensation_incident_queue below, which leads with incident.
     incident = models.ForeignKey("repairs.Incident", on_delete=models.PROTECT, related_name="compensation_items",
@@ -100,7 +95,7 @@ class CompensationItem(models.Model):
     # second row with the same key, so retries and double clicks send nothing twice.
     execution_key = models.CharField(max_length=128, unique=True, null=True, blank=True, editable=False)
     execution_attempts = models.PositiveIntegerField(default=0)
-    # SHA-256 of what the approval bound (compensation.approval.content_hash): execution refuses an item
+    # SHA-256 of what the approval bound (compensation.delivery.approval.content_hash): execution refuses an item
     # whose content no longer hashes to it, so what leaves is exactly what a person approved.
     approved_hash = models.CharField(max_length=64, blank=True, editable=False)
     executed_at = models.DateTimeField(null=True, blank=True)
@@ -171,11 +166,11 @@ class CompensationItem(models.Model):
 
     @property
     def is_compensation(self) -> bool:
-        return self.kind in self.COMPENSATION_KINDS
+        return self.kind in kinds.COMPENSATING
 
     @property
     def moves_money(self) -> bool:
-        return self.kind in self.MONEY_KINDS
+        return self.kind in kinds.MONEY
 
     @property
     def waiting_for_ticket(self) -> bool:
@@ -220,7 +215,7 @@ class QueueTotal(models.Model):
 
 
 class CaseAssignment(models.Model):
-    """Who works a case (one ticket of one incident): written by compensation.assignments only."""
+    """Who works a case (one ticket of one incident): written by compensation.review.assignments only."""
 
     incident = models.ForeignKey("repairs.Incident", on_delete=models.CASCADE, related_name="+", db_index=False)
     ticket_id = models.CharField(max_length=32)
@@ -236,7 +231,7 @@ class CaseAssignment(models.Model):
 
 
 class ReviewPolicy(models.Model):
-    """A rule that decides many items at once (compensation.policies), with four eyes on the rule itself:
+    """A rule that decides many items at once (compensation.review.policies), with four eyes on the rule itself:
     one person writes and previews it, another applies it."""
 
     class Decision(models.TextChoices):

@@ -1,6 +1,6 @@
 """Telling a workspace's reviewers that a repair's cases are ready for review: one email to each reviewer
 (with the link to their inbox, the incident's cases) and one signed event to each webhook the workspace
-chose (compensation.connectors.webhook), once per incident.
+chose (compensation.delivery.connectors.webhook), once per incident.
 
 Sent after the drafts are committed (compensation.receivers enqueues the task on commit), never from
 inside the drafting transaction. Every connection goes through core.egress: the email through the
@@ -19,13 +19,14 @@ from django.core.mail import EmailMessage
 from django.db import transaction
 from django.urls import reverse
 
-from compensation.connectors.base import DeliveryFailure, connector
+from compensation.delivery.connectors.base import DeliveryFailure, connector
 from compensation.delivery_models import WorkspaceConnector
 from compensation.models import CompensationItem
-from core import audit, locks, secret_registry
+from core import locks, secret_registry
+from core.audit import trail
 from core.locks import advisory_lock
 from core.vocabulary import AuditAction, ItemStatus, Via
-from provenance import capabilities
+from provenance.access import capabilities
 from repairs.models import Incident
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def _email(incident: Incident, event: dict, people: list) -> list[str]:
 def _webhooks(incident: Incident, event: dict) -> list[str]:
     """Each distinct webhook the workspace chose, once; returns the kinds whose webhook took the event."""
     hook = connector("webhook")
-    from compensation.connectors.webhook import post
+    from compensation.delivery.connectors.webhook import post
 
     reached, seen = [], set()
     for row in WorkspaceConnector.objects.filter(workspace_id=incident.workspace_id, connector=hook.name).order_by("kind"):
@@ -114,9 +115,9 @@ def _notify(incident_id: int) -> dict | None:
     reached = {"emailed": _email(incident, event, reviewers(incident)), "webhooks": _webhooks(incident, event)}
     if reached["emailed"] or reached["webhooks"]:
         with transaction.atomic():
-            audit.lock_chain(incident.workspace_id)
+            trail.lock_chain(incident.workspace_id)
             if not incident.audit_events.filter(action=AuditAction.REVIEWERS_NOTIFIED).exists():
-                audit.record(action=AuditAction.REVIEWERS_NOTIFIED, subject_type="incident", subject_id=incident.pk,
+                trail.record(action=AuditAction.REVIEWERS_NOTIFIED, subject_type="incident", subject_id=incident.pk,
                              via=Via.WORKER, reason="the repair's cases are ready for review",
                              incident_id=incident.pk, data={**reached, "cases": event["cases"],
                                                             "items": event["items"]})

@@ -9,15 +9,15 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction, Via
-from compensation.drafts import compensation_count, draft_planned, draft_repair, planned_items
-from compensation.execution import execute_approved
+from compensation.drafting.drafts import compensation_count, draft_planned, draft_repair, planned_items
+from compensation.delivery.execution import execute_approved
 from compensation.models import CompensationItem
-from compensation.services import cancel_incident_items, enqueue_execution
+from compensation.review.services import cancel_incident_items, enqueue_execution
 from compensation.tasks import notify_reviewers
 from core.broker import send
-from provenance.membership import current_attribution
+from provenance.access.membership import current_attribution
 from provenance.models import Workspace
 from repairs.signals import incident_closed, repair_finished, repair_planned, stores_back, walked_without_applying
 
@@ -63,7 +63,7 @@ def what_drafting_would_make(sender, incident, effects, **kwargs) -> dict:
 
 @receiver(repair_finished, dispatch_uid="compensation.execute_approved_after_repair")
 def execute_approved_after_repair(sender, incident, **kwargs) -> None:
-    # Items approved while the repair was verified waited for it to finish (compensation.gates); they
+    # Items approved while the repair was verified waited for it to finish (compensation.delivery.gates); they
     # go to the workers once the repair's own transaction has committed.
     approved = list(incident.compensation_items.filter(status=CompensationItem.Status.APPROVED)
                     .values_list("pk", flat=True))
@@ -71,7 +71,7 @@ def execute_approved_after_repair(sender, incident, **kwargs) -> None:
 
 
 # Membership decides what the tenancy rule lets a person see, so every change of it is in the record's
-# system chain: attributed when it came through provenance.membership, "unattributed" otherwise.
+# system chain: attributed when it came through provenance.access.membership, "unattributed" otherwise.
 @receiver(m2m_changed, sender=Workspace.members.through, dispatch_uid="compensation.audit_membership")
 def audit_membership(sender, instance, action: str, reverse: bool, model, pk_set, **kwargs) -> None:
     _audit_workspace_users(instance, action, reverse, pk_set, field="members", related="workspaces",
@@ -103,7 +103,7 @@ def _audit_workspace_users(instance, action: str, reverse: bool, pk_set, *, fiel
              else [(Workspace.objects.get(pk=pk), instance.pk) for pk in sorted(pk_set)])
     User = get_user_model()
     names = dict(User.objects.filter(pk__in={u for _, u in pairs}).values_list("pk", "username"))
-    audit.record_many([dict(action=verb, subject_type="workspace", subject_id=ws.pk, via=who["via"],
+    trail.record_many([dict(action=verb, subject_type="workspace", subject_id=ws.pk, via=who["via"],
                             actor=who["actor"], reason=who["reason"], workspace=None,
                             data={"workspace": ws.name, "user": names.get(user_pk, str(user_pk)),
                                   "user_id": user_pk})

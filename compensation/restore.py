@@ -13,7 +13,8 @@ from django.db import connection, connections, transaction
 from compensation.backup import (MANIFEST, BackupError, _owner, _run, _servers, _sha256, pg_tool, private_dir,
                                  server_major, write_private)
 from compensation.backup_check import target_of
-from core import audit, checkpoints, secret_box
+from core.audit import checkpoints, keys, trail, verification
+from core import secret_box
 from core.vocabulary import AuditAction, Via
 
 
@@ -80,7 +81,7 @@ def _target_url(key: str, servers: dict[str, str]) -> str:
 
 
 def _restore_graphs(directory: Path, manifest: dict) -> int:
-    from provenance.graph import Graph, _connection
+    from provenance.graph.graph import Graph, _connection
 
     # A graph's name is inside its serialised value: RESTORE under another name would leave a key whose
     # graph calls itself something else, so the home keeps the backup's prefix.
@@ -108,9 +109,7 @@ def _restore_graphs(directory: Path, manifest: dict) -> int:
 def _restore_checkpoints(directory: Path, manifest: dict) -> int:
     """Carry the signed checkpoint log over (0600) and re-anchor each chain: verify it against the
     backup's checkpoint with the backup's key, then sign its head again with this home's key, for this
-    database; appending those lines records the log's end in this home's anchor (core.anchor)."""
-    from core import chains
-
+    database; appending those lines records the log's end in this home's anchor (core.audit.anchor)."""
     source = directory / manifest["checkpoints"]["file"]
     log = checkpoints.log_path()
     if log.exists() and log.stat().st_size:
@@ -118,18 +117,18 @@ def _restore_checkpoints(directory: Path, manifest: dict) -> int:
     private_dir(log.parent)
     write_private(log, source.read_bytes())
     old_db, new_db = manifest["checkpoints"]["database"], checkpoints.database_name()
-    key = checkpoints.load_public_key(directory / manifest["checkpoints"]["public_key"])
+    key = keys.load_public_key(directory / manifest["checkpoints"]["public_key"])
     now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     carried = []
     for label, cp in checkpoints.latest(database=old_db, path=source).items():
         m = re.fullmatch(r"workspace:(\d+)", label)
         ws = int(m.group(1)) if m else None
-        status = chains.verify_chain(workspace=ws, checkpoint=cp, public_key=key)
+        status = verification.verify_chain(workspace=ws, checkpoint=cp, public_key=key)
         if status.broken is not None:
             raise BackupError(f"audit chain {label} does not verify against the backup's checkpoint: "
                               f"{status.broken}")
         carried.append(checkpoints.Checkpoint(database=new_db, chain=cp.chain, workspace=cp.workspace, seq=cp.seq,
-                                              hash=cp.hash, at=now, key=checkpoints.signing_fingerprint(),
+                                              hash=cp.hash, at=now, key=keys.signing_fingerprint(),
                                               counts=cp.counts))
     checkpoints._append(carried)  # signs each line, chains it, and anchors the log's new end
     return len(carried)
@@ -138,7 +137,7 @@ def _restore_checkpoints(directory: Path, manifest: dict) -> int:
 def _audit_restore(directory: Path, manifest: dict, carried: int) -> None:
     """The restore itself, in the system chain (its head is signed like any other)."""
     with transaction.atomic():
-        audit.record(action=AuditAction.BACKUP_RESTORED, subject_type="backup", subject_id=manifest["created_at"],
+        trail.record(action=AuditAction.BACKUP_RESTORED, subject_type="backup", subject_id=manifest["created_at"],
                      via=Via.CLI, reason=f"restored from the backup of {manifest['created_at']}", workspace=None,
                      data={"from_database": manifest["postgres"].get("database"), "chains_reanchored": carried,
                            "rows": manifest["postgres"].get("rows", {}),

@@ -13,7 +13,7 @@ from core.wording import counted
 
 
 def stale_unsigned(statuses) -> list[str]:
-    """One line per chain (of `statuses`, core.chains.verify_all) whose oldest unsigned row is
+    """One line per chain (of `statuses`, core.audit.verification.verify_all) whose oldest unsigned row is
     older than the allowed delay."""
     limit = timezone.now() - timedelta(seconds=settings.KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS)
     lines = []

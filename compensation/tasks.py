@@ -2,9 +2,9 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
-from compensation.connectors import TemporaryFailure
+from compensation.delivery.connectors import TemporaryFailure
 from core.vocabulary import Via
-from compensation.execution import execute_approved, execute_item
+from compensation.delivery.execution import execute_approved, execute_item
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, autoretry_for=(OperationalError, TemporaryFailure),

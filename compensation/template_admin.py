@@ -1,6 +1,6 @@
 """The workspace's customer message template in the admin: one page per workspace where its Support lead
 edits subject and body, previews them against a real incident's drafts and re-drafts that incident's
-messages while nothing of it is approved. Thin: compensation.templates decides and audits; the page
+messages while nothing of it is approved. Thin: compensation.drafting.templates decides and audits; the page
 shows the template and every rendered message through autoescaping templates only (a customer's name
 or an agent's words are text, never markup)."""
 from __future__ import annotations
@@ -11,13 +11,15 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from compensation import customer_message, templates
-from compensation.customer_message import Template
+from compensation.drafting import customer_message
+from compensation.drafting import templates
+from compensation.drafting.customer_message import Template
 from compensation.models import MessageTemplate
 from core.admin_rows import WrittenByServices
 from core.vocabulary import AuditAction, Via
-from provenance import capabilities, tenancy
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access import capabilities
+from provenance.access import tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
 from repairs.models import Incident
 
 VIA = Via.ADMIN
@@ -25,7 +27,7 @@ VIA = Via.ADMIN
 
 @admin.register(MessageTemplate)
 class MessageTemplateAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
-    """Rows change only through the workspace page (compensation.templates.set_template), never the stock
+    """Rows change only through the workspace page (compensation.drafting.templates.set_template), never the stock
     add/change pages."""
 
     def has_module_permission(self, request) -> bool:

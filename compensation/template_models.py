@@ -1,5 +1,5 @@
 """A workspace's own wording of the one message a customer gets about an incident
-(compensation.customer_message): written by compensation.templates only, every change audited."""
+(compensation.drafting.customer_message): written by compensation.drafting.templates only, every change audited."""
 from __future__ import annotations
 
 from django.conf import settings

@@ -3,7 +3,7 @@ from django.contrib import admin
 
 from compensation.ticket_record import ticket_record
 from provenance.admin import MoneyColumn
-from provenance.admin_tenancy import WorkspaceScoped
+from provenance.access.admin_tenancy import WorkspaceScoped
 from provenance.models import Ticket
 
 

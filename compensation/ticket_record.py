@@ -10,11 +10,11 @@ from __future__ import annotations
 from django.db.models import Q
 from django.urls import reverse
 
-from compensation.edits import edit_diffs
+from compensation.review.edits import edit_diffs
 from compensation.models import CompensationItem
-from provenance import tenancy
+from provenance.access import tenancy
 from provenance.models import Ticket
-from provenance.selectors import whole_seq
+from provenance.recording.selectors import whole_seq
 from repairs import ticket_story
 from repairs.models import ActionOutcome, Incident
 from repairs.wording import STATUS_LABELS, human_decision, status_label

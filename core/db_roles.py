@@ -8,7 +8,7 @@ The owner creates the tables; the application role gets ordinary DML on them, na
 - the tables that hold the record of money and incidents (workspaces, incidents, compensation items,
   ledger, outbox, tickets; PROTECTED_TABLES): no DELETE and no TRUNCATE. Nothing the application does
   removes such a row: incidents close, items are rejected or cancelled, money is reversed by a new
-  ledger row. The one path that must remove rows is a desk re-run (provenance.services.desk_run),
+  ledger row. The one path that must remove rows is a desk re-run (provenance.recording.services.desk_run),
   which replaces a workspace's tickets: it calls `kintsugi_replace_desk_tickets(workspace_id)`, a
   SECURITY DEFINER function owned by the owner that deletes that one workspace's tickets and nothing
   else (no TRUNCATE, no cascade into items or incidents, one workspace per call). A function rather
@@ -38,7 +38,7 @@ def app_alias_settings(owner: dict, *, role: str, password: str) -> dict:
 
 
 def append_only_tables() -> list[str]:
-    from core.audit_event import AuditEvent
+    from core.audit.event import AuditEvent
 
     return [AuditEvent._meta.db_table]
 

@@ -14,7 +14,7 @@ the connection changes nothing. Redirects are never followed. A failure is told 
 (the `Outcome` strings), never with the remote side's own text: an incident page must not become a port
 scanner of whatever the URL points at.
 
-The delivery connectors (compensation.connectors) use the same door: the webhook and Stripe through
+The delivery connectors (compensation.delivery.connectors) use the same door: the webhook and Stripe through
 `exchange`, SMTP through `checked_address` (smtplib connects to the address checked, and keeps the
 server's name for TLS). A destination the operator configured for a connector's purpose (its own mail
 relay, one of the services above) is passed as `exempt`; nothing a workspace types can add to it.

@@ -1,6 +1,6 @@
 """The roles and their permissions (groups, created by the data migrations that call grant_roles).
 
-A role says what a person may do; membership of a workspace (provenance.tenancy) says where. Roles
+A role says what a person may do; membership of a workspace (provenance.access.tenancy) says where. Roles
 never widen what is seen: a Reviewer who is a member of one workspace reviews that workspace only.
 
 Support lead: flags sources, reads incidents, items and their history, and writes the workspace's
@@ -8,9 +8,9 @@ customer message template.
 Reviewer: reads, and approves / rejects / edits compensation items.
 Auditor: reads everything (incidents, items, the audit trail, tickets, ledger, outbox) and exports the
 audit trail; no change permission at all.
-Workspace admin: adds and removes members of the workspaces they belong to (provenance.membership),
+Workspace admin: adds and removes members of the workspaces they belong to (provenance.access.membership),
 creates workspaces (becoming a member of each one created), and sets up what their agents need there:
-sources, tickets, agent registrations and recording tokens (provenance.onboarding).
+sources, tickets, agent registrations and recording tokens (provenance.access.onboarding).
 """
 from core.vocabulary import Role
 

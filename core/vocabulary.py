@@ -135,7 +135,7 @@ class AuditAction(models.TextChoices):
     AGENT_TOKEN_ISSUED = "agent_token.issued"
     AGENT_TOKEN_REVOKED = "agent_token.revoked"
     EFFECT_KIND_DECLARED = "effect_kind.declared"  # how the workspace's agents' own effect kind is compensated
-    # a person's API token (provenance.tokens)
+    # a person's API token (provenance.access.tokens)
     API_TOKEN_ISSUED = "api_token.issued"
     API_TOKEN_ROTATED = "api_token.rotated"
     # a home restored from a backup (compensation.restore)
@@ -154,6 +154,7 @@ class AuditAction(models.TextChoices):
         return cls(f"recording.{status}")
 
 
-# The registry: an action outside it is refused by core.audit (tests/test_vocabulary.py: none is spelled
-# out elsewhere, and every one is written by some module).
+# Every action declares its subject type and data keys in the event registry (core.audit.actions), and
+# core.audit.trail.record() refuses an action outside it (tests/test_audit_actions.py); none is spelled out
+# elsewhere, and every one is written by some module (tests/test_vocabulary.py).
 AUDIT_ACTIONS: frozenset[str] = frozenset(AuditAction.values)

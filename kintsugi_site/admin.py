@@ -10,8 +10,8 @@ from django.contrib.admin.views.main import ChangeList
 from django.http import Http404, HttpResponse
 from django.urls import path, reverse
 
-from compensation import review_numbers
-from compensation import selectors as items
+from compensation.review import review_numbers
+from compensation.review import selectors as items
 from core.throttle import wait_seconds
 from kintsugi_site import reports
 from repairs.admin import IncidentPages
@@ -21,7 +21,7 @@ from repairs.selectors import status_label
 
 class ReviewedChangeList(ChangeList):
     """The incident list's page, with what waits for review read for the whole page in two grouped
-    queries (compensation.review_numbers) instead of per row."""
+    queries (compensation.review.review_numbers) instead of per row."""
 
     def get_results(self, request):
         super().get_results(request)

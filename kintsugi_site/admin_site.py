@@ -10,7 +10,7 @@ from django.contrib.admin.views.autocomplete import AutocompleteJsonView
 
 class PickerAutocomplete(AutocompleteJsonView):
     """The admin's autocomplete, with the workspace members picker answering by the membership rule
-    (provenance.membership.pickable_users) instead of the user admin's own permission and list: a
+    (provenance.access.membership.pickable_users) instead of the user admin's own permission and list: a
     Workspace admin finds only the people they may add, never every user of the deployment."""
 
     def _members_picker(self) -> bool:
@@ -20,7 +20,7 @@ class PickerAutocomplete(AutocompleteJsonView):
 
     def has_perm(self, request, obj=None) -> bool:
         if self._members_picker():
-            from provenance.membership import manageable_workspaces
+            from provenance.access.membership import manageable_workspaces
 
             return manageable_workspaces(request.user).exists()
         return super().has_perm(request, obj)
@@ -28,7 +28,7 @@ class PickerAutocomplete(AutocompleteJsonView):
     def get_queryset(self):
         queryset = super().get_queryset()
         if self._members_picker():
-            from provenance.membership import pickable_users
+            from provenance.access.membership import pickable_users
 
             queryset = queryset.filter(pk__in=pickable_users(self.request.user).values("pk"))
         return queryset

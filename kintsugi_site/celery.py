@@ -16,6 +16,6 @@ closed_channel_is_a_lost_connection()  # a broker killed while a task is acknowl
 @worker_process_shutdown.connect
 def _sign_pending_audit_heads(**kwargs) -> None:
     # Pool children may exit without running atexit: sign the audit chains' heads they still owe.
-    from core import checkpoints
+    from core.audit import checkpoints
 
     checkpoints.flush()

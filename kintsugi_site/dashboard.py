@@ -3,11 +3,11 @@ review, the review queue's size and amount, failed deliveries and the workspaces
 compensation, so it lives above both."""
 from __future__ import annotations
 
-from compensation import review_numbers
-from compensation import selectors as item_selectors
-from compensation.delivery_selectors import failed_deliveries
+from compensation.review import review_numbers
+from compensation.review import selectors as item_selectors
+from compensation.delivery.delivery_selectors import failed_deliveries
 from core.vocabulary import IncidentStatus
-from provenance import capabilities, tenancy
+from provenance.access import capabilities, tenancy
 from repairs.models import Incident
 from repairs.selectors import status_label
 
@@ -15,7 +15,7 @@ from repairs.selectors import status_label
 def dashboard(*, user, limit: int = 10) -> dict:
     """What a lead sees first, over the workspaces `user` may see: open incidents, the review queue's size
     and amount, recent flags and the workspaces. Each part is shown only to whom the capability table
-    (provenance.capabilities) lets read it through the API and MCP too: incidents need `read_incidents`,
+    (provenance.access.capabilities) lets read it through the API and MCP too: incidents need `read_incidents`,
     the queue's money and the failed deliveries `read_items`; a part not shown is None and not queried.
     Bounded queries on indexed columns only; no count over a whole table."""
     incidents, items = capabilities.may(user, "read_incidents"), capabilities.may(user, "read_items")

@@ -175,7 +175,7 @@ def _postmaster_running(pgdata: Path) -> bool:
 def _wait_until_ready(timeout: float = 600) -> None:
     """Until every store answers (a FalkorDB loading a large append-only file takes a while): the demo
     says ready only then."""
-    from provenance.graph import GraphUnavailable, ping
+    from provenance.graph.graph import GraphUnavailable, ping
 
     deadline, said = time.monotonic() + timeout, False
     while time.monotonic() < deadline:

@@ -55,7 +55,7 @@ def check_postgres() -> dict:
 
 def falkordb_servers() -> dict[str, str]:
     """Every FalkorDB server workspaces may live on, placement key → URL (the default one included)."""
-    from provenance.graph import falkordb_url, placement_servers, server_key
+    from provenance.graph.graph import falkordb_url, placement_servers, server_key
 
     servers = dict(placement_servers())
     default = falkordb_url()
@@ -64,11 +64,11 @@ def falkordb_servers() -> dict[str, str]:
 
 
 def check_signer() -> dict:
-    from core import checkpoints
+    from core.audit import keys
 
     def sign():
-        checkpoints.sign(b"readiness probe")
-        return {"key": checkpoints.signing_fingerprint()}
+        keys.sign(b"readiness probe")
+        return {"key": keys.signing_fingerprint()}
     return _timed(sign)
 
 
@@ -105,7 +105,7 @@ def readiness() -> dict:
                    "audit_signer": pool.submit(_closing(check_signer)), "sweep": pool.submit(_sweep)}
         servers, graph_error = _graph_servers(pool, deadline)
         checks = {} if graph_error is None else {"falkordb": graph_error}
-        from provenance.graph import server_label
+        from provenance.graph.graph import server_label
 
         for key, url in servers.items():
             futures[f"falkordb:{key}"] = pool.submit(_timed, lambda u=url: _ping_redis(u))

@@ -1,7 +1,7 @@
 """MCP tools for MCP-native agents: the recording protocol (open an action, get / set memory, ingest a
 source, hand off, record an effect, finish) with a recording token, and fact history with `as_of`.
 
-The tools call the same services as the REST protocol (provenance.remote), so a recording made over
+The tools call the same services as the REST protocol (provenance.recording.remote), so a recording made over
 MCP is staged, committed and repaired exactly like one made over HTTP. A recording token (`kag_…`) is
 accepted by the endpoint's token verifier beside people's DRF tokens; these tools take only the
 former, fact_history takes either (a person sees the workspaces they are a member of).
@@ -19,7 +19,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from kintsugi_site.api.errors import map_domain_error
-from provenance import batch, remote, selectors, tenancy, tokens, validation
+from provenance.recording import batch, remote, selectors
+from provenance.access import tenancy, tokens
+from provenance import validation
 from provenance.models import AgentToken
 
 log = logging.getLogger("kintsugi.mcp")
@@ -27,7 +29,7 @@ AGENT_SUBJECT = "agent-token:"  # an AccessToken's subject for a recording token
 
 
 def agent_token_for(key: str) -> AgentToken | None:
-    from provenance.onboarding import token_for_key
+    from provenance.access.onboarding import token_for_key
 
     close_old_connections()
     try:

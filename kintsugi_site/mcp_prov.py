@@ -9,7 +9,7 @@ from typing import Any
 from mcp.types import ToolAnnotations
 
 from kintsugi_site import prov_export
-from provenance import capabilities, tenancy
+from provenance.access import capabilities, tenancy
 from repairs.models import Incident
 
 

@@ -29,14 +29,19 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 
 from core.vocabulary import ItemStatus
-from provenance.refusals import record_refusal
+from provenance.access.refusals import record_refusal
 from kintsugi_site.api.errors import REFUSALS_AUDITED, map_domain_error
 from kintsugi_site.api.serializers import MAX_BLAST_RADIUS_PAGE
 from kintsugi_site.body_limit import BodyLimit
-from compensation import effect_kinds, gates, links, selectors as compensation_selectors, sequencing
-from compensation import approval, messages as outgoing, services as compensation_services
+from compensation.drafting import effect_kinds
+from compensation.delivery import gates, links, sequencing
+from compensation.review import selectors as compensation_selectors
+from compensation.delivery import approval, messages as outgoing
+from compensation.review import services as compensation_services
 from compensation.models import CompensationItem
-from provenance import capabilities, selectors as provenance_selectors, tenancy, tokens, validation
+from provenance.access import capabilities, tenancy, tokens
+from provenance.recording import selectors as provenance_selectors
+from provenance import validation
 from provenance.models import Workspace
 from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident

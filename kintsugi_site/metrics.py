@@ -148,7 +148,7 @@ def _recording():
 
 
 def _containment():
-    from provenance import containment
+    from provenance.recording import containment
 
     now = containment.totals()
     yield GaugeMetricFamily("kintsugi_contained_facts", "Fact versions held out of live reads by flags whose "
@@ -165,7 +165,7 @@ def _containment():
 
 
 def _audit():
-    from core import checkpoints
+    from core.audit import chains, checkpoints
     from compensation.models import AuditEvent
 
     signed = {cp.chain: cp.seq for cp in checkpoints.latest().values()}
@@ -177,7 +177,7 @@ def _audit():
     now = timezone.now()
     for ws, head in AuditEvent.objects.values("workspace_id").order_by().annotate(head=Max("seq")) \
             .values_list("workspace_id", "head"):
-        chain = checkpoints.chain_label(ws)
+        chain = chains.chain_label(ws)
         seq = signed.get(chain, 0)
         oldest = (AuditEvent.objects.filter(workspace_id=ws, seq__gt=seq).order_by("seq")
                   .values_list("at", flat=True).first()) if head > seq else None

@@ -13,7 +13,7 @@ lives in the top layer. docs/prov.md is the mapping; in short:
   repair re-running an action), wasInvalidatedBy (what the repair retired) and wasDerivedFrom (an item
   from the effects it compensates).
 Identifiers are `ks:<kind>/<id>` in a namespace of the workspace; everything is read through the named
-queries of provenance.queries and the rows of Postgres, never from the agents' own text.
+queries of provenance.graph.queries and the rows of Postgres, never from the agents' own text.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from prov.constants import PROV_ROLE, PROV_TYPE
 from prov.model import Namespace, ProvDocument
 
 from compensation.models import CompensationItem
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source
 from provenance.vocabulary import ActionStatus
 from repairs.models import ActionOutcome, Incident, RepairEffect

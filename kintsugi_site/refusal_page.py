@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.template.response import TemplateResponse
 
 from core.vocabulary import Role
-from provenance import tenancy
+from provenance.access import tenancy
 
 # The part of the admin → the role its pages are for (first match wins).
 ROLE_BY_PATH = (

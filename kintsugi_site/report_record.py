@@ -1,7 +1,7 @@
 """What makes a downloaded incident report checkable offline, away from the database.
 
 A report carries its workspace chain's head (seq, hash) and the latest signed checkpoint of that chain
-(core.checkpoints), and says whether it is `interim` (some item of the incident is undecided, or
+(core.audit.checkpoints), and says whether it is `interim` (some item of the incident is undecided, or
 the incident is not repaired yet) or `final`. The JSON report is also signed as a whole: an Ed25519
 signature, with the same key, over the canonical JSON of the report without its `signature` field, so
 `manage.py verify_report` with the public key tells an untouched download from an edited one. The CSV
@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from core import chains, checkpoints
-from core.checkpoints import Checkpoint
+from core.audit import chains, checkpoints, keys
+from core.audit.checkpoints import Checkpoint
 from compensation.models import CompensationItem
 from repairs.models import Incident
 
@@ -32,11 +32,11 @@ def record_section(incident: Incident) -> dict:
     ws = incident.workspace_id
     checkpoints.flush()
     checkpoints.sign_heads([ws])
-    cp = checkpoints.latest().get(checkpoints.chain_label(ws))
+    cp = checkpoints.latest().get(chains.chain_label(ws))
     head = chains.head(workspace=ws)
     undecided = CompensationItem.objects.filter(incident=incident, status=CompensationItem.Status.PENDING).count()
     return {
-        "chain": checkpoints.chain_label(ws), "workspace": incident.workspace.name,
+        "chain": chains.chain_label(ws), "workspace": incident.workspace.name,
         "head": head._asdict() if head else None,
         "checkpoint": cp.as_dict() if cp else None,
         "state": "interim" if undecided or incident.status in UNFINISHED else "final",
@@ -52,8 +52,8 @@ def _canonical(report: dict) -> bytes:
 def sign_report(report: dict) -> dict:
     """The report with its `signature` (the report must already be plain JSON data)."""
     data = _canonical(report)
-    return {**report, "signature": {"alg": ALGORITHM, "key": checkpoints.signing_fingerprint(), "covers": COVERS,
-                                    "digest": hashlib.sha256(data).hexdigest(), "value": checkpoints.sign(data)}}
+    return {**report, "signature": {"alg": ALGORITHM, "key": keys.signing_fingerprint(), "covers": COVERS,
+                                    "digest": hashlib.sha256(data).hexdigest(), "value": keys.sign(data)}}
 
 
 def verify_report(report: dict, *, public_key) -> str:
@@ -61,19 +61,19 @@ def verify_report(report: dict, *, public_key) -> str:
     signature = report.get("signature") if isinstance(report, dict) else None
     if not isinstance(signature, dict) or signature.get("alg") != ALGORITHM:
         raise ReportRefused("the report carries no Ed25519 signature")
-    key = checkpoints.fingerprint(public_key)
+    key = keys.fingerprint(public_key)
     if signature.get("key") != key:
         raise ReportRefused(f"the report was signed by key {signature.get('key')}, not by this public key ({key})")
     data = _canonical(report)
     if hashlib.sha256(data).hexdigest() != signature.get("digest") or \
-            not checkpoints.signature_holds(public_key, data, str(signature.get("value", ""))):
+            not keys.signature_holds(public_key, data, str(signature.get("value", ""))):
         raise ReportRefused("the report's content does not match its signature (it was changed after it was signed)")
     record = report.get("record") or {}
     try:
         cp = Checkpoint(**record["checkpoint"])
     except (KeyError, TypeError):
         raise ReportRefused("the report carries no signed checkpoint of its audit chain") from None
-    if cp.chain != record.get("chain") or not checkpoints.signature_holds(public_key, cp.signed_bytes(), cp.signature):
+    if cp.chain != record.get("chain") or not keys.signature_holds(public_key, cp.signed_bytes(), cp.signature):
         raise ReportRefused(f"the checkpoint of chain {cp.chain} does not verify with this public key")
     head = record.get("head") or {}
     if head.get("seq") == cp.seq and head.get("hash") != cp.hash:

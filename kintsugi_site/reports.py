@@ -19,11 +19,11 @@ from datetime import datetime, timezone
 
 from django.template.loader import render_to_string
 
-from core.audit import csv_cell
+from core.audit.export import csv_cell
 from provenance.progress import ProgressFn, noop
-from provenance.selectors import whole_seq
-from compensation import review_numbers
-from compensation import selectors as items
+from provenance.recording.selectors import whole_seq
+from compensation.review import review_numbers
+from compensation.review import selectors as items
 from kintsugi_site import report_record
 from repairs import radius_picture, selectors, ticket_story
 from repairs.models import ActionOutcome, Incident
@@ -157,7 +157,7 @@ def _csv_zip(report: dict) -> bytes:
             for t in report["tickets"]]),
         "effects.csv": _table(["effect_id", "action_id", "role", "kind", "ticket", "amount", "amount_cents", "currency",
                                "details"], report["effects"]),
-        # One row per kind and status, then the totals the incident page prints (compensation.selectors.ItemCounts).
+        # One row per kind and status, then the totals the incident page prints (compensation.review.selectors.ItemCounts).
         "items.csv": _table(["kind", "status", "items"], [
             {"kind": k, "status": s, "items": n} for k, row in counts["by_kind"].items() for s, n in row.items()] + [
             {"kind": name, "status": "all", "items": counts[name]}

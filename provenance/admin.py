@@ -4,7 +4,7 @@ what-if), tickets from compensation (compensation.ticket_admin: what the desk di
 from django.contrib import admin
 
 from core.money import format_money
-from provenance.admin_tenancy import WorkspaceScoped
+from provenance.access.admin_tenancy import WorkspaceScoped
 from provenance.models import LedgerEntry, OutboxEmail
 
 

@@ -1,6 +1,6 @@
 """The agents registry: plain Python functions registered by name with @agent("triage").
 
-An agent receives a Recorder and an input payload, touches memory only through the recorder and
+An agent receives a ActionRecorder and an input payload, touches memory only through the recorder and
 returns a structured decision (a dict of JSON values; the decision hash covers exactly these).
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 tokens they record with.
 
 Both lists are scoped by the tenancy rule (WorkspaceScoped). Nothing here saves a model itself: a
-registration is added or re-pointed through provenance.onboarding.register_agent, a token is issued
+registration is added or re-pointed through provenance.access.onboarding.register_agent, a token is issued
 through issue_agent_token and revoked through revoke_agent_token, so the role check, the validation and
 the audit row are the same as from the API and `manage.py onboard`. Managing either needs the
 Workspace admin role (provenance.manage_agents) in a workspace one is a member of (superusers: any).
@@ -23,8 +23,9 @@ from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
 from core.vocabulary import Via
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance import onboarding, tenancy, validation
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access import onboarding, tenancy
+from provenance import validation
 from provenance.models import AgentRegistration, AgentToken, Workspace
 
 VIA = Via.ADMIN

@@ -13,7 +13,8 @@ class ProvenanceConfig(AppConfig):
     verbose_name = "Provenance"
 
     def ready(self) -> None:
-        from provenance import agents, tokens
+        from provenance import agents
+        from provenance.access import tokens
 
         agents.load_agent_modules()
         tokens.connect_signals()  # API token keys are stored as digests, however a token is made

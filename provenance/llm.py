@@ -7,7 +7,7 @@ One interface, `complete(task, input, facts)`, two backends:
 Every call goes through a response cache in FalkorDB keyed by
 sha256(model, prompt version, input, sorted facts): the same input gets the same answer, which is what
 makes the repair's early stop and the verification baseline meaningful. Each workspace has a cache of
-its own, on the FalkorDB server its graphs are placed on (provenance.graph): moving the workspace
+its own, on the FalkorDB server its graphs are placed on (provenance.graph.graph): moving the workspace
 moves its answers with it, and one tenant's answers are never served to another.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from core.scrub import scrub_secrets
 
-from provenance import queries
-from provenance.graph import Graph, cache_graph_name, workspace_cache_graph
+from provenance.graph import queries
+from provenance.graph.graph import Graph, cache_graph_name, workspace_cache_graph
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ class Workspace(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="workspaces")
     # Users a superuser lets this workspace's Workspace admins find in the members picker, beyond the
-    # members of the workspaces they administer (provenance.membership.pickable_users).
+    # members of the workspaces they administer (provenance.access.membership.pickable_users).
     visible_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="visible_in_workspaces",
                                            help_text="Users this workspace's Workspace admins may find and add as "
                                                      "members (set by a superuser).")
@@ -22,7 +22,7 @@ class Workspace(models.Model):
     run_params = models.JSONField(default=dict, blank=True)
     action_count = models.PositiveIntegerField(default=0)
     # Every provisional action id below this was handed to a recording over HTTP or MCP (open, committed,
-    # abandoned or expired): the next one opens at or above it (provenance.remote). Moved only under the
+    # abandoned or expired): the next one opens at or above it (provenance.recording.remote). Moved only under the
     # row's lock, and never by a save of the whole row (save, below).
     next_provisional_action = models.BigIntegerField(default=0, editable=False)
     falkordb_server = models.CharField(
@@ -207,7 +207,7 @@ class AgentToken(models.Model):
 
 class Recording(models.Model):
     """A root action recorded over HTTP and everything it hands off, staged here until its last action
-    finishes; only then is it written to the graph, in one flush (provenance.remote)."""
+    finishes; only then is it written to the graph, in one flush (provenance.recording.remote)."""
 
     Status = RecordingStatus
 
@@ -223,14 +223,14 @@ class Recording(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # Recordings of a workspace are open side by side (provenance.live): each reads the snapshot it
+        # Recordings of a workspace are open side by side (provenance.recording.live): each reads the snapshot it
         # opened on and takes its place in seq order when it commits.
         indexes = [models.Index(fields=["workspace", "status", "first_action"], name="recording_open_by_action")]
 
 
 class SourceQuarantine(models.Model):
     """A flagged source held out of live recordings of its workspace: an ingest gets no content from the
-    moment it is flagged until a lead closes the incident as a false alarm (provenance.quarantine).
+    moment it is flagged until a lead closes the incident as a false alarm (provenance.recording.quarantine).
     `incident_id` is the repairs Incident's id (kept as a number: provenance sits below repairs)."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="quarantines")
@@ -257,12 +257,12 @@ class SourceQuarantine(models.Model):
 
 class ApiTokenLease(models.Model):
     """The expiry and last use of a person's API token (rest_framework.authtoken's Token has neither):
-    one row per token, created with it by provenance.tokens, or at its first use."""
+    one row per token, created with it by provenance.access.tokens, or at its first use."""
 
     token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="lease")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (empty: never).")
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
-    # The token row holds only its key's digest (provenance.tokens); these first characters of the key
+    # The token row holds only its key's digest (provenance.access.tokens); these first characters of the key
     # are what people tell their tokens apart by.
     prefix = models.CharField(max_length=12, blank=True, default="")
 
@@ -271,7 +271,7 @@ class ApiTokenLease(models.Model):
 
 
 class Containment(models.Model):
-    """What a flag contained at once (provenance.containment): every fact version whose lineage includes
+    """What a flag contained at once (provenance.recording.containment): every fact version whose lineage includes
     the flagged source is hidden from live reads of the workspace, and the effects of recordings that read
     through it are held. The versions themselves are marked on their Fact nodes (a read filters them in the
     query it makes anyway); this row is what the incident page, the API and the metrics read.
@@ -341,7 +341,7 @@ class HeldEffect(models.Model):
 
 class EffectKindDeclaration(models.Model):
     """How one workspace's agents declared an effect kind of their own (`send_money`, a transfer): where
-    its money is, what it acts on and how a repair compensates it (compensation.effect_kinds reads it).
+    its money is, what it acts on and how a repair compensates it (compensation.drafting.effect_kinds reads it).
     Declared over the API by a Workspace admin or by a recording token of the workspace."""
 
     class Compensation(models.TextChoices):

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
 from provenance import validation
-from provenance.graph import (
+from provenance.graph.graph import (
     copy_graph, default_server_key, drop_graph, placement_servers, server_url, workspace_graph_names,
 )
 from provenance.models import Workspace
 from provenance.progress import ProgressFn, noop
-from provenance.services import workspace_lock
+from provenance.recording.services import workspace_lock
 from provenance.signals import workspace_moving
 
 MOVED, LEFTOVERS_DELETED = AuditAction.WORKSPACE_MOVED, AuditAction.WORKSPACE_LEFTOVERS_DELETED
@@ -50,7 +50,7 @@ def _refuse_while_repairing(workspace: Workspace) -> None:
 
 def _leftovers(workspace: Workspace, *, keep: str) -> list[tuple[str, str]]:
     """(server key, graph name) of this workspace's copies on servers other than `keep`."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     found = []
     keys = dict(placement_servers())
@@ -85,9 +85,9 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
     result = MoveResult(workspace.name, current, to_server, moved=True)
     with transaction.atomic():
         # The graph's lock before the chain and the row: a repair holding the graph audits and updates
-        # the row, so the other order could deadlock with it (provenance.services.workspace_lock).
+        # the row, so the other order could deadlock with it (provenance.recording.services.workspace_lock).
         workspace_lock(workspace, wait_seconds=5)
-        audit.lock_chain(workspace)  # chain first, like every audited transaction
+        trail.lock_chain(workspace)  # chain first, like every audited transaction
         ws = Workspace.objects.select_for_update().get(pk=workspace.pk)
         if ws.falkordb_server != workspace.falkordb_server:
             raise MoveRefused(f"workspace {ws.name!r} was moved meanwhile (now on {ws.falkordb_server or current})")
@@ -97,7 +97,7 @@ def move_workspace(*, workspace: Workspace, to_server: str, actor, reason: str, 
             progress(i, len(names) + 1)
         ws.falkordb_server = to_server
         ws.save(update_fields=["falkordb_server"])
-        audit.record(action=MOVED, subject_type="workspace", subject_id=ws.pk, via=via, actor=actor, reason=reason,
+        trail.record(action=MOVED, subject_type="workspace", subject_id=ws.pk, via=via, actor=actor, reason=reason,
                      workspace=ws, data={"from": current, "to": to_server, "graphs": result.copied})
     # Only now: until the switch committed, the old copies were the workspace's data.
     for name in names:
@@ -118,7 +118,7 @@ def _finish_interrupted(workspace: Workspace, *, to_server: str, actor, reason: 
         drop_graph(name, url=servers.get(key) or server_url(key))
         result.deleted.append(f"{key}/{name}")
     with transaction.atomic():
-        audit.lock_chain(workspace)
-        audit.record(action=LEFTOVERS_DELETED, subject_type="workspace", subject_id=workspace.pk, via=via,
+        trail.lock_chain(workspace)
+        trail.record(action=LEFTOVERS_DELETED, subject_type="workspace", subject_id=workspace.pk, via=via,
                      actor=actor, reason=reason, workspace=workspace, data={"deleted": result.deleted})
     return result

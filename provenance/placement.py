@@ -11,7 +11,7 @@ A move copies the workspace's graph, baseline and model cache with DUMP/RESTORE 
 graph, indexes included, as one key; both servers must run the same FalkorDB version), checks the
 copy's node and edge counts, switches the placement in the transaction that records the move in the
 workspace's audit chain, and deletes the old copies only after that commits. It holds the workspace's
-writer lock (provenance.services.workspace_lock) while copying, so no recording or repair writes the
+writer lock (provenance.recording.services.workspace_lock) while copying, so no recording or repair writes the
 old copy meanwhile, and refuses while a repair of the workspace is open, running or blocked. A crash
 before the switch leaves the placement as it was (re-running overwrites the partial copy); a crash
 after it leaves old copies that re-running the same move deletes.
@@ -25,7 +25,7 @@ from django.db.models import Count
 def new_workspace_server() -> str:
     """The placement of a workspace being created: '' (the default server) when no servers are
     listed, else the listed server holding the fewest workspaces."""
-    from provenance.graph import default_server_key, placement_servers
+    from provenance.graph.graph import default_server_key, placement_servers
     from provenance.models import Workspace
 
     if not settings.KINTSUGI_FALKORDB_URLS:
@@ -46,7 +46,7 @@ def servers_in_use() -> list[dict]:
     workspaces and recorded actions it holds."""
     from django.db.models import Sum
 
-    from provenance.graph import default_server_key, placement_servers
+    from provenance.graph.graph import default_server_key, placement_servers
     from provenance.models import Workspace
 
     default = default_server_key()

@@ -1,5 +1,5 @@
 """The admin's API token list (rest_framework.authtoken's) with each token's expiry and last use
-(provenance.tokens keeps them beside the token)."""
+(provenance.access.tokens keeps them beside the token)."""
 from django.contrib import admin, messages
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy

@@ -23,7 +23,7 @@ class InvalidInput(ValueError):
 
 # Bounds follow the columns the values end up in (provenance.models, compensation.models).
 WORKSPACE_MAX = 64  # Workspace.name
-SOURCE_ID_MAX = 200  # Source.source_id, Incident.source_id, AuditEvent.subject_id (core.audit_event)
+SOURCE_ID_MAX = 200  # Source.source_id, Incident.source_id, AuditEvent.subject_id (core.audit.event)
 TICKET_ID_MAX = 32  # Ticket.ticket_id, LedgerEntry.ticket_id, CompensationItem.ticket_id
 FACT_KEY_MAX = 200
 EMAIL_MAX = 254  # RFC 5321's path limit; EmailField's default
@@ -39,7 +39,7 @@ MAX_DESK_TICKETS = 1_000_000
 
 _WORKSPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 # Graph names are `<prefix>:<workspace>`, `<prefix>:<workspace>:baseline` and `<prefix>:llm_cache`
-# (provenance.graph). With no `:` in a name a workspace cannot reach another's baseline; these suffixes
+# (provenance.graph.graph). With no `:` in a name a workspace cannot reach another's baseline; these suffixes
 # keep it from taking the model cache's name or passing for a baseline in listings and stamps.
 RESERVED_SUFFIXES = ("baseline", "llm_cache")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -221,7 +221,7 @@ def payload(value: Any, *, field: str = "payload") -> dict:
     return value
 
 
-# --- the recording protocol's calls (provenance.protocol; single and batched calls alike) -------------
+# --- the recording protocol's calls (provenance.recording.protocol; single and batched calls alike) -------------
 # A fact value an agent writes over the protocol: facts are read back by every later action and shown
 # in the admin, so they stay small; documents belong in sources, which are ingested by id.
 MAX_RECORDED_FACT_BYTES = 16 * 1024

@@ -20,8 +20,9 @@ from django.utils.html import format_html
 
 from core.admin_rows import WrittenByServices
 from core.errors import DomainError
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance import capabilities, containment, quarantine, tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.access import capabilities, tenancy
+from provenance.recording import containment, quarantine
 from repairs import deep_check, explain, phases, radius_picture, selectors, services, ticket_story, views
 from repairs.models import Incident, IncidentTransition
 from repairs.not_rerun import not_rerun_summary

@@ -18,9 +18,9 @@ from django.db import transaction
 from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import containment_queries as cq, queries, top_ids
-from provenance.graph import Graph
-from provenance.selectors import ingesters
+from provenance.graph import containment_queries as cq, queries, top_ids
+from provenance.graph.graph import Graph
+from provenance.recording.selectors import ingesters
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD
 from repairs.engine import RepairWalk
 from repairs.walks import repair_session

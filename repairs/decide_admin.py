@@ -14,11 +14,12 @@ from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect, J
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from provenance.admin_tenancy import refuse_unseen
+from provenance.access.admin_tenancy import refuse_unseen
 from core.money import format_money, format_totals
 from core.vocabulary import Via
-from provenance import capabilities, tenancy, validation
-from provenance.graph import GraphUnavailable
+from provenance.access import capabilities, tenancy
+from provenance import validation
+from provenance.graph.graph import GraphUnavailable
 from provenance.models import Source, Workspace
 
 
@@ -62,7 +63,7 @@ def what_if_words(wi) -> dict:
                  f"re-run with a changed outcome, {c['rerun_same']} re-run with the same outcome, {c['skipped']} "
                  f"skipped, {c['superseded']} superseded and {c['new']} new."),
         # The same words and numbers the incident, its cases and its reports print once it is flagged
-        # (compensation.selectors.ItemCounts.sentence): drafts + held replacements = items, in cases.
+        # (compensation.review.selectors.ItemCounts.sentence): drafts + held replacements = items, in cases.
         "effects": (f"{wi.effects_invalidated} effects that already left would be invalidated"
                     + (f" ({kinds})" if kinds else "") + f", and become {_n(wi.compensations, 'compensation draft')}"
                     f" + {_n(len(wi.items) - wi.compensations, 'held replacement')} = {_n(len(wi.items), 'item')}"
@@ -150,7 +151,7 @@ def suspicious_view(model_admin, request, workspace_pk: int):
 
 
 def trust_view(model_admin, request, source_pk: int):
-    from provenance.trust import TrustRefused, set_source_trust
+    from provenance.access.trust import TrustRefused, set_source_trust
 
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
@@ -169,7 +170,7 @@ def trust_view(model_admin, request, source_pk: int):
 
 # --- time travel -----------------------------------------------------------------------------------------
 def action_view(model_admin, request, workspace_pk: int, action_id: int):
-    from provenance.time_travel import UnknownAction, action_page
+    from provenance.recording.time_travel import UnknownAction, action_page
 
     workspace = scoped_workspace(request, workspace_pk)
     try:
@@ -183,7 +184,7 @@ def action_view(model_admin, request, workspace_pk: int, action_id: int):
 
 
 def fact_view(model_admin, request, workspace_pk: int, key: str):
-    from provenance.time_travel import UnknownFact, fact_page
+    from provenance.recording.time_travel import UnknownFact, fact_page
 
     workspace = scoped_workspace(request, workspace_pk)
     try:

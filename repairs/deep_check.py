@@ -11,12 +11,15 @@ import time
 from django.db import transaction
 from django.utils import timezone
 
-from core import audit, locks
+from core.audit import trail
+
+from core import locks
 from core.broker import send
 from core.errors import DomainError
 from core.locks import advisory_lock
 from core.vocabulary import AuditAction, IncidentStatus
-from provenance import capabilities, tenancy, validation
+from provenance.access import capabilities, tenancy
+from provenance import validation
 from repairs.lifecycle import transition
 from repairs.models import Incident
 from repairs.verify import diff_workspace, record_baseline, verification_differs
@@ -102,7 +105,7 @@ def _record(incident: Incident, result: dict, *, actor, reason: str, via: str) -
             verification.update({k: result[k] for k in ("facts", "decisions", "effects")}, rows=result["rows"])
         Incident.objects.filter(pk=incident.pk).update(verification=verification)
         incident.verification = verification
-        audit.record(action=AuditAction.VERIFICATION_FULL, subject_type="incident", subject_id=incident.pk,
+        trail.record(action=AuditAction.VERIFICATION_FULL, subject_type="incident", subject_id=incident.pk,
                      via=via, actor=actor, reason=reason, incident_id=incident.pk, workspace=incident.workspace_id,
                      data={k: result[k] for k in ("facts", "decisions", "effects", "actions_rerun", "replay_calls",
                                                   "seconds")})

@@ -16,13 +16,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, fields, replace
 
 from core.vocabulary import EffectRole
-from provenance import queries
-from provenance.graph import Graph
-from provenance.mirror import gc_paused
+from provenance.graph import queries
+from provenance.graph.graph import Graph
+from provenance.graph.mirror import gc_paused
 from provenance.progress import ProgressFn, noop
-from provenance.action_record import effect_content
-from provenance.recorder import ActionRecord, RecordingSession, now_iso
-from provenance.selectors import EVERYTHING, ingesters, radius_actions, traced_actions
+from provenance.recording.action_record import effect_content
+from provenance.recording.recorder import ActionRecord, GraphRecorder, now_iso
+from provenance.recording.selectors import EVERYTHING, ingesters, radius_actions, traced_actions
 from provenance.vocabulary import CHANGED, COUNT_KEYS, DEAD, ActionStatus as S
 from repairs.loading import Loaded
 from repairs.lookahead import ModelLookahead
@@ -44,7 +44,7 @@ class Node:
     children: list[int]
     writes: list[tuple[int, str, str]] = field(default_factory=list)  # (fact id, key, value json)
     effects: list[dict] = field(default_factory=list)
-    hidden: tuple[float, float] | None = None  # the seqs its reads did not see (provenance.fact_index)
+    hidden: tuple[float, float] | None = None  # the seqs its reads did not see (provenance.graph.fact_index)
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Plan:
 
 
 class RepairWalk:
-    def __init__(self, *, graph: Graph, session: RecordingSession, source: str, incident: int,
+    def __init__(self, *, graph: Graph, session: GraphRecorder, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
                  below: float | None = None, radius: list | None = None):
         # `below`: the walk's snapshot (the actions below this seq); what commits meanwhile is caught
@@ -388,7 +388,7 @@ class RepairWalk:
                 heapq.heappush(self.heap, (self.nodes[reader].seq, reader))
 
 
-def compute_plan(*, graph: Graph, session: RecordingSession, source: str, incident: int,
+def compute_plan(*, graph: Graph, session: GraphRecorder, source: str, incident: int,
                  progress: ProgressFn = noop, only: list[int] | None = None, mask: bool = True,
                  below: float | None = None, radius: list | None = None) -> Plan:
     # Without the cyclic collector meanwhile: the walk builds ~a hundred containers per radius action, all

@@ -8,10 +8,10 @@ import json
 from django.db.models.fields.json import KeyTransform
 
 from core.money import format_money
-from provenance import paths, queries
-from provenance.graph import GraphUnavailable, workspace_graph
+from provenance.graph import paths, queries
+from provenance.graph.graph import GraphUnavailable, workspace_graph
 from provenance.models import Workspace
-from provenance.selectors import whole_seq, workspace_currency
+from provenance.recording.selectors import whole_seq, workspace_currency
 from provenance.vocabulary import ActionStatus
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.wording import STATUS_LABELS, describe
@@ -101,7 +101,7 @@ def explain(*, incident: Incident, action_id: int | None = None, effect_id: int 
         o = outcomes[aid]
         nxt = chain[i + 1] if i + 1 < len(chain) else None
         writer = chain[i - 1][0] if i else None
-        # The step shape of provenance.selectors.explain_path (the API's, on the live graph), plus what
+        # The step shape of provenance.recording.selectors.explain_path (the API's, on the live graph), plus what
         # the repair did to the step and the values of the facts read.
         steps.append({
             "action": aid, "agent": o.agent, "ticket": o.ticket or None, "seq": whole_seq(o.seq), "status": o.status,
@@ -127,6 +127,6 @@ def explain_action(*, workspace: Workspace, source: str, action_id: int) -> list
         steps = explain(incident=incident, action_id=action_id)["steps"]
         if steps:
             return steps
-    from provenance.selectors import explain_path
+    from provenance.recording.selectors import explain_path
 
     return explain_path(workspace=workspace.name, source=source, action_id=action_id)

@@ -37,15 +37,18 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from core import audit, locks
+from core.audit import trail
+
+from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import containment, queries
-from provenance.graph import Graph, GraphUnavailable, workspace_graph
+from provenance.recording import containment
+from provenance.graph import queries
+from provenance.graph.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
 from core.scrub import scrub_secrets
 from core.vocabulary import IncidentStatus
-from provenance.replay import ReplayUnavailable
+from provenance.recording.replay import ReplayUnavailable
 from provenance.vocabulary import ActionStatus
 from repairs import catch_up, not_rerun, parts, verify_radius
 from repairs.faults import fault_point
@@ -286,7 +289,7 @@ def note_boundary(incident: Incident, graph: Graph) -> None:
 def verify_and_draft(incident: Incident) -> None:
     """Verification and drafting: neither depends on the other and idle workers may have started
     either (offered in apply_and_catch_up()); take whatever nobody has started, then wait for
-    the rest. Drafting goes first: a reviewer may decide items from here on (compensation.gates), so
+    the rest. Drafting goes first: a reviewer may decide items from here on (compensation.delivery.gates), so
     they should not wait behind the verification's whole-desk replay, which only execution waits for."""
     excluded = incident.excluded_sources()
 
@@ -312,10 +315,10 @@ def finish(incident: Incident) -> Incident:
     """Mark the incident repaired when its verification found no difference and announce it
     (compensation.receivers releases the items approved while it was verified); one whose verification
     differs is never repaired: it needs attention, the differences on it, and its approved items stay
-    held (compensation.gates). Its `compensations` count is the drafting's (set once every part is
+    held (compensation.delivery.gates). Its `compensations` count is the drafting's (set once every part is
     drafted, compensation.receivers). Either way the repair is in the graph: enqueue the repairs that waited."""
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
+        trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         # Without the plan (megabytes of JSON on a large repair): save() then writes only loaded fields.
         incident = Incident.objects.select_for_update().select_related("workspace").defer("plan").get(pk=incident.pk)
         differs = verification_differs(incident.verification)

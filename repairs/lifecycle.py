@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from core import audit
+from core.audit import trail
 from core.broker import send
 from core.vocabulary import AuditAction, IncidentStatus, Via
 from repairs.models import Incident, IncidentTransition
@@ -19,7 +19,7 @@ def record_transition(*, incident_id: int, workspace_id: int, actor, via: str, f
     incident (the flag too: no from_status) leaves both."""
     row = IncidentTransition.objects.create(incident_id=incident_id, actor=actor, via=via, from_status=from_status,
                                             to_status=to_status, reason=reason)
-    audit.record(action=AuditAction.of_incident(to_status, flagged=not from_status), subject_type="incident",
+    trail.record(action=AuditAction.of_incident(to_status, flagged=not from_status), subject_type="incident",
                  subject_id=incident_id, via=via, actor=actor, reason=reason, incident_id=incident_id,
                  workspace=workspace_id, from_status=from_status, to_status=to_status, data={"transition": row.pk})
     return row
@@ -32,7 +32,7 @@ def transition(incident: Incident, to: str, *, actor, via: str, reason: str, **f
         # The chain's lock before the incident's row, as every audited transaction takes them: executing
         # an approved item locks the chain and then its incident's row, and a repair finishing in the
         # other order deadlocked with it.
-        audit.lock_chain(incident.workspace_id)
+        trail.lock_chain(incident.workspace_id)
         incident.status = to
         for name, value in fields.items():
             setattr(incident, name, value)
@@ -51,7 +51,7 @@ def enqueue_repair(incident_id: int) -> None:
         error = f"could not enqueue the repair: {refused}"
         workspace_id = Incident.objects.values_list("workspace_id", flat=True).get(pk=incident_id)
         with transaction.atomic():
-            audit.lock_chain(workspace_id)  # chain first, as in transition()
+            trail.lock_chain(workspace_id)  # chain first, as in transition()
             if Incident.objects.filter(pk=incident_id, status=IncidentStatus.OPEN).update(status=IncidentStatus.BLOCKED, error=error):
                 record_transition(incident_id=incident_id, actor=None, via=Via.WORKER, from_status=IncidentStatus.OPEN,
                                   to_status=IncidentStatus.BLOCKED, reason=error, workspace_id=workspace_id)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple
 
-from provenance import queries
-from provenance.graph import Graph, id_set
-from provenance.rows import ActionDetail, ActionEffect, ActionRead, ActionWrite, Edge
+from provenance.graph import queries
+from provenance.graph.graph import Graph, id_set
+from provenance.graph.rows import ActionDetail, ActionEffect, ActionRead, ActionWrite, Edge
 
 # Field, row and list-item separators: control characters, which no identifier holds (validation)
 # and no JSON text holds raw (the grammar forbids them inside strings, encoders escape them).

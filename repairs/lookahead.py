@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from provenance.agents import get_agent
 from provenance.llm import get_client
-from provenance.recorder import ActionRecord, Recorder
+from provenance.recording.recorder import ActionRecord, ActionRecorder
 from provenance.vocabulary import DEAD
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class _Unanswered(Exception):
         self.request = request
 
 
-class _ProbeRecorder(Recorder):
+class _ProbeRecorder(ActionRecorder):
     """A recorder for predictions: writes, handoffs and effects are noted unchecked (the real
     execution checks them) and a model call is answered from the memo only."""
 

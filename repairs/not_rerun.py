@@ -1,5 +1,5 @@
 """The actions a repair could not re-run because they were recorded from OpenTelemetry traces
-(provenance.otel): a trace says what an agent did, never how to ask it again. The walk takes each one out
+(provenance.recording.otel): a trace says what an agent did, never how to ask it again. The walk takes each one out
 (repairs.engine: masked when it ingested the source, else superseded), so the facts it wrote are
 invalidated and each effect it made is invalidated, drafted as a review item a person decides on. What
 the incident says of them is read here, for the incident page, the API, MCP and `flag_source --json`."""

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.vocabulary import IncidentStatus
-from provenance.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
+from provenance.graph.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
 from repairs.models import Incident
 from repairs.lifecycle import enqueue_repair
 from repairs.services import resume_orphaned_repairs

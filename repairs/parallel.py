@@ -14,7 +14,7 @@ walk's, up to the numbering of new ids. repairs.parts walks the parts.
 """
 from __future__ import annotations
 
-from provenance.rows import ActionKeys
+from provenance.graph.rows import ActionKeys
 from provenance.vocabulary import COUNT_KEYS
 from repairs.steps import STEP_ORDER, plan_steps
 

@@ -17,11 +17,11 @@ from core import locks
 from core.broker import send
 from core.bulk import copy_rows
 from core.locks import advisory_lock
-from provenance import queries, top_ids
-from provenance.graph import Graph
+from provenance.graph import queries, top_ids
+from provenance.graph.graph import Graph
 from provenance.llm import get_client
 from provenance.progress import ProgressFn, throttled
-from provenance.selectors import ingesters, radius_actions, ticket_ingesters
+from provenance.recording.selectors import ingesters, radius_actions, ticket_ingesters
 from repairs import parallel
 from repairs.catch_up import snapshot_bound, take_snapshot
 from repairs.walks import walk_incident

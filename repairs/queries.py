@@ -1,9 +1,9 @@
 """Cypher of the repair: the idempotent steps a checkpointed plan is applied with (repairs.steps,
 STEP_QUERIES). Every statement is parameterised; SET and MERGE on ids, so a resumed apply can run a
-chunk twice. What the walk reads is provenance.queries, beside every other read of the graph."""
+chunk twice. What the walk reads is provenance.graph.queries, beside every other read of the graph."""
 from typing import NamedTuple
 
-from provenance.queries import IN_SET, Query
+from provenance.graph.queries import IN_SET, Query
 
 INVALIDATE_FACTS = """
 UNWIND $rows AS r
@@ -171,7 +171,7 @@ class DeskCounts(NamedTuple):
     top_effect: int | None
 
 
-# The set is given as an id set over `m` (provenance.graph.id_set: $lo, $hi, $slot).
+# The set is given as an id set over `m` (provenance.graph.graph.id_set: $lo, $hi, $slot).
 IN_MEMBERS = "m.id >= $lo AND m.id <= $hi AND $slot[m.id - $lo] > 0"
 # What a level of the set hands off to and writes (any version, retired or not, below the bound): the
 # handoff children join the set; the keys and seqs of the writes decide which later readers do.

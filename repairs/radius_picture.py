@@ -5,8 +5,8 @@ from collections import defaultdict
 
 from django.db.models import Count, Q, Sum
 
-from provenance import queries
-from provenance.graph import GraphUnavailable, workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import GraphUnavailable, workspace_graph
 from repairs.explain import upstream_map
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.selectors import ticket_page

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from django.db import IntegrityError, connection, transaction
 
-from core import audit, locks
+from core.audit import trail
+
+from core import locks
 from core.errors import DomainError
 from core.users import get_user  # noqa: F401  (also importable from here)
 from core.vocabulary import IncidentStatus, Via
-from provenance import capabilities, containment, quarantine, tenancy, validation
+from provenance.access import capabilities, tenancy
+from provenance.recording import containment, quarantine
+from provenance import validation
 from provenance.models import Source, Workspace
-from provenance.recorder import UnknownSource
+from provenance.recording.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS
 from repairs import phases
 from repairs.lifecycle import enqueue_repair, record_transition, transition
@@ -107,7 +111,7 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
     reason = validation.reason(reason, required=False)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
+        trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         # "needs attention" is blocked past its bound of attempts, and retried like it (Incident.RETRYABLE).
         if not incident.may_retry():
@@ -122,11 +126,11 @@ def retry_incident(*, incident: Incident, actor, reason: str, via: str) -> Incid
 def close_incident(*, incident: Incident, actor, reason: str, via: str, false_alarm: bool = False) -> Incident:
     """Close an incident (not while it is repairing); a reason is required and recorded. Its source
     stays quarantined, and what it wrote contained, unless the lead closes it as a false alarm, which lets
-    the source be read again and lifts the containment (provenance.containment)."""
+    the source be read again and lifts the containment (provenance.recording.containment)."""
     reason = validation.reason(reason)
     tenancy.require_visible(actor, incident.workspace_id, via=via, what=f"incident {incident.pk}")
     with transaction.atomic():
-        audit.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
+        trail.lock_chain(incident.workspace_id)  # chain before the incident's row (repairs.lifecycle.transition)
         incident = Incident.objects.select_for_update().get(pk=incident.pk)
         if not incident.may_close() and incident.status != IncidentStatus.CLOSED:
             raise RefusedTransition(f"incident #{incident.pk} is repairing; wait for it to finish")

@@ -6,8 +6,8 @@ ones are merged, so applying any suffix of the steps again converges to the same
 """
 from __future__ import annotations
 
-from provenance import queries
-from provenance.graph import Graph, id_set
+from provenance.graph import queries
+from provenance.graph.graph import Graph, id_set
 from repairs import queries as repair_queries
 
 STEP_QUERIES = {
@@ -30,7 +30,7 @@ STEP_QUERIES = {
     "effect_sets": repair_queries.CREATE_EFFECTS_OF_SET,
 }
 STEP_ORDER = list(STEP_QUERIES)
-# Steps that take their nodes as an id set (provenance.graph.id_set): one range scan instead of a lookup per row.
+# Steps that take their nodes as an id set (provenance.graph.graph.id_set): one range scan instead of a lookup per row.
 ONE_NODE_PER_ROW = ("drop_reads", "drop_feeds", "status", "rerun", "invalidate_effects", "handoff_sets", "read_sets",
                     "feed_sets", "effect_sets")
 CHUNK = 5000

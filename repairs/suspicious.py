@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from core.money import format_totals
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Workspace
-from provenance.selectors import blast_radius
-from provenance.trust import T, fact_rows
+from provenance.recording.selectors import blast_radius
+from provenance.access.trust import T, fact_rows
 from provenance.vocabulary import DEAD
 from repairs.models import Incident
 from repairs.what_if import compute_what_if

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from core.logcontext import log_context
-from provenance.graph import GraphUnavailable
+from provenance.graph.graph import GraphUnavailable
 from repairs import job, parts
 from repairs.signals import repair_planned
 from repairs.models import Incident

@@ -13,11 +13,11 @@ from django.conf import settings
 
 from core import locks
 from core.locks import advisory_lock
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state
+from provenance.recording.recorder import GraphRecorder
+from provenance.recording.selectors import export_state
 from repairs.faults import fault_point
 
 
@@ -31,7 +31,7 @@ def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | 
     baseline.delete()
     # Every root runs, a flagged source's ingest answering None: a clean run. (A root that only carried
     # the source into memory then writes nothing, which is what the repair's masking of it leaves.)
-    session = RecordingSession(graph=baseline, workspace=workspace.name,
+    session = GraphRecorder(graph=baseline, workspace=workspace.name,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                effects="sandbox", excluded_sources=excluded, load=False)
     calls = counted_replays(session)
@@ -55,9 +55,9 @@ def record_baseline(*, workspace: Workspace, excluded: set[str], below: float | 
     return len(session.recorded)
 
 
-def counted_replays(session: RecordingSession) -> dict:
+def counted_replays(session: GraphRecorder) -> dict:
     """Count the session's executions of agents that live in another process (each is one replay call)."""
-    from provenance.replay import RemoteAgent
+    from provenance.recording.replay import RemoteAgent
 
     calls, execute = {"remote": 0}, session.execute
 

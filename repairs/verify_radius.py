@@ -5,7 +5,7 @@ the boundary around it without re-running anything (docs/verification.md has the
    fact versions they wrote: an action joins when it read a member's version, or read the same key past
    one (a member's version below it, older than the one it read or with nothing read), at any depth.
    Computed from the repaired graph's own edges, not from the repair's plan.
-2. Re-execution: the baseline recorder (provenance.recorder.RecordingSession, effects "sandbox") runs
+2. Re-execution: the baseline recorder (provenance.recording.recorder.GraphRecorder, effects "sandbox") runs
    each recording of the set from its first member, in commit order, its handoffs depth first, against
    the repaired memory with every version the set wrote left out; each read resolves against the
    snapshot the original had. Compared with what the set stands for in the repaired graph (active facts
@@ -20,14 +20,14 @@ import json
 import time
 from collections import defaultdict
 
-from provenance import top_ids
-from provenance.action_record import content_digest
-from provenance.fact_index import KeyedFactIndex
-from provenance.graph import Graph, id_set, workspace_graph
+from provenance.graph import top_ids
+from provenance.recording.action_record import content_digest
+from provenance.graph.fact_index import KeyedFactIndex
+from provenance.graph.graph import Graph, id_set, workspace_graph
 from provenance.llm import get_client
-from provenance.recorder import RecordingSession
-from provenance.replay import RemoteAgent
-from provenance.selectors import EVERYTHING, ingesters, traced_actions
+from provenance.recording.recorder import GraphRecorder
+from provenance.recording.replay import RemoteAgent
+from provenance.recording.selectors import EVERYTHING, ingesters, traced_actions
 from provenance.vocabulary import DEAD, ActionStatus
 from repairs import queries
 from repairs.verify import diff_states
@@ -128,7 +128,7 @@ def verify_radius(incident, *, excluded: set[str], through: float | None, before
 def _re_execute(incident, graph: Graph, actions: dict, members: set[int], *, excluded: set[str],
                 below: float) -> dict:
     workspace = incident.workspace
-    session = RecordingSession(graph=graph, workspace=workspace.name, effects="sandbox", load=False,
+    session = GraphRecorder(graph=graph, workspace=workspace.name, effects="sandbox", load=False,
                                sources=dict(workspace.sources.values_list("source_id", "content")),
                                excluded_sources=excluded)
     top = top_ids.max_ids(graph)

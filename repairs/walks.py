@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from provenance.graph import Graph, workspace_graph
+from provenance.graph.graph import Graph, workspace_graph
 from provenance.progress import ProgressFn, noop
-from provenance.recorder import RecordingSession
+from provenance.recording.recorder import GraphRecorder
 from repairs import engine
 from repairs.engine import Plan
 
@@ -32,10 +32,10 @@ def walk_incident(incident: Incident, *, graph: Graph | None = None, excluded: s
 
 
 def repair_session(incident: Incident, graph: Graph, excluded: set[str], *,
-                   below: float | None = None) -> RecordingSession:
+                   below: float | None = None) -> GraphRecorder:
     """The session a repair walk re-runs actions in: the workspace's memory (below the walk's snapshot)
     without the excluded sources, effects held for approval."""
     ws = incident.workspace
-    return RecordingSession(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
+    return GraphRecorder(graph=graph, workspace=ws.name, effects="held", run_number=ws.run_number,
                             sources=dict(ws.sources.values_list("source_id", "content")),
                             excluded_sources=excluded, incident=incident.pk, below=below)

@@ -3,7 +3,7 @@
 The repair walk writes nothing until its plan is applied, so the walk on the current graph, never
 applied, is the exact what-if: the same outcomes, the same invalidated effects; the drafting of its
 effects (compensation.receivers answers repairs.signals.walked_without_applying with
-compensation.drafts.draft_planned, the function the real drafting calls) gives the same items and amounts. Model answers the walk and the drafting need go to the shared response cache, so
+compensation.drafting.drafts.draft_planned, the function the real drafting calls) gives the same items and amounts. Model answers the walk and the drafting need go to the shared response cache, so
 the real repair afterwards reads the same answers and comes out the same. Nothing is written to the
 workspace's graph or tables; the look is recorded as one audit event ("what_if.viewed").
 
@@ -19,14 +19,17 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
-from core import audit
+from core.audit import trail
 from core.vocabulary import AuditAction
-from provenance import containment, queries, tenancy, top_ids, validation
-from provenance.graph import workspace_graph
+from provenance.recording import containment
+from provenance.graph import queries, top_ids
+from provenance.access import tenancy
+from provenance import validation
+from provenance.graph.graph import workspace_graph
 from provenance.llm import get_client
 from provenance.models import Source, Workspace
 from provenance.progress import ProgressFn, noop
-from provenance.recorder import UnknownSource
+from provenance.recording.recorder import UnknownSource
 from provenance.vocabulary import COUNT_KEYS, ActionStatus
 from repairs.walks import walk_incident
 from repairs.models import Incident, RepairEffect
@@ -52,7 +55,7 @@ class WhatIf:
     amount_paid: dict[str, int]  # replacement refunds the repair would hold for approval
     tickets_changed: list[dict]
     items: list[dict] = field(default_factory=list)
-    # What the flag would contain at once (provenance.containment): {"facts": n, "sample": [{key, version}]}.
+    # What the flag would contain at once (provenance.recording.containment): {"facts": n, "sample": [{key, version}]}.
     containment: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
@@ -137,7 +140,7 @@ def what_if(*, workspace: Workspace, source: str, actor, via: str, progress: Pro
     result = compute_what_if(workspace=workspace, source=source, progress=progress)
     with transaction.atomic():
         source_pk = Source.objects.get(workspace=workspace, source_id=source).pk
-        audit.record(action=AuditAction.WHAT_IF_VIEWED, subject_type="source", subject_id=source_pk, via=via, actor=actor,
+        trail.record(action=AuditAction.WHAT_IF_VIEWED, subject_type="source", subject_id=source_pk, via=via, actor=actor,
                      reason="what-if before flagging", workspace=workspace.pk,
                      data={"source": source, "fingerprint": result.fingerprint, "blast_radius": result.blast_radius,
                            "counts": result.counts, "compensations": result.compensations,

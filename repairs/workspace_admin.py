@@ -13,12 +13,12 @@ from django.utils.html import format_html
 
 from core.money import format_money
 from core.vocabulary import Via
-from provenance import capabilities, membership, tenancy
-from provenance.admin_tenancy import WorkspaceScoped, refuse_unseen
-from provenance.graph import GraphUnavailable, default_server_key
+from provenance.access import capabilities, membership, tenancy
+from provenance.access.admin_tenancy import WorkspaceScoped, refuse_unseen
+from provenance.graph.graph import GraphUnavailable, default_server_key
 from provenance.models import Source, Workspace
-from provenance.recorder import UnknownSource
-from provenance.selectors import blast_radius, workspace_currency
+from provenance.recording.recorder import UnknownSource
+from provenance.recording.selectors import blast_radius, workspace_currency
 from repairs import decide_admin
 from repairs.models import Incident, open_incident_id
 from repairs.services import IncidentAlreadyOpen, flag_source
@@ -46,7 +46,7 @@ class WorkspaceForm(forms.ModelForm):
 
 @admin.register(Workspace)
 class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
-    """Workspaces the person may see. Members are changed only through provenance.membership (superuser,
+    """Workspaces the person may see. Members are changed only through provenance.access.membership (superuser,
     or the workspace's own Workspace admin), each change audited; everything else is read-only here."""
 
     workspace_path = "pk"  # a workspace is its own scope
@@ -69,7 +69,7 @@ class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def members_view(self, request, workspace_pk: int):
         """Who works in the workspace, by role; its Workspace admin or a Support lead there adds and removes
-        Reviewers (provenance.membership), each change audited. Another workspace is a 404."""
+        Reviewers (provenance.access.membership), each change audited. Another workspace is a 404."""
         workspace = tenancy.scoped(Workspace.objects.all(), user=request.user, path="pk").filter(pk=workspace_pk).first()
         if workspace is None:
             refuse_unseen(request, attempted="change members", subject_type="workspace", subject_ids=[workspace_pk])

@@ -141,7 +141,7 @@ def second_falkordb_url(_no_leftover_processes) -> str:
 def two_falkordb_servers(settings, falkordb_url, second_falkordb_url):
     """Workspaces placed on two FalkorDB servers: the session's and a second one. Yields their
     placement keys in the configured order."""
-    from provenance.graph import server_key
+    from provenance.graph.graph import server_key
 
     urls = [falkordb_url, second_falkordb_url]
     settings.KINTSUGI_FALKORDB_URLS = urls
@@ -173,7 +173,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
     run migrates once (tests.database)."""
     from django.db import connections
 
-    from core import checkpoints
+    from core.audit import checkpoints
     from core.db_roles import OWNER_ALIAS
     from tests import database
 
@@ -195,7 +195,7 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
 def _audit_checkpoint_log(settings, tmp_path, monkeypatch, _audit_home):
     """Each test signs into a log of its own (a transactional test's flush empties the chains that an
     earlier test's checkpoints speak of); whatever this process has pending is signed before it ends."""
-    from core import checkpoints
+    from core.audit import checkpoints
 
     path = tmp_path / "audit-checkpoints.jsonl"
     settings.KINTSUGI_AUDIT_CHECKPOINT_LOG = str(path)
@@ -229,7 +229,7 @@ def _empty_graphs():
     among its tests, which must be as the module built them."""
     yield
     from django.conf import settings
-    from provenance.graph import Graph, _db, cache_graph_name
+    from provenance.graph.graph import Graph, _db, cache_graph_name
 
     changed = changed_shared_graphs()
     for url in FALKORDB_SERVERS:

@@ -26,13 +26,20 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from core import embedded
+from core.audit import actions
 from core.roles import AUDITOR, REVIEWER, ROLES, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
-from provenance.services import desk_run, get_workspace
+from provenance.graph.graph import workspace_graph
+from provenance.recording.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source
+
+# The tests' own probe events, declared in the event registry like every audit action (core.audit.actions).
+for _probe in ("probe", "test.event", "test.derived", "test.system", "test.appended", "test.note", "test.append",
+               "test.late", "test.after_cut", "test.more", "test.after", "test.spare"):
+    actions.declare(_probe, "test", ("i", "note"))
+actions.declare("test.incident", "incident")
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "pass-1234-kintsugi"
@@ -93,7 +100,7 @@ def api_key(user) -> str:
     holds only its digest), else the key of a new token that replaces theirs."""
     from rest_framework.authtoken.models import Token
 
-    from provenance.tokens import api_key_digest
+    from provenance.access.tokens import api_key_digest
 
     key = getattr(user, "api_key", None)
     # A user kept across tests (a module's fixture) may hold the key of a token a test rolled back.
@@ -224,7 +231,7 @@ def row_counts() -> dict[str, int]:
 
 def delete_model_caches() -> None:
     """Delete every model response cache (the shared one and each workspace's) on every server."""
-    from provenance.graph import Graph, _db
+    from provenance.graph.graph import Graph, _db
 
     for url in FALKORDB_SERVERS:
         for name in _db(url).list_graphs():
@@ -251,7 +258,7 @@ SHARED_GRAPHS: dict[str, tuple[str, tuple, str]] = {}
 
 def graph_fingerprint(name: str, url: str) -> str:
     """Everything the graph holds, hashed: exact, and 40 ms for the canonical desk."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     graph = Graph(name, url)
     if not graph.exists():
@@ -262,10 +269,10 @@ def graph_fingerprint(name: str, url: str) -> str:
 
 
 def graph_version(name: str, url: str) -> tuple:
-    """What moves whenever the graph is written through provenance.graph, from any process: its stamp,
+    """What moves whenever the graph is written through provenance.graph.graph, from any process: its stamp,
     which every write and delete changes, and its size. Cheap enough to check after every test; the
     fingerprint checks the rest once the module is done."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     graph = Graph(name, url)
     return tuple(graph._stamp_call("HMGET", graph.stamp_key, "epoch", "hwm", "pending")), _node_and_edge_counts(graph)
@@ -276,7 +283,7 @@ def changed_shared_graphs() -> list[str]:
 
 
 def _graphs_of(workspace: str) -> list[tuple[str, str]]:
-    from provenance.graph import graph_name, server_url, workspace_server
+    from provenance.graph.graph import graph_name, server_url, workspace_server
 
     url = server_url(workspace_server(workspace))
     return [(graph_name(workspace), url), (graph_name(workspace, baseline=True), url)]
@@ -286,7 +293,7 @@ def _graphs_of(workspace: str) -> list[tuple[str, str]]:
 def shared_graphs(*workspaces: str):
     """Keep these workspaces' graphs from one test to the next (the module's tests only read them) and
     delete them at the end. A test that changes one of them fails: it needs a desk of its own."""
-    from provenance.graph import Graph
+    from provenance.graph.graph import Graph
 
     graphs = [g for ws in workspaces for g in _graphs_of(ws)]
     for name, url in graphs:
@@ -295,10 +302,10 @@ def shared_graphs(*workspaces: str):
         SHARED_GRAPHS[name] = (url, graph_version(name, url), graph_fingerprint(name, url))
     try:
         yield
-        # A write that went round provenance.graph moves no stamp: the contents tell, at the module's end.
+        # A write that went round provenance.graph.graph moves no stamp: the contents tell, at the module's end.
         changed = [name for name, url in graphs if graph_fingerprint(name, url) != SHARED_GRAPHS[name][2]]
         assert not changed, f"a test of this module changed graphs it shares ({', '.join(changed)}) behind " \
-                            "provenance.graph's back: give it a desk of its own"
+                            "provenance.graph.graph's back: give it a desk of its own"
     finally:
         for name, url in graphs:
             SHARED_GRAPHS.pop(name, None)
@@ -330,7 +337,7 @@ def module_transaction(django_db_blocker):
 def offline_answer(request) -> dict:
     """A fake Gemini responder that answers each registered task with its offline implementation (the
     request's system instruction names the task)."""
-    from compensation.drafting import MODEL_TASKS
+    from compensation.drafting.item_kinds import MODEL_TASKS
     from provenance import llm
 
     for task in [*map(llm.registered_task, llm.task_names()), *MODEL_TASKS.values()]:
@@ -368,13 +375,13 @@ def run_command(capsys, *args) -> tuple[int, str]:
 
 def signed_chains(*, a_rows: int = 10, b_rows: int = 6, system_rows: int = 3) -> SimpleNamespace:
     """Two workspaces' chains and the system chain, committed and signed."""
-    from core import audit, checkpoints
+    from core.audit import checkpoints, trail
     from provenance.models import Workspace
 
     a, b = Workspace.objects.create(name="audit-a"), Workspace.objects.create(name="audit-b")
     for ws, n in ((a, a_rows), (b, b_rows), (None, system_rows)):
         for i in range(n):
-            audit.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"event {i}",
+            trail.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"event {i}",
                          workspace=ws, data={"i": i})
     checkpoints.flush()
     return SimpleNamespace(a=a, b=b)
@@ -473,7 +480,7 @@ def repair_example_desk(example_desk, name: str, prefix: str):
     and repair through the desk's replay endpoint: the repaired workspace is the clean one, verification
     0 / 0 / 0, and nothing performed again. Returns the incident, for the desk's own counts."""
     from kintsugi_client.signing import sign
-    from provenance.selectors import export_state
+    from provenance.recording.selectors import export_state
     from repairs.job import run_repair
     from tests.helpers import open_incident
 
@@ -538,7 +545,7 @@ def run_quick_bench(name: str, tmp_path: Path, *, own_home: bool = False, timeou
 def recording_api(workspace, agents, *, actor) -> APIClient:
     """An API client holding a new recording token of `workspace`, with `agents` registered there as agents
     of another process (a replay address nothing listens on)."""
-    from provenance.onboarding import issue_agent_token, register_agent
+    from provenance.access.onboarding import issue_agent_token, register_agent
 
     for name in agents:
         register_agent(workspace=workspace, name=name, replay="http://127.0.0.1:9/replay", actor=actor, reason="t",

@@ -45,10 +45,11 @@ def _problems(incident, **kw) -> list[str]:
 def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases(repaired_desk, db, settings):
     """The red cases of the bench's check: it holds for an incident decided once per item with one undo,
     and names a pending item, an item decided twice, a missing undo and a case taken from its claimer."""
-    from compensation import approval, assignments
+    from compensation.delivery import approval
+    from compensation.review import assignments
     from compensation.models import CompensationItem
-    from compensation.services import approve_item
-    from core import audit
+    from compensation.review.services import approve_item
+    from core.audit import trail
     from core.vocabulary import AuditAction
     from repairs.models import Incident
 
@@ -71,7 +72,7 @@ def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases
     assert _problems(incident, undo_expected=False) == [f"no undo expected, found ['{first.ticket_id}']"]
 
     doubled = items[1]
-    audit.record(action=AuditAction.ITEM_APPROVED, subject_type="compensation_item", subject_id=doubled.pk,
+    trail.record(action=AuditAction.ITEM_APPROVED, subject_type="compensation_item", subject_id=doubled.pk,
                  via="admin", actor=reviewer, reason="again", incident_id=incident.pk, workspace=incident.workspace_id,
                  from_status="pending", to_status="approved")
     assignments.assign(keys=[(incident.pk, "t08")], assignee=people.lead_reviewer, actor=reviewer, reason="x",

@@ -82,7 +82,7 @@ def test_the_ledger_check_reports_a_lost_root_a_doubled_one_and_one_that_landed_
     from types import SimpleNamespace
 
     from bench import soak
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from provenance.models import Workspace
 
     ws = Workspace.objects.create(name="soak-ledger")

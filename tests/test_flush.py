@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from provenance.management.commands import flush as flush_command
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from core.roles import SUPPORT_LEAD
 from provenance.models import Workspace
 from tests.helpers import create_user, owner_connection

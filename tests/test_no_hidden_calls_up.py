@@ -77,7 +77,7 @@ def test_no_lower_layer_holds_a_higher_layers_function_once_the_apps_are_ready()
 
 
 def test_a_registry_filled_with_a_higher_layers_function_is_caught():
-    from compensation import drafts
+    from compensation.drafting import drafts
     from repairs.signals import repair_planned
 
     class Registry:  # what a registry filled at start-up looks like from inside
@@ -91,8 +91,8 @@ def test_a_registry_filled_with_a_higher_layers_function_is_caught():
     lower.announced = repair_planned  # a signal compensation receives: allowed
     lower.same_layer = {"walk": _every_module}  # not a layer module's function: not looked at
     assert calls_up([lower]) == [
-        "repairs.calls_up.HANDLERS holds compensation.drafts.draft_planned",
-        "repairs.calls_up.compensation holds compensation.drafts.draft_repair",
+        "repairs.calls_up.HANDLERS holds compensation.drafting.drafts.draft_planned",
+        "repairs.calls_up.compensation holds compensation.drafting.drafts.draft_repair",
     ]
 
 

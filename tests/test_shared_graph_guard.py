@@ -1,10 +1,10 @@
 """The guard on the graphs a module's tests share (tests.helpers.shared_graphs): after each test their
-version (the stamp every write through provenance.graph moves, and their size) must be as the module
+version (the stamp every write through provenance.graph.graph moves, and their size) must be as the module
 built them; at the module's end their whole contents must be."""
 import pytest
 
-from provenance.graph import workspace_graph
-from provenance.services import desk_run
+from provenance.graph.graph import workspace_graph
+from provenance.recording.services import desk_run
 from tests.helpers import graph_fingerprint, graph_version
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,10 @@ from django.db import transaction
 from bench.fuzzdesk import reference
 from bench.fuzzdesk.programs import AGENTS, amount_of, body_of, carries_marker, derive
 from provenance.agents import agent
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Ticket, Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state
+from provenance.recording.recorder import GraphRecorder
+from provenance.recording.selectors import export_state
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source
@@ -95,7 +95,7 @@ def record_roots(desk: dict, roots: list[tuple[str, dict]], *, name: str, clean:
                                    for t, paid in desk["tickets"].items())
     for baseline in (False, True):
         workspace_graph(name, baseline=baseline).delete()
-    session = RecordingSession(graph=workspace_graph(name), workspace=name, sources=dict(desk["sources"]),
+    session = GraphRecorder(graph=workspace_graph(name), workspace=name, sources=dict(desk["sources"]),
                                effects="live", run_number=1, load=False,
                                excluded_sources=desk["flagged"] if clean else ())
     for agent_name, payload in roots:

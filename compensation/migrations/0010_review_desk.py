@@ -8,7 +8,7 @@ from django.db import migrations, models
 def bind_approved(apps, schema_editor):
     """Items approved before approvals were bound: bind them to their content as it stands, so they
     still execute (an edit after this point voids them like any other)."""
-    from compensation.approval import content_hash
+    from compensation.delivery.approval import content_hash
 
     Item = apps.get_model("compensation", "CompensationItem")
     items = Item.objects.using(schema_editor.connection.alias)

@@ -1,6 +1,6 @@
 """The API for agents in other processes: onboarding a workspace (people's tokens, the Workspace admin
 role) and the recording protocol (a recording token of one workspace). Thin views: the services are
-provenance.onboarding and provenance.remote; their errors are mapped in kintsugi_site.api.errors."""
+provenance.access.onboarding and provenance.recording.remote; their errors are mapped in kintsugi_site.api.errors."""
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -19,8 +19,9 @@ from kintsugi_site.api.serializers import WorkspaceSerializer
 from kintsugi_site.api.recording_serializers import (
     OpenActionSerializer, ActionOpenedSerializer, ActionDescriptionSerializer, AbandonedSerializer, ANSWERS,
     REQUESTS, SUMMARIES)
-from provenance import onboarding, remote
-from provenance import replay as replay_protocol
+from provenance.access import onboarding
+from provenance.recording import remote
+from provenance.recording import replay as replay_protocol
 from provenance.models import AgentRegistration, AgentToken, Source
 
 VIA = views.VIA
@@ -243,7 +244,7 @@ class TokenIssueSerializer(views.ReasonSerializer):
 
 
 class MayCreateWorkspaces(IsAuthenticated):
-    """Refused before the body is read, as the service would refuse it (provenance.onboarding)."""
+    """Refused before the body is read, as the service would refuse it (provenance.access.onboarding)."""
 
     message = "creating workspaces needs the Workspace admin role (provenance.add_workspace)"
 

@@ -2,12 +2,12 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from provenance import tokens
+from provenance.access import tokens
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
     """DRF's token authentication, refusing an expired token and recording its last use
-    (provenance.tokens: at most one write a minute per token)."""
+    (provenance.access.tokens: at most one write a minute per token)."""
 
     def authenticate_credentials(self, key):
         try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from compensation import approval, deliveries, links
-from compensation import messages as outgoing
-from compensation.acknowledgements import AckOutcome
+from compensation.delivery import approval, deliveries, links
+from compensation.delivery import messages as outgoing
+from compensation.delivery.acknowledgements import AckOutcome
 from compensation.models import CompensationItem
 from repairs.not_rerun import not_rerun_actions
 from kintsugi_site.api.serializers import FREE_TEXT, StrictSerializer

@@ -1,6 +1,6 @@
 """For a team that performs its own effects (a workspace whose connector for an item kind is
 agent_pull): its agent pulls the approved compensations offered to it and acknowledges each, with the
-workspace's recording token. Thin views over compensation.acknowledgements; another workspace's item,
+workspace's recording token. Thin views over compensation.delivery.acknowledgements; another workspace's item,
 or one compensating actions of agents the token may not record as, answers 404 as one that does not
 exist."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from compensation import acknowledgements
+from compensation.delivery import acknowledgements
 from kintsugi_site.api import views
 from kintsugi_site.api.agents import RecordingView
 from kintsugi_site.api.errors import ApiError

@@ -1,6 +1,6 @@
 """Deciding before flagging, over the API: a source's what-if, the sources worth a look in a workspace,
 a source's trust, and an action's reads when it ran beside now. Thin views over repairs.what_if,
-repairs.suspicious, provenance.trust and provenance.time_travel; every lookup starts from the caller's
+repairs.suspicious, provenance.access.trust and provenance.recording.time_travel; every lookup starts from the caller's
 visible workspaces (another workspace's source, workspace or action answers 404)."""
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from kintsugi_site.api.serializers import (
     StrictSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import tenancy, time_travel, trust
+from provenance.access import tenancy, trust
+from provenance.recording import time_travel
 from provenance.models import Source
 from repairs.models import Incident
 from repairs.suspicious import suspicious_sources
@@ -102,7 +103,7 @@ class TrustSerializer(StrictSerializer, ReasonSerializer):
 
 class SourceTrustView(APIView):
     """A source's trust, as its admin page sets it: the source among the caller's workspaces (404),
-    then the Support lead role (403), then the body (400); provenance.trust.set_source_trust checks
+    then the Support lead role (403), then the body (400); provenance.access.trust.set_source_trust checks
     the same again and writes the `source.trust_set` audit event."""
 
     basename = "source"  # what a refusal's audit event names as its subject

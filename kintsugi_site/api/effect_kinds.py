@@ -1,4 +1,4 @@
-"""Effect kinds declared by the agent's side (provenance.effect_declarations): a Workspace admin
+"""Effect kinds declared by the agent's side (provenance.access.effect_declarations): a Workspace admin
 declares them on the workspace, a recording token declares them for its own workspace. Thin views."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from kintsugi_site.api import views
 from kintsugi_site.api.agents import RecordingView
-from provenance import effect_declarations
+from provenance.access import effect_declarations
 from provenance.models import EffectKindDeclaration
 
 VIA = views.VIA

@@ -15,11 +15,11 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from compensation.services import DecisionRefused, ReviewRefused
+from compensation.review.services import DecisionRefused, ReviewRefused
 from core.errors import error_body, first_line, map_domain_error  # noqa: F401  (the API's names for them)
 from core.vocabulary import Via
 from kintsugi_site.api.parsers import too_large
-from provenance.refusals import record_refusal
+from provenance.access.refusals import record_refusal
 
 log = logging.getLogger("kintsugi.api")
 

@@ -1,5 +1,5 @@
 """The workspace endpoints that manage people and read the desk's state: its members (listed, added and
-removed by a Workspace admin of the workspace, through provenance.membership, which audits each change)
+removed by a Workspace admin of the workspace, through provenance.access.membership, which audits each change)
 and `export_state` (the active facts, standing decisions and live effects the command line prints).
 
 Roles are the deployment's groups, granted by a superuser, never by a workspace: adding a member `as` a
@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from core.vocabulary import Role
 from kintsugi_site.api import agents, views
 from kintsugi_site.api.errors import ApiError
-from provenance import membership
-from provenance.selectors import export_state
+from provenance.access import membership
+from provenance.recording.selectors import export_state
 
 VIA = views.VIA
 

@@ -1,5 +1,5 @@
 """OTLP/HTTP traces in: `POST /api/v1/otlp/v1/traces`, as an OpenTelemetry exporter sends them
-(protobuf, or OTLP/JSON), authenticated by a recording token. A thin view over provenance.otel; the
+(protobuf, or OTLP/JSON), authenticated by a recording token. A thin view over provenance.recording.otel; the
 answer is the OTLP ExportTraceServiceResponse in the request's own encoding."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework import parsers
 
 from kintsugi_site.api import agents
 from kintsugi_site.api.parsers import JSONParser, too_large
-from provenance import otel
+from provenance.recording import otel
 
 PROTOBUF = "application/x-protobuf"
 

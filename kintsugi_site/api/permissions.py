@@ -1,5 +1,5 @@
 """Roles (the groups of core.roles: Support lead, Reviewer, Auditor) as API permissions, asked through the
-one capability table (provenance.capabilities) that the admin, MCP and the CLI ask too.
+one capability table (provenance.access.capabilities) that the admin, MCP and the CLI ask too.
 
 Reads need the view's `read_capability` (what is read); membership of the workspace is checked by the
 querysets (another workspace answers 404). Changes are checked by the services themselves
@@ -7,7 +7,7 @@ querysets (another workspace answers 404). Changes are checked by the services t
 has no check of its own, so MayRetryIncidents checks it here."""
 from rest_framework.permissions import SAFE_METHODS, IsAuthenticated
 
-from provenance import capabilities
+from provenance.access import capabilities
 
 
 class RolePermission(IsAuthenticated):

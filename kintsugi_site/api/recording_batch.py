@@ -1,5 +1,5 @@
 """The recording protocol's batch forms over the API: several calls of one open action in one request,
-and a whole finished recording in one request. Thin views over provenance.batch; the shapes are typed
+and a whole finished recording in one request. Thin views over provenance.recording.batch; the shapes are typed
 here for the OpenAPI schema (each call is one of the single calls' bodies, told apart by `op`)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from kintsugi_site.api import agents
 from kintsugi_site.api.recording_serializers import REQUESTS
-from provenance import batch
+from provenance.recording import batch
 
 
 def _call_serializer(op: str, base: type[serializers.Serializer]) -> type[serializers.Serializer]:

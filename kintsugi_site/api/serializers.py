@@ -9,8 +9,8 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from compensation import review_numbers
-from provenance import containment, quarantine
+from compensation.review import review_numbers
+from provenance.recording import containment, quarantine
 from provenance.models import Source, Workspace
 from provenance.validation import MAX_AMOUNT_CENTS
 from repairs.models import Incident
@@ -65,8 +65,8 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 
 
 class ApproveEditsSerializer(StrictSerializer):
-    """The admin's edit-then-approve fields; which of them a kind takes is in compensation.services
-    EDITABLE_FIELDS (money kinds: amount_cents and body; emails: to, subject and body)."""
+    """The admin's edit-then-approve fields; which of them a kind takes is in compensation.review.services
+    its kind's spec (compensation.drafting.kinds: money kinds: amount_cents and body; emails: to, subject and body)."""
 
     amount_cents = serializers.IntegerField(required=False, min_value=0, max_value=MAX_AMOUNT_CENTS)
     to = serializers.CharField(required=False, max_length=320)
@@ -285,7 +285,7 @@ class IncidentSerializer(serializers.Serializer):
     quarantine = QuarantineSerializer(allow_null=True, help_text="The flagged source's quarantine (null: none).")
     containment = ContainmentSerializer(allow_null=True, help_text="What the flag contained at once and the effects "
                                                                    "it holds (null: flagged before containment).")
-    review = ReviewSerializer(help_text="What still waits for a person (compensation.review_numbers).")
+    review = ReviewSerializer(help_text="What still waits for a person (compensation.review.review_numbers).")
     not_rerun = NotRerunSerializer(allow_null=True, help_text="Traced actions not re-run (null: none; docs/otel.md).")
 
     def to_representation(self, incident: Incident) -> dict:

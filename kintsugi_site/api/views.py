@@ -20,8 +20,9 @@ from rest_framework.views import APIView
 from kintsugi_site import prov_export, reports
 from repairs import deep_check
 from kintsugi_site.api.errors import ApiError
-from compensation import links as compensation_links, selectors as compensation_selectors
-from compensation import assignments, services as compensation_services
+from compensation.delivery import links as compensation_links
+from compensation.review import selectors as compensation_selectors
+from compensation.review import assignments, services as compensation_services
 from compensation.models import CompensationItem
 from kintsugi_site.api.permissions import MayRetryIncidents
 from kintsugi_site.api.compensation_serializers import NextCasesAnswerSerializer, NextCasesSerializer, ReviewItemSerializer
@@ -43,7 +44,9 @@ from kintsugi_site.api.serializers import (
     WorkspaceSerializer,
 )
 from kintsugi_site.api.throttles import ExpensiveEndpointThrottle
-from provenance import selectors as provenance_selectors, tenancy, time_travel, validation
+from provenance.recording import selectors as provenance_selectors, time_travel
+from provenance.access import tenancy
+from provenance import validation
 from provenance.models import Source
 from repairs import explain as repair_explain, services as repair_services
 from repairs.models import Incident, open_incident_id

@@ -1,7 +1,7 @@
 """Webhooks providers send: Stripe's events about the refunds and invoices kintsugi created.
 
 No session or token: the `Stripe-Signature` header is the credential, verified against the configured
-signing secrets before anything is read (compensation.provider_events). A body that does not verify is
+signing secrets before anything is read (compensation.delivery.provider_events). A body that does not verify is
 answered 400 with the error shape and changes nothing."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compensation.provider_events import BadSignature, stripe_event
+from compensation.delivery.provider_events import BadSignature, stripe_event
 from kintsugi_site.api.errors import error_body
 
 

@@ -165,7 +165,7 @@ WHITENOISE_SKIP_COMPRESS_EXTENSIONS = ("jpg", "jpeg", "png", "gif", "webp", "zip
                                        "mov", "mp4", "mpeg", "mpg", "webm", "wmv", "map")
 
 # FalkorDB: the provenance graphs and the model response cache. Resolved lazily by
-# provenance.graph so that importing settings never starts a graph server.
+# provenance.graph.graph so that importing settings never starts a graph server.
 FALKORDB_URL = env("FALKORDB_URL", default="")
 # The servers new workspaces are placed on (comma-separated redis:// URLs with their passwords); empty:
 # every workspace on FALKORDB_URL. Each new workspace goes to the one holding the fewest (provenance.placement).
@@ -247,7 +247,7 @@ KINTSUGI_REPAIR_HELPERS = env.bool("KINTSUGI_REPAIR_HELPERS", default=True)
 KINTSUGI_REPAIR_PARTS = env.int("KINTSUGI_REPAIR_PARTS", default=1)
 KINTSUGI_REPAIR_PARALLEL_MIN = env.int("KINTSUGI_REPAIR_PARALLEL_MIN", default=2000)
 # Workspace graphs whose topology each process keeps in memory for blast radius questions
-# (provenance.mirror; about 150 MB per million actions).
+# (provenance.graph.mirror; about 150 MB per million actions).
 KINTSUGI_MIRROR_GRAPHS = env.int("KINTSUGI_MIRROR_GRAPHS", default=4)
 # A process's first radius question is answered by FalkorDB while the mirror is read in the background
 # (off: the first question reads the mirror and waits for it).
@@ -261,12 +261,12 @@ GEMINI_BASE_URL = env("GEMINI_BASE_URL", default="")
 GEMINI_MODEL = env("GEMINI_MODEL", default="gemini-2.5-flash")
 KINTSUGI_MODEL_BACKEND = env("KINTSUGI_MODEL_BACKEND", default="gemini" if GEMINI_API_KEY else "offline")
 
-# The audit record's signed checkpoints (core.checkpoints) live outside Postgres: the log of
+# The audit record's signed checkpoints (core.audit.checkpoints) live outside Postgres: the log of
 # signed chain heads and the Ed25519 signing key (generated on first use unless required to exist;
 # its public half is written beside it as signing-key.pub.pem, for verify_report elsewhere).
 _AUDIT_HOME = Path(os.environ.get("KINTSUGI_HOME", BASE_DIR / ".kintsugi")) / "audit"
 KINTSUGI_AUDIT_CHECKPOINT_LOG = env("KINTSUGI_AUDIT_CHECKPOINT_LOG", default=str(_AUDIT_HOME / "checkpoints.jsonl"))
-# The checkpoint log's anchor (core.anchor): a second append-only file, in a directory of its own
+# The checkpoint log's anchor (core.audit.anchor): a second append-only file, in a directory of its own
 # that the database owner cannot write (another volume, a host the database does not run on).
 KINTSUGI_AUDIT_ANCHOR_LOG = env("KINTSUGI_AUDIT_ANCHOR_LOG", default=str(_AUDIT_HOME.parent / "audit-anchor" / "anchor.jsonl"))
 KINTSUGI_AUDIT_SIGNING_KEY = env("KINTSUGI_AUDIT_SIGNING_KEY", default=str(_AUDIT_HOME / "signing-key.pem"))
@@ -290,7 +290,7 @@ KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=10)
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")
-# Delivery of approved items (compensation.connectors). Each item kind's default connector, e.g.
+# Delivery of approved items (compensation.delivery.connectors). Each item kind's default connector, e.g.
 # "refund_reversal=stripe,replacement_refund=stripe,correction_email=smtp"; unset kinds use the sandbox
 # ledger (money) and the outbox (email). A workspace admin may choose otherwise per workspace. Secrets
 # are named by options from a registry (core.secret_registry, docs/connectors.md): the built-in
@@ -345,7 +345,7 @@ REST_FRAMEWORK = {
 # Incident report downloads from the admin (JSON, CSV, PDF), per user: PDFs cost seconds of CPU each.
 KINTSUGI_REPORT_DOWNLOAD_RATE = env("KINTSUGI_REPORT_DOWNLOAD_RATE", default="30/min")
 from .openapi import SPECTACULAR_SETTINGS  # noqa: E402,F401 - drf-spectacular's, kept in a module of their own
-# Agents in other processes (provenance.remote, provenance.replay): an HTTP recording idle this long
+# Agents in other processes (provenance.recording.remote, provenance.recording.replay): an HTTP recording idle this long
 # expires with nothing written; a repair serves a replay's calls on a loopback server bound here.
 KINTSUGI_RECORDING_TIMEOUT_SECONDS = env.int("KINTSUGI_RECORDING_TIMEOUT_SECONDS", default=300)
 KINTSUGI_REPLAY_CALLBACK_HOST = env("KINTSUGI_REPLAY_CALLBACK_HOST", default="127.0.0.1")

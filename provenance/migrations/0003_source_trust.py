@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='source',
             name='trust',
-            field=models.CharField(choices=[('untrusted', 'Untrusted'), ('unknown', 'Unknown'), ('trusted', 'Trusted')], default='unknown', help_text='Set by a lead (provenance.trust.set_source_trust); facts inherit the lowest trust of what they came from.', max_length=16),
+            field=models.CharField(choices=[('untrusted', 'Untrusted'), ('unknown', 'Unknown'), ('trusted', 'Trusted')], default='unknown', help_text='Set by a lead (provenance.access.trust.set_source_trust); facts inherit the lowest trust of what they came from.', max_length=16),
         ),
     ]

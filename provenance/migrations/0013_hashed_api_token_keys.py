@@ -2,9 +2,9 @@ from django.db import migrations, models
 
 
 def digest_keys(apps, schema_editor):
-    """Every API token key still stored in the clear becomes its digest (provenance.tokens), its first
+    """Every API token key still stored in the clear becomes its digest (provenance.access.tokens), its first
     characters kept on its lease; the key people hold keeps working, since lookups digest it too."""
-    from provenance.tokens import PREFIX_CHARS, api_key_digest, is_digest
+    from provenance.access.tokens import PREFIX_CHARS, api_key_digest, is_digest
 
     alias = schema_editor.connection.alias
     Token = apps.get_model("authtoken", "Token")

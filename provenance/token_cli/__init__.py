@@ -2,4 +2,4 @@
 
 An app of its own so that it is listed before rest_framework.authtoken (the first app to name a
 command provides it): DRF's command prints the key of a user's existing token, which is no longer
-stored (provenance.tokens keeps only its digest)."""
+stored (provenance.access.tokens keeps only its digest)."""

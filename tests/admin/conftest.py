@@ -10,7 +10,7 @@ import pytest
 
 from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import flag_source

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from compensation.models import AuditEvent
 from core.roles import REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN
 from provenance.models import AgentRegistration, AgentToken, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 
 pytestmark = pytest.mark.django_db
 

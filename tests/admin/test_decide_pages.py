@@ -5,10 +5,10 @@ from django.urls import reverse
 
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source
-from provenance.selectors import export_state
-from provenance.services import record_root
+from provenance.recording.selectors import export_state
+from provenance.recording.services import record_root
 from repairs.models import Incident
 from repairs.job import run_repair
 from repairs.services import flag_source

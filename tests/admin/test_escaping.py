@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from compensation.models import CompensationItem
 from provenance.models import Source, Ticket
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from repairs.models import Incident
 from kintsugi_site.reports import render_html
 from repairs.services import flag_source

@@ -90,7 +90,7 @@ def test_picture_colours_every_action_by_its_repair_status(lead_client, repaired
 
 
 def test_picture_of_a_big_radius_is_grouped_and_paged(lead_client, workspace_name, support_lead, settings):
-    from provenance.services import desk_run, get_workspace
+    from provenance.recording.services import desk_run, get_workspace
     from repairs.job import run_repair
 
     settings.CELERY_TASK_ALWAYS_EAGER = False

@@ -1,5 +1,5 @@
 """One set of counts: the incident page, its review-queue link, the dashboard and the reports all read an
-incident's items from compensation.selectors.item_counts; closing has its own confirmation page; the
+incident's items from compensation.review.selectors.item_counts; closing has its own confirmation page; the
 status badge follows the repair's phase."""
 import io
 import json
@@ -8,9 +8,10 @@ import zipfile
 
 from django.urls import reverse
 
-from compensation import services as review
+from compensation.drafting import kinds
+from compensation.review import services as review
 from compensation.models import CompensationItem
-from compensation.selectors import item_counts
+from compensation.review.selectors import item_counts
 from repairs.models import Incident
 from kintsugi_site.reports import render_report
 
@@ -26,8 +27,8 @@ def test_incident_page_queue_link_dashboard_and_reports_give_the_same_counts(cli
                                                                            reviewer):
     _approve_one(repaired, reviewer)  # so pending and total differ
     items = CompensationItem.objects.filter(incident=repaired)
-    drafts, held = items.filter(kind__in=CompensationItem.COMPENSATION_KINDS).count(), items.exclude(
-        kind__in=CompensationItem.COMPENSATION_KINDS).count()
+    drafts, held = items.filter(kind__in=kinds.COMPENSATING).count(), items.exclude(
+        kind__in=kinds.COMPENSATING).count()
     pending = items.filter(status="pending").count()
     assert (drafts, held, pending) == (10, 0, 9)  # one message per customer: no reply held apart
     client.force_login(support_lead)

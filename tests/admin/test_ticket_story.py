@@ -6,7 +6,7 @@ import re
 
 from django.urls import reverse
 
-from compensation import services as review
+from compensation.review import services as review
 from compensation.models import CompensationItem
 from provenance.models import Ticket
 from kintsugi_site.reports import build_report, render_html, render_report

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bench import agents_concurrent
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WRITER, READER = "bench_remote_writer", "bench_remote_reader"

@@ -7,8 +7,8 @@ import pytest
 
 from kintsugi_client import Client, Desk, KintsugiError, RecordingBatch, RemoteRecorder
 from provenance.models import Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.services import record_root
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.services import record_root
 from tests.agents.test_recording_protocol import _shape
 
 pytestmark = pytest.mark.django_db(transaction=True)

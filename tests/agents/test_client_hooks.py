@@ -16,7 +16,7 @@ from kintsugi_client import Client, Desk, ForgedReplay, KintsugiError
 from kintsugi_client.replay_secret import ENV, keep_replay_secret, load_replay_secret
 from kintsugi_client.signing import sign
 from provenance.models import AgentRegistration, Source, Workspace
-from provenance.onboarding import register_agent
+from provenance.access.onboarding import register_agent
 from repairs.job import run_repair
 from tests.agents.writer_reader import record_writer_reader
 from tests.helpers import api_key, create_user, free_port, open_incident

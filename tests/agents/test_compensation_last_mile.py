@@ -10,14 +10,14 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from compensation.delivery_models import Delivery, DeliveryState
-from compensation.execution import execute_item
-from compensation.links import compensates
+from compensation.delivery.execution import execute_item
+from compensation.delivery.links import compensates
 from compensation.models import CompensationItem
 from core.roles import REVIEWER
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.onboarding import issue_agent_token
-from provenance.services import get_workspace
+from provenance.access.onboarding import issue_agent_token
+from provenance.recording.services import get_workspace
 from tests.agents.conftest import ROOT
 from tests.compensation.delivery_support import use_connectors
 from tests.helpers import create_user, flag_and_repair

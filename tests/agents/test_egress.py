@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from core import egress
 from provenance.models import AgentRegistration, Workspace
-from provenance.replay import ReplayUnavailable
+from provenance.recording.replay import ReplayUnavailable
 from repairs.job import run_repair
 from repairs.models import Incident
 from tests.agents.test_replay_failures import Agent, recorded

@@ -2,7 +2,7 @@
 its replay endpoint: the repaired workspace is what the same desk records without the note."""
 import pytest
 
-from provenance.selectors import export_state
+from provenance.recording.selectors import export_state
 from tests.helpers import repair_example_desk
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from provenance.models import Source, Ticket, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.selectors import blast_radius
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.selectors import blast_radius
 from tests.api.test_mcp import call, serving
 
 pytestmark = pytest.mark.django_db(transaction=True)

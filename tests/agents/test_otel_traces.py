@@ -21,11 +21,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rest_framework.test import APIClient
 
-from provenance import queries, selectors
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+
+from provenance.recording import selectors
+from provenance.graph.graph import workspace_graph
 from provenance.models import Recording, Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.replay import ReplayFailed, ReplayUnavailable
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.replay import ReplayFailed, ReplayUnavailable
 from repairs.job import run_repair
 from repairs.services import incident_summary
 from kintsugi_site.mcp_server import incident_status as mcp_incident_status

@@ -6,7 +6,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 from provenance.models import Source, Workspace
 
 CALLS = ("get", "set", "ingest", "handoff", "effect", "finish")

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 from kintsugi_client.signing import verify
 from kintsugi_site.api.errors import exception_handler
 from provenance.models import AgentRegistration, Source, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.services import WorkspaceBusy, workspace_lock
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.services import WorkspaceBusy, workspace_lock
 from tests.helpers import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -125,7 +125,7 @@ def test_flag_source_wait_gives_up_on_a_repair_whose_agent_answers_500_and_the_r
 
 
 def test_export_state_gives_money_as_integer_cents_with_the_unit_in_the_key(capsys):
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
 
     desk_run(workspace="cents")
     code, out = run_command(capsys, "export_state", "--workspace", "cents", "--json")

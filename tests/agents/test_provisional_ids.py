@@ -12,10 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from provenance import batch, remote
-from provenance.graph import workspace_graph
+from provenance.recording import batch, remote
+from provenance.graph.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from tests.agents.test_recording_batch import READER, WRITER
 from tests.agents.test_recording_protocol import faq_over_http, post, setup  # noqa: F401  (setup: a fixture)
 

@@ -9,14 +9,14 @@ import pytest
 from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
-from provenance import quarantine
+from provenance.recording import quarantine
 from provenance.agents import agent
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.llm import ModelClient
 from provenance.models import SourceQuarantine, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.selectors import export_state
-from provenance.services import desk_run, record_root
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run, record_root
 from repairs.models import Incident
 from repairs.services import RefusedTransition, close_incident
 from tests.helpers import flag_and_repair, open_incident

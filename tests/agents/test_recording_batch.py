@@ -8,11 +8,11 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import LedgerEntry, Recording, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.services import record_root
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.services import record_root
 from tests.agents.test_recording_protocol import _shape
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,11 +8,11 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
-from provenance import queries
-from provenance.graph import workspace_graph
+from provenance.graph import queries
+from provenance.graph.graph import workspace_graph
 from provenance.models import Recording, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.services import record_root
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.services import record_root
 from tests.helpers import graph_dump
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -141,7 +141,7 @@ def test_a_call_on_a_stale_copy_of_its_recording_lands_on_the_row_as_it_stands(s
     """A web process applies a call to its cached copy of the recording and writes it back only if no
     other process's call changed the row since; here the copy is made stale by hand, as another
     worker's call would leave it, and both sets must reach the graph."""
-    from provenance import remote
+    from provenance.recording import remote
 
     ws, client = setup("stale-copy")
     a = post(client, "", {"agent": "http_faq_writer", "payload": {"topic": "t", "answer": "a"}}, 201)["action"]

@@ -2,11 +2,11 @@
 endpoint, verified, and counted against the same desk recorded in-process."""
 import pytest
 
-from provenance import queries
+from provenance.graph import queries
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import GraphUnavailable, workspace_graph
-from provenance.replay import ReplayUnavailable
-from provenance.services import desk_run
+from provenance.graph.graph import GraphUnavailable, workspace_graph
+from provenance.recording.replay import ReplayUnavailable
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 from repairs.job import run_repair
 from tests.helpers import open_incident

@@ -11,7 +11,7 @@ import pytest
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.outages import heal_outages
-from provenance.replay import ReplayUnavailable
+from provenance.recording.replay import ReplayUnavailable
 from tests.agents.test_replay_failures import Agent, callback, recorded, replays_writer_as_recorded
 from tests.helpers import open_incident, purge_broker
 

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from provenance.models import Source, Workspace
-from provenance.onboarding import register_agent
-from provenance.replay import ReplayUnavailable
+from provenance.access.onboarding import register_agent
+from provenance.recording.replay import ReplayUnavailable
 from repairs.job import run_repair
 from tests.agents.writer_reader import record_writer_reader
 from tests.helpers import graph_dump, open_incident

@@ -14,9 +14,9 @@ from django.core.management import call_command
 from compensation.models import AuditEvent
 from kintsugi_client import Client, Desk
 from kintsugi_client.signing import ForgedReplay, SeenReplays, sign, verify, verify_request
-from provenance import replay as server_replay
+from provenance.recording import replay as server_replay
 from provenance.models import AgentRegistration, Source, Workspace
-from provenance.onboarding import register_agent
+from provenance.access.onboarding import register_agent
 from repairs.job import run_repair
 from repairs.what_if import compute_what_if
 from tests.agents.writer_reader import record_writer_reader

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from provenance.models import Source
-from provenance.selectors import export_state
+from provenance.recording.selectors import export_state
 from repairs.models import Incident
 from tests.agents.conftest import RemoteDesk
 from tests.helpers import wait_until_finished
@@ -80,7 +80,7 @@ def test_typescript_client_tests_pass_under_node():
 
 
 def test_node_verifies_what_kintsugi_signs_and_refuses_it_changed():
-    from provenance.replay import sign
+    from provenance.recording.replay import sign
 
     body, secret, timestamp = '{"agent": "ts_triage", "purpose": "repair", "replay_id": "r1"}', "krs_abc", 1_700_000_000
     script = ("import('./clients/typescript/src/index.js').then(({ verify }) => {"
@@ -147,8 +147,8 @@ def test_typescript_desk_repairs_through_its_replay_endpoint_to_the_clean_record
 
 @pytest.mark.django_db(transaction=True)
 def test_typescript_bench_records_n_actions_and_prints_one_json_line(live_server, admin_token):
-    from provenance import queries
-    from provenance.graph import workspace_graph
+    from provenance.graph import queries
+    from provenance.graph.graph import workspace_graph
 
     status, ws = _post(f"{live_server.url}/api/v1/workspaces/", admin_token, {"name": "ts-bench", "reason": "bench"})
     assert status == 201, ws

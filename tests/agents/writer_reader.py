@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework.test import APIClient
 
-from provenance.onboarding import issue_agent_token
+from provenance.access.onboarding import issue_agent_token
 
 
 def record_writer_reader(ws, admin, *, value: str, decision: dict) -> bool:

@@ -7,7 +7,7 @@ from rest_framework.authtoken.models import Token
 
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from tests.helpers import create_user
 
 

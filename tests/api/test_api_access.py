@@ -161,7 +161,7 @@ def test_an_unexpected_failure_is_a_json_500_without_a_trace(make_user, record_d
     def broken(**kwargs):
         raise RuntimeError("secret internals /etc/passwd")
 
-    monkeypatch.setattr("provenance.selectors.blast_radius", broken)
+    monkeypatch.setattr("provenance.recording.selectors.blast_radius", broken)
     client = client_for(lead)
     client.raise_request_exception = False
     error = assert_error(client.get(f"/api/v1/sources/{source.pk}/blast-radius/"), 500, "server_error")

@@ -6,7 +6,7 @@ import pytest
 
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from repairs.models import Incident
 from tests.helpers import client_for, repair
 from tests.api.test_api_access import assert_error

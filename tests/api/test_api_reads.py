@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from tests.helpers import client_for
 from tests.api.test_api_access import assert_error
 

@@ -9,7 +9,7 @@ from django.test import Client
 from kintsugi_site.api import parsers
 from kintsugi_site.body_limit import BodyLimit
 from provenance.models import Recording, Ticket, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,11 +10,12 @@ import rdflib
 from prov.model import ProvActivity, ProvAgent, ProvDocument, ProvEntity, ProvRelation
 from rest_framework.authtoken.models import Token
 
+from compensation.drafting import kinds
 from compensation.models import CompensationItem
-from compensation.services import approve_item, reject_item
+from compensation.review.services import approve_item, reject_item
 from core.errors import map_domain_error
 from kintsugi_site import mcp_prov
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from tests.api.test_api_access import assert_error
 from tests.helpers import client_for, create_user
@@ -89,8 +90,8 @@ def test_prov_json_of_the_canonical_incident_loads_back_and_round_trips_its_coun
     # The article's incident: 25 actions in the radius and 4 new ones; its 10 compensation drafts and the
     # replacements its re-runs produced, held for approval, are items; two of them decided.
     assert (want["outcomes"], want["decisions"]) == (29, 2)
-    kinds = CompensationItem.objects.filter(incident=decided.incident).values_list("kind", flat=True)
-    assert sum(k in CompensationItem.COMPENSATION_KINDS for k in kinds) == 10 and want["items"] == len(kinds)
+    item_kinds = CompensationItem.objects.filter(incident=decided.incident).values_list("kind", flat=True)
+    assert sum(k in kinds.COMPENSATING for k in item_kinds) == 10 and want["items"] == len(item_kinds)
     assert counts(doc) == {k: want[k] for k in ("entities", "activities", "agents", "relations")}
     # Loaded back, it is the same document, and serialising it again loses nothing.
     again = ProvDocument.deserialize(content=doc.serialize(format="json"), format="json")

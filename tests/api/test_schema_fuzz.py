@@ -30,7 +30,7 @@ def fuzz_workspace(django_db_setup, django_db_blocker):
     in and that is rolled back at the end (the WSGI app runs on this thread's connection)."""
     from django.db import transaction
 
-    from compensation.services import reject_item
+    from compensation.review.services import reject_item
     from tests.helpers import make_people, repaired_incident
 
     with django_db_blocker.unblock():

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from provenance.models import Workspace
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from tests.api.test_api_access import assert_error
 from tests.helpers import client_for
 

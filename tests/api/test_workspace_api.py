@@ -9,7 +9,7 @@ from compensation.models import AuditEvent
 from core.vocabulary import AuditAction
 from provenance.agents import agent
 from provenance.models import Source
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from tests.api.test_api_access import assert_error
 from tests.helpers import client_for
 
@@ -102,7 +102,7 @@ def test_a_source_whose_content_is_empty_is_created_and_read(team):
     assert response.status_code == 201, response.content
     source = Source.objects.get(workspace_id=ws, source_id="blank-page")
     assert source.content == ""
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
 
     record_root(workspace=source.workspace.name, agent="empty_page_reader", payload={"source": "blank-page"})
     decision = workspace_graph(source.workspace.name).ro_query(

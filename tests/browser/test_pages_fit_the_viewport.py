@@ -12,7 +12,7 @@ from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source, Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from tests.helpers import repaired_incident
 
 pytestmark = [pytest.mark.browser]

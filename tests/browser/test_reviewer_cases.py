@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.contrib.auth.models import Group
 
+from compensation.drafting import kinds
 from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.models import OutboxEmail
@@ -79,7 +80,7 @@ def test_a_reviewer_works_every_case_with_the_keyboard(new_page, django_user_mod
     assert not [m for m in console if "Content Security Policy" in m or "Content-Security-Policy" in m], console
     # Every approved email left once, one per customer of the four approved cases; the rejected case sent nothing.
     sent = OutboxEmail.objects.filter(idempotency_key__startswith="compensation:")
-    assert sent.count() == incident.compensation_items.filter(status=St.EXECUTED, kind__in=CompensationItem.EMAIL_KINDS).count() == 4
+    assert sent.count() == incident.compensation_items.filter(status=St.EXECUTED, kind__in=kinds.MESSAGES).count() == 4
 
 
 def test_a_reviewer_undoes_a_case_from_the_toast_on_pages_that_fit_with_the_sidebar_open(

@@ -15,7 +15,7 @@ from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import reject_item
+from compensation.review.services import reject_item
 from provenance.models import Source, Ticket
 
 pytestmark = pytest.mark.django_db

@@ -13,15 +13,15 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from compensation import deliveries
+from compensation.delivery import deliveries
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState, delivery_needs_person
-from compensation.execution import execute_item
+from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from kintsugi_client.compensations import BadSignature, serve_webhooks, sign, verify_event
-from provenance.effects import idempotency_key
+from provenance.recording.effects import idempotency_key
 from provenance.models import LedgerEntry, Workspace
-from provenance.onboarding import issue_agent_token
+from provenance.access.onboarding import issue_agent_token
 from tests.compensation.delivery_support import use_connectors
 from tests.helpers import free_port
 
@@ -364,7 +364,7 @@ def test_the_webhook_carries_compensates_and_the_receiver_helper_verifies_its_si
 
 
 def test_the_receiver_helper_agrees_with_the_connectors_signature():
-    from compensation.connectors import webhook
+    from compensation.delivery.connectors import webhook
 
     body = b'{"type":"compensation.approved"}'
     header = webhook.sign(body, SECRET)

@@ -9,10 +9,10 @@ from django.contrib.auth import get_user_model
 
 from compensation.delivery_models import Delivery, DeliveryState
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from compensation.tasks import execute_compensation
 from kintsugi_client import Client, KintsugiError
-from provenance.onboarding import issue_agent_token
+from provenance.access.onboarding import issue_agent_token
 from tests.compensation.delivery_support import use_connectors
 from tests.helpers import repaired_incident, wait_for
 

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from compensation import approval
-from compensation.execution import execute_item
+from compensation.delivery import approval
+from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from provenance.models import LedgerEntry
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
-from core import audit
+from core.audit import chains, export, trail
 from compensation.models import AuditEvent
-from compensation.services import approve_item, reject_item
+from compensation.review.services import approve_item, reject_item
 from repairs.services import close_incident
 
 pytestmark = pytest.mark.django_db
@@ -52,15 +52,15 @@ def test_every_state_change_is_recorded_with_who_why_and_from_where(incident, pe
 
 def test_an_incidents_events_form_its_workspaces_chain_from_seq_1(incident, people):
     # Every event of the incident, from its flag on, is in its workspace's chain, numbered without gaps.
-    chain = list(audit.chain_events(incident.workspace_id).order_by("seq"))
+    chain = list(chains.chain_events(incident.workspace_id).order_by("seq"))
     assert chain and {e.workspace_id for e in chain} == {incident.workspace_id}
     assert [e.seq for e in chain] == list(range(1, len(chain) + 1)) and chain[0].action == "incident.flagged"
     assert {e.pk for e in chain} >= set(AuditEvent.objects.filter(incident=incident).values_list("pk", flat=True))
     # Not given a workspace, an event with an incident goes to the incident's chain; without one, the system's.
-    derived = audit.record(action="test.derived", subject_type="test", subject_id=1, via="cli", incident_id=incident.pk)
-    system = audit.record(action="test.system", subject_type="test", subject_id=2, via="cli")
+    derived = trail.record(action="test.derived", subject_type="test", subject_id=1, via="cli", incident_id=incident.pk)
+    system = trail.record(action="test.system", subject_type="test", subject_id=2, via="cli")
     assert (derived.workspace_id, derived.seq) == (incident.workspace_id, len(chain) + 1)
-    assert system.workspace_id is None and system.seq == audit.chain_events(None).count()
+    assert system.workspace_id is None and system.seq == chains.chain_events(None).count()
 
 
 def test_the_apps_database_role_can_append_but_never_change_or_cut_audit_rows(incident):
@@ -68,7 +68,7 @@ def test_the_apps_database_role_can_append_but_never_change_or_cut_audit_rows(in
         cur.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)")
         assert cur.fetchone() == ("kintsugi_app", False)
     table = AuditEvent._meta.db_table
-    audit.record(action="test.appended", subject_type="test", subject_id=1, via="cli", reason="role can append")
+    trail.record(action="test.appended", subject_type="test", subject_id=1, via="cli", reason="role can append")
     for sql in (f"UPDATE {table} SET reason = 'nothing happened' WHERE seq = 1", f"DELETE FROM {table} WHERE seq = 1",
                 f"TRUNCATE {table}", "SET session_replication_role = replica"):  # nor switch the triggers off
         with pytest.raises(DatabaseError, match="permission denied"), transaction.atomic(), connection.cursor() as cur:
@@ -85,14 +85,14 @@ def test_verify_audit_holds_on_an_untouched_chain(incident, capsys):
 @pytest.mark.parametrize("payload", ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+1", "-2+3", "@SUM(A1)",
                                      "\t=1", "\r=1", "<script>alert(1)</script>", "&A1 <img src=x>"])
 def test_csv_export_neutralises_formulas_and_keeps_the_text(people, payload):
-    audit.record(action="test.note", subject_type="test", subject_id=1, via="cli", actor=people.reviewer,
+    trail.record(action="test.note", subject_type="test", subject_id=1, via="cli", actor=people.reviewer,
                  reason=payload, data={"note": payload})
     notes = AuditEvent.objects.filter(action="test.note")
-    text = audit.export_csv(notes)
+    text = export.export_csv(notes)
     row = next(csv.DictReader(io.StringIO(text)))
     assert row["reason"][0] not in "=+-@\t" and "&lt;" not in text
     assert row["reason"] == ("'" + payload if payload[0] in "=+-@\t\r" else payload)
-    exported = audit.export_json(notes)
+    exported = export.export_json(notes)
     assert "<script" not in exported and json.loads(exported)[0]["reason"] == payload
 
 

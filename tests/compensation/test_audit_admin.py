@@ -5,7 +5,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from core import audit
+from core.audit import chains, trail
 from core.roles import AUDITOR
 from provenance.models import Workspace
 
@@ -17,7 +17,7 @@ def trails():
     mine, theirs = Workspace.objects.create(name="trail-mine"), Workspace.objects.create(name="trail-theirs")
     for ws, reason in ((mine, "mine-event"), (theirs, "theirs-event"), (None, "system-event")):
         for i in range(3):
-            audit.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"{reason}-{i}",
+            trail.record(action="test.event", subject_type="test", subject_id=i, via="cli", reason=f"{reason}-{i}",
                          workspace=ws)
     return mine, theirs
 
@@ -45,7 +45,7 @@ def test_a_non_member_sees_nothing_and_another_chains_row_is_not_found(client, m
     _, theirs = trails
     client.force_login(make_user("auditor2", AUDITOR))
     assert "theirs-event" not in client.get(reverse("admin:compensation_auditevent_changelist")).content.decode()
-    row = audit.chain_events(theirs).first()
+    row = chains.chain_events(theirs).first()
     response = client.get(reverse("admin:compensation_auditevent_change", args=[row.pk]), follow=True)
     assert "theirs-event" not in response.content.decode()
 
@@ -65,14 +65,14 @@ def test_the_audit_list_reads_for_a_person_hashes_and_filters_by_actor_within_th
     mine.members.add(auditor)
     alice = get_user_model().objects.create_user("alice-actor")
     mallory = get_user_model().objects.create_user("mallory-actor")
-    audit.record(action="test.event", subject_type="test", subject_id=9, via="cli", actor=alice, reason="by alice",
+    trail.record(action="test.event", subject_type="test", subject_id=9, via="cli", actor=alice, reason="by alice",
                  workspace=mine)
-    audit.record(action="test.event", subject_type="test", subject_id=9, via="cli", actor=mallory,
+    trail.record(action="test.event", subject_type="test", subject_id=9, via="cli", actor=mallory,
                  reason="by mallory", workspace=theirs)
     client.force_login(auditor)
     url = reverse("admin:compensation_auditevent_changelist")
     page = client.get(url).content.decode()
-    newest = audit.chain_events(mine).order_by("-seq").first()
+    newest = chains.chain_events(mine).order_by("-seq").first()
     assert f'<code title="{newest.hash}">{newest.hash[:12]}</code>' in page
     assert "alice-actor" in page and "mallory-actor" not in page  # the actor filter offers this workspace's only
     filtered = client.get(url, {"actor_name": "alice-actor"}).content.decode()
@@ -82,7 +82,7 @@ def test_the_audit_list_reads_for_a_person_hashes_and_filters_by_actor_within_th
 
 def test_the_audit_list_filters_by_item_and_the_item_page_links_to_it(client, canonical):
     from compensation.models import AuditEvent, CompensationItem
-    from compensation.services import reject_item
+    from compensation.review.services import reject_item
 
     incident, reviewer = canonical.incident, canonical.people.reviewer
     item, other = incident.compensation_items.filter(kind=CompensationItem.Kind.REFUND_REVERSAL).order_by("pk")[:2]

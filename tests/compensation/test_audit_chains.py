@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
-from core import audit, chains, checkpoints
+from core.audit import chains, checkpoints, keys, trail, verification
 from compensation.models import AuditEvent
 from tests.helpers import behind_the_triggers_back, owner_connection, run_command, signed_chains, wait_for
 
@@ -41,13 +41,13 @@ def test_every_chain_holds_and_names_its_checkpoint(ws, capsys):
 
 
 def test_a_commit_is_signed_within_the_delay_into_private_files(ws, settings):
-    audit.record(action="test.late", subject_type="test", subject_id=1, via="cli", workspace=ws.a)
+    trail.record(action="test.late", subject_type="test", subject_id=1, via="cli", workspace=ws.a)
     # No explicit flush: the timer thread signs it.
     wait_for(lambda: checkpoints.latest().get(f"workspace:{ws.a.pk}").seq == 11, timeout=5, interval=0.1)
     assert stat.S_IMODE(os.stat(settings.KINTSUGI_AUDIT_CHECKPOINT_LOG).st_mode) == 0o600
     key = settings.KINTSUGI_AUDIT_SIGNING_KEY
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600 and stat.S_IMODE(os.stat(os.path.dirname(key)).st_mode) == 0o700
-    assert checkpoints.public_key_path().exists()
+    assert keys.public_key_path().exists()
 
 
 def test_deleting_the_newest_row_is_caught_and_putting_it_back_holds(ws, capsys):
@@ -86,36 +86,36 @@ def test_reordered_rows_are_caught(ws):
                 "UPDATE {t} SET seq = 4 WHERE workspace_id = %s AND seq = 1000003",
                 "UPDATE {t} SET seq = 3 WHERE workspace_id = %s AND seq = 1000004"):
         behind_the_triggers_back(sql.format(t=TABLE), [ws.a.pk])
-    status = chains.verify_chain(workspace=ws.a)
+    status = verification.verify_chain(workspace=ws.a)
     assert status.broken.seq == 3 and "reordered" in status.broken.problem
 
 
 def test_rows_swapped_with_their_content_are_caught(ws):
     # Even with seq and content intact, rows whose ids go back were moved around.
-    a, b = audit.chain_events(ws.a).filter(seq__in=(3, 4)).order_by("seq").values_list("id", flat=True)
+    a, b = chains.chain_events(ws.a).filter(seq__in=(3, 4)).order_by("seq").values_list("id", flat=True)
     behind_the_triggers_back(f"UPDATE {TABLE} SET id = -id WHERE id IN (%s, %s)", [a, b])
     behind_the_triggers_back(f"UPDATE {TABLE} SET id = %s WHERE id = %s", [b, -a])
     behind_the_triggers_back(f"UPDATE {TABLE} SET id = %s WHERE id = %s", [a, -b])
-    status = chains.verify_chain(workspace=ws.a)
+    status = verification.verify_chain(workspace=ws.a)
     assert status.broken.seq == 4 and "reordered" in status.broken.problem
 
 
 def test_a_rehashed_edit_still_breaks_the_next_link(ws):
-    event = audit.chain_events(ws.a).get(seq=2)
+    event = chains.chain_events(ws.a).get(seq=2)
     event.reason = "forged"
-    behind_the_triggers_back(f"UPDATE {TABLE} SET reason = %s, hash = %s WHERE id = %s", ["forged", audit.row_hash(event), event.pk])
-    status = chains.verify_chain(workspace=ws.a)
+    behind_the_triggers_back(f"UPDATE {TABLE} SET reason = %s, hash = %s WHERE id = %s", ["forged", chains.row_hash(event), event.pk])
+    status = verification.verify_chain(workspace=ws.a)
     assert status.broken.seq == 3 and "prev_hash" in status.broken.problem
 
 
 def test_a_chain_rewritten_consistently_is_caught_by_its_checkpoint(ws, capsys):
     # A forger who re-hashes every row from the edit on leaves a chain that links up: only the
     # signed checkpoint, outside the database, shows it.
-    rows = list(audit.chain_events(ws.a).order_by("seq"))
+    rows = list(chains.chain_events(ws.a).order_by("seq"))
     rows[1].reason, prev = "forged", rows[0].hash
     for event in rows[1:]:
         event.prev_hash = prev
-        event.hash = prev = audit.row_hash(event)
+        event.hash = prev = chains.row_hash(event)
         behind_the_triggers_back(f"UPDATE {TABLE} SET reason = %s, prev_hash = %s, hash = %s WHERE id = %s",
                                  [event.reason, event.prev_hash, event.hash, event.pk])
     code, out = run_command(capsys, "verify_audit", "--workspace", "audit-a")
@@ -134,11 +134,11 @@ def test_an_edited_checkpoint_log_is_caught(ws, settings, capsys):
 
 def test_a_cut_chain_is_never_signed_over(ws):
     behind_the_triggers_back(f"DELETE FROM {TABLE} WHERE workspace_id = %s AND seq = 10", [ws.a.pk])
-    audit.record(action="test.after_cut", subject_type="test", subject_id=1, via="cli", workspace=ws.a)  # seq 10 again
+    trail.record(action="test.after_cut", subject_type="test", subject_id=1, via="cli", workspace=ws.a)  # seq 10 again
     checkpoints.flush()
     cp = checkpoints.latest()[f"workspace:{ws.a.pk}"]
-    assert cp.seq == 10 and cp.hash != audit.chain_events(ws.a).get(seq=10).hash
-    assert "rewritten" in chains.verify_chain(workspace=ws.a).broken.problem
+    assert cp.seq == 10 and cp.hash != chains.chain_events(ws.a).get(seq=10).hash
+    assert "rewritten" in verification.verify_chain(workspace=ws.a).broken.problem
 
 
 def test_the_triggers_refuse_the_owner_too_unless_switched_off(ws):
@@ -166,9 +166,9 @@ def test_a_missing_signing_key_is_generated_unless_required(settings, tmp_path):
     settings.KINTSUGI_AUDIT_SIGNING_KEY = str(tmp_path / "keys" / "signing-key.pem")
     settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = True
     with pytest.raises(ImproperlyConfigured, match="never generated"):
-        checkpoints.signing_key()
+        keys.signing_key()
     settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = False
-    checkpoints.signing_key()
+    keys.signing_key()
     assert stat.S_IMODE(os.stat(tmp_path / "keys" / "signing-key.pem").st_mode) == 0o600
     assert (tmp_path / "keys" / "signing-key.pub.pem").exists()
 
@@ -200,7 +200,7 @@ def test_the_verify_page_prints_what_the_command_prints_and_breaks_with_it(ws, c
     code, out, err = _verify_page(client)
     cmd_code, cmd_out = run_command(capsys, "verify_audit")
     assert cmd_code == 1 and 'data-holds="0"' in client.get(reverse("admin:compensation_auditevent_verify")).content.decode()
-    assert err == [str(chains.verify_chain(workspace=ws.a).broken)] and "seq=3" in err[0]
+    assert err == [str(verification.verify_chain(workspace=ws.a).broken)] and "seq=3" in err[0]
     assert sorted(out + err) == sorted(cmd_out.splitlines())
 
 

@@ -4,7 +4,7 @@ import time
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from core import audit
+from core.audit import chains, trail
 from core import locks
 from provenance.models import Workspace
 from tests.helpers import owner_connection
@@ -17,7 +17,7 @@ def _append(workspace, *, wait_ms: int) -> float:
     with transaction.atomic():
         with connection.cursor() as cur:
             cur.execute("SET LOCAL lock_timeout = %s", [f"{wait_ms}ms"])
-        audit.record(action="test.append", subject_type="test", subject_id=1, via="cli", workspace=workspace)
+        trail.record(action="test.append", subject_type="test", subject_id=1, via="cli", workspace=workspace)
     return time.monotonic() - started
 
 
@@ -32,4 +32,4 @@ def test_a_held_chain_lock_blocks_its_own_chain_only():
             with pytest.raises(OperationalError, match="lock timeout"):
                 _append(a, wait_ms=300)  # the red check: A waits for A's lock
     assert _append(a, wait_ms=5000) < 1.0
-    assert [e.seq for e in audit.chain_events(a)] == [1] and [e.seq for e in audit.chain_events(b)] == [1]
+    assert [e.seq for e in chains.chain_events(a)] == [1] and [e.seq for e in chains.chain_events(b)] == [1]

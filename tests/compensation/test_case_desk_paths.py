@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from compensation import assignments, case_queue, cases as case_selectors, selectors
+from compensation.review import assignments, case_queue, cases as case_selectors, selectors
 from compensation.models import CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 
 pytestmark = pytest.mark.django_db
 K, St = CompensationItem.Kind, CompensationItem.Status

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from compensation import assignments, case_queue
+from compensation.review import assignments, case_queue
 from compensation.models import AuditEvent, CaseAssignment, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 
 pytestmark = pytest.mark.django_db
 K, St = CompensationItem.Kind, CompensationItem.Status

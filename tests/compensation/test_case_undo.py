@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from compensation import case_undo
+from compensation.review import case_undo
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 
 pytestmark = pytest.mark.django_db
 St = CompensationItem.Status

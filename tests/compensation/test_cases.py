@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from compensation import cases as case_selectors
-from compensation.case_decisions import decide_case
-from compensation.execution import execute_approved, execute_item
+from compensation.review import cases as case_selectors
+from compensation.review.case_decisions import decide_case
+from compensation.delivery.execution import execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import DecisionRefused, approve_item, reject_item
+from compensation.review.services import DecisionRefused, approve_item, reject_item
 from provenance.models import OutboxEmail
 
 pytestmark = pytest.mark.django_db

@@ -9,16 +9,15 @@ import threading
 
 import pytest
 
-from compensation import deliveries
-from compensation.connectors import CONNECTORS, PermanentFailure, connector
-from compensation.connectors.base import Connector, Option
+from compensation.delivery import deliveries
+from compensation.delivery.connectors import CONNECTORS, PermanentFailure, connector
+from compensation.delivery.connectors.base import Connector, Option
 from compensation.delivery_models import WorkspaceConnector
 from compensation.models import AuditEvent
 from core import egress
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.django_db
-connector("sandbox_ledger")  # registers the built-in connectors
 NAMES = sorted(CONNECTORS)
 
 

@@ -15,12 +15,13 @@ from aiosmtpd.smtp import AuthResult
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
-from compensation import deliveries
-from compensation.connectors import PermanentFailure, connector
+from compensation.drafting import kinds
+from compensation.delivery import deliveries
+from compensation.delivery.connectors import PermanentFailure, connector
 from compensation.delivery_models import Delivery, WorkspaceConnector
-from compensation.execution import execute_item
+from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from core import egress, embedded, secret_registry
 from provenance.models import Workspace
 from tests.compensation.delivery_support import Mailbox, free_port
@@ -227,7 +228,7 @@ class Banner:
 def test_a_servers_banner_never_reaches_the_stored_failure(canonical, ws_admin, line):
     server = Banner(line)
     _set(canonical, ws_admin, K.CORRECTION_EMAIL, "smtp", {"host": "127.0.0.1", "port": server.port})
-    money = canonical.incident.compensation_items.filter(kind__in=CompensationItem.MONEY_KINDS, valid=True)
+    money = canonical.incident.compensation_items.filter(kind__in=kinds.MONEY, valid=True)
     for m in money:
         approve_item(item=m, actor=canonical.people.reviewer, reason="checked", via="admin")
         execute_item(item_id=m.pk)

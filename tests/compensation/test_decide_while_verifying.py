@@ -1,12 +1,12 @@
 """Decisions wait only for what they need: a repair's items are drafted from its checkpointed plan, so
 once the plan is applied (the incident is verifying) a reviewer may decide them; nothing leaves the
-building before the verification came out 0 / 0 / 0 (compensation.gates)."""
+building before the verification came out 0 / 0 / 0 (compensation.delivery.gates)."""
 import pytest
 
-from compensation import gates
-from compensation.execution import execute_item
+from compensation.delivery import gates
+from compensation.delivery.execution import execute_item
 from compensation.models import CompensationItem
-from compensation.services import DecisionRefused, approve_item
+from compensation.review.services import DecisionRefused, approve_item
 from provenance.models import LedgerEntry
 from repairs import job
 from repairs.job import run_repair

@@ -8,7 +8,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.validation import validate_draft
+from compensation.drafting.validation import validate_draft
 from provenance.models import EffectKindDeclaration, Workspace
 from repairs.job import run_repair
 from tests.helpers import free_port, open_incident
@@ -100,7 +100,7 @@ def test_an_undeclared_money_kind_is_a_labelled_manual_item_carrying_its_amount(
 
 
 def test_who_may_declare_and_what_a_declaration_refuses(django_user_model):
-    from provenance.onboarding import issue_agent_token
+    from provenance.access.onboarding import issue_agent_token
 
     root = django_user_model.objects.create_superuser("root", "root@example.com", "pass-1234-kintsugi")
     member = django_user_model.objects.create_user("member", "m@example.com", "pass-1234-kintsugi")

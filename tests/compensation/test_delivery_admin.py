@@ -12,10 +12,10 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from compensation import case_queue
+from compensation.review import case_queue
 from compensation.delivery_models import Delivery, DeliveryAttempt, DeliveryState, WorkspaceConnector
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from core.roles import REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN
 from core.vocabulary import AuditAction
 from provenance.models import Workspace

@@ -10,10 +10,10 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from compensation.delivery_models import WorkspaceConnector
-from compensation.execution import execute_item
+from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
 from core.roles import WORKSPACE_ADMIN
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from tests.helpers import create_user
 
 K = CompensationItem.Kind

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from compensation import deliveries
-from compensation.connectors import TemporaryFailure
-from compensation.connectors.smtp import message_id
+from compensation.drafting import kinds
+from compensation.delivery import deliveries
+from compensation.delivery.connectors import TemporaryFailure
+from compensation.delivery.connectors.smtp import message_id
 from compensation.delivery_models import Delivery, DeliveryState
-from compensation.execution import execute_item
+from compensation.delivery.execution import execute_item
 from compensation.models import CompensationItem
-from compensation.services import approve_item, bulk_approve, reject_item
+from compensation.review.services import approve_item, bulk_approve, reject_item
 from tests.compensation.delivery_support import desk, fake_stripe, smtp_server  # noqa: F401
 
 K, St, S = CompensationItem.Kind, CompensationItem.Status, DeliveryState
@@ -52,7 +53,7 @@ def test_every_approved_item_leaves_once_through_smtp_and_stripe_and_nothing_els
     _execute_all(desk.incident)
     _execute_all(desk.incident)  # a second sweep sends nothing again
 
-    emails = [i for i in approved if i.kind in CompensationItem.EMAIL_KINDS]
+    emails = [i for i in approved if i.kind in kinds.MESSAGES]
     got = {m["Message-ID"]: m for m in desk.smtp.mailbox.messages}
     assert len(desk.smtp.mailbox.messages) == len(emails) == len(got)
     for item in emails:
@@ -86,7 +87,7 @@ def test_every_approved_item_leaves_once_through_smtp_and_stripe_and_nothing_els
 
 @pytest.mark.parametrize("point", ["before the request", "after the request", "before the answer is stored"])
 def test_a_worker_killed_at_each_point_delivers_the_reversal_exactly_once(desk, monkeypatch, point):
-    from compensation.connectors import stripe_payments
+    from compensation.delivery.connectors import stripe_payments
 
     item = desk.incident.compensation_items.filter(kind=K.REFUND_REVERSAL, valid=True).order_by("pk").first()
     _approve(desk, item)
@@ -107,7 +108,7 @@ def test_a_worker_killed_at_each_point_delivers_the_reversal_exactly_once(desk, 
             real_send(it)
             raise Crash()
 
-        monkeypatch.setattr("compensation.execution.deliveries.send", send_then_crash)
+        monkeypatch.setattr("compensation.delivery.execution.deliveries.send", send_then_crash)
     with pytest.raises(Crash):
         execute_item(item_id=item.pk)
     monkeypatch.undo()
@@ -138,7 +139,7 @@ def test_stripe_failing_or_timing_out_is_retried_and_refunds_once(desk, fault):
 
 
 def test_a_card_refusal_fails_the_item_for_a_person_and_the_case_reopens(desk):
-    from compensation import cases
+    from compensation.review import cases
 
     item = _replacement_refund(desk)
     _approve(desk, item)
@@ -154,7 +155,7 @@ def test_a_card_refusal_fails_the_item_for_a_person_and_the_case_reopens(desk):
 
 
 def test_a_mail_server_outage_heals_and_a_permanent_refusal_keeps_the_code_never_the_servers_words(desk, settings):
-    money = desk.incident.compensation_items.filter(kind__in=CompensationItem.MONEY_KINDS, valid=True)
+    money = desk.incident.compensation_items.filter(kind__in=kinds.MONEY, valid=True)
     bulk_approve(items=list(money), actor=desk.people.reviewer, reason="checked", via="admin")
     _execute_all(desk.incident)
     first, second = desk.incident.compensation_items.filter(kind=K.CORRECTION_EMAIL, valid=True).order_by("pk")[:2]
@@ -181,9 +182,9 @@ def test_a_mail_server_outage_heals_and_a_permanent_refusal_keeps_the_code_never
 
 
 def test_an_smtp_send_cut_off_mid_answer_is_uncertain_never_repeated_until_a_person_says(desk, monkeypatch):
-    from compensation.connectors import smtp
+    from compensation.delivery.connectors import smtp
 
-    money = desk.incident.compensation_items.filter(kind__in=CompensationItem.MONEY_KINDS, valid=True)
+    money = desk.incident.compensation_items.filter(kind__in=kinds.MONEY, valid=True)
     bulk_approve(items=list(money), actor=desk.people.reviewer, reason="checked", via="admin")
     _execute_all(desk.incident)
     item = desk.incident.compensation_items.filter(kind=K.CORRECTION_EMAIL, valid=True).order_by("pk").first()

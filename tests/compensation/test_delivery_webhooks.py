@@ -9,13 +9,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.cache import cache
 
-from compensation import deliveries
-from compensation.connectors import TemporaryFailure, webhook
+from compensation.delivery import deliveries
+from compensation.delivery.connectors import TemporaryFailure, webhook
 from compensation.delivery_models import Delivery, DeliveryState, ProviderEvent
-from compensation.execution import execute_item
+from compensation.delivery.execution import execute_item
 from compensation.models import CompensationItem
-from compensation.provider_events import REFUSED_COUNTER
-from compensation.services import approve_item
+from compensation.delivery.provider_events import REFUSED_COUNTER
+from compensation.review.services import approve_item
 from tests.compensation.delivery_support import (  # noqa: F401
     WEBHOOK_SECRET, desk, fake_stripe, smtp_server, use_connectors)
 from tests.fake_stripe import signed_event
@@ -56,7 +56,7 @@ def test_signed_invoice_events_move_the_delivery_once_and_a_replay_changes_nothi
 
 
 def test_a_refund_failing_after_success_was_reported_says_so_and_reopens_the_case(desk, client):
-    from compensation import cases
+    from compensation.review import cases
     from tests.compensation.test_delivery_money_and_mail import _replacement_refund
 
     item = _replacement_refund(desk)

@@ -10,7 +10,7 @@ from django.db import connection
 
 from compensation.delivery_models import Delivery, DeliveryState
 from compensation.models import CompensationItem
-from compensation.services import DecisionRefused, approve_item
+from compensation.review.services import DecisionRefused, approve_item
 from compensation.tasks import execute_compensation
 from tests.compensation.delivery_support import STRIPE_KEY, WEBHOOK_SECRET, use_connectors
 from tests.helpers import repaired_incident, wait_for

@@ -31,7 +31,7 @@ def test_a_refusal_is_a_page_that_says_why(canonical, client):
 
 
 def test_the_audit_trail_finds_a_ticket_and_a_customer(canonical, client):
-    from compensation.services import reject_item
+    from compensation.review.services import reject_item
 
     incident, reviewer = canonical.incident, canonical.people.reviewer
     item = incident.compensation_items.filter(ticket_id="t05").first()

@@ -1,9 +1,9 @@
 import pytest
 
-from compensation.drafting import plan_items
+from compensation.drafting.netting import plan_items
 from compensation.models import CompensationItem
-from compensation.drafts import draft_compensations
-from compensation.services import approve_item
+from compensation.drafting.drafts import draft_compensations
+from compensation.review.services import approve_item
 from repairs.services import flag_source
 from repairs.job import run_repair
 from tests.helpers import repaired_incident

@@ -6,10 +6,10 @@ import pytest
 from django.db import connection
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.drafts import DRAFT_PARTS, _in_part, draft_compensations
-from compensation.drafts import draft_repair as draft_ahead
+from compensation.drafting.drafts import DRAFT_PARTS, _in_part, draft_compensations
+from compensation.drafting.drafts import draft_repair as draft_ahead
 from core.locks import DRAFT_PART as DRAFT_LOCK
-from compensation.services import DecisionRefused, approve_item
+from compensation.review.services import DecisionRefused, approve_item
 from repairs import job
 from repairs.models import Incident
 from repairs.job import run_repair

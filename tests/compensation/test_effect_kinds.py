@@ -9,13 +9,13 @@ import uuid
 import pytest
 from django.urls import reverse
 
-from compensation import effect_kinds
-from compensation.execution import execute_item
+from compensation.drafting import effect_kinds
+from compensation.delivery.execution import execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import DecisionRefused, approve_item, redraft_item, reject_item, set_customer
-from compensation.validation import validate_draft
+from compensation.review.services import DecisionRefused, approve_item, redraft_item, reject_item, set_customer
+from compensation.drafting.validation import validate_draft
 from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from provenance.validation import InvalidInput
 from repairs.models import Incident
 from repairs.services import flag_source

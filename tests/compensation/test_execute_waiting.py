@@ -5,10 +5,10 @@ import pytest
 from django.core.management import call_command
 
 from compensation.models import CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.job import run_repair
 from tests.helpers import run_command

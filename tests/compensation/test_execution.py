@@ -3,14 +3,15 @@ import threading
 import pytest
 from django.db import connection
 
-from core import chains
-from compensation.execution import NotApproved, deliver, execute_approved, execute_item
+from core.audit import verification
+from compensation.delivery.deliveries import DeliveryRefused, send
+from compensation.delivery.execution import NotApproved, execute_approved, execute_item
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item, bulk_approve
+from compensation.review.services import approve_item, bulk_approve
 from compensation.tasks import execute_compensation
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry, OutboxEmail
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.services import flag_source
 from repairs.job import run_repair
 from tests.helpers import purge_broker, repaired_incident, wait_for
@@ -62,15 +63,15 @@ def test_a_worker_that_died_after_sending_sends_nothing_twice(people, outbox_bac
     pending = incident.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t05")
     with pytest.raises(NotApproved):  # only approved items execute
         execute_item(item_id=pending.pk)
-    with pytest.raises(NotApproved):
-        deliver(pending)
+    with pytest.raises(DeliveryRefused, match="never approved"):
+        send(pending)
     with django_capture_on_commit_callbacks(execute=False):  # the worker never picks these up
         reversal = approve_item(item=incident.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t04"),
                                 actor=people.reviewer, reason="ok", via="admin")
         email = approve_item(item=incident.compensation_items.get(kind=K.CORRECTION_EMAIL, ticket_id="t04"),
                              actor=people.reviewer, reason="ok", via="admin")
     for item in (reversal, email):
-        deliver(item)  # the call went out, then the worker died before marking the item executed
+        send(item)  # the call went out, then the worker died before marking the item executed
         assert CompensationItem.objects.get(pk=item.pk).status == "approved"
         execute_item(item_id=item.pk)  # the retry
         execute_item(item_id=item.pk)  # and a double click
@@ -126,5 +127,5 @@ def test_with_the_broker_down_nothing_is_lost_and_every_change_is_audited(people
     assert CompensationItem.objects.get(pk=item.pk).status == "approved"  # approved, waiting for a worker
     assert execute_approved() == 1  # the sweep (task execute_waiting_compensations) picks it up
     assert _sent(incident.workspace) == ([("reversal_request", "t07", 10000)], [])
-    statuses = chains.verify_all()
+    statuses = verification.verify_all()
     assert incident.workspace_id in {s.workspace_id for s in statuses} and all(s.holds for s in statuses)

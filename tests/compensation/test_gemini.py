@@ -2,10 +2,11 @@
 model's answers never becomes approvable; the response cache answers repeated inputs."""
 import pytest
 
-from compensation.drafting import EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK
+from compensation.drafting import kinds
+from compensation.drafting.item_kinds import EMAIL_TASK, MODEL_TASKS, REVERSAL_TASK
 from compensation.models import CompensationItem
-from compensation.selectors import queue_rows
-from compensation.services import DecisionRefused, approve_item, redraft_item
+from compensation.review.selectors import queue_rows
+from compensation.review.services import DecisionRefused, approve_item, redraft_item
 from provenance import llm
 from tests.helpers import delete_model_caches, offline_answer, repaired_incident
 from tests.fake_gemini import FakeReply
@@ -51,7 +52,7 @@ def test_a_repair_under_gemini_drafts_through_the_real_client_and_injections_sta
     assert req.body["generationConfig"]["responseMimeType"] == "application/json"
     assert req.response_schema is not None and "properties" in req.response_schema
     assert set(req.user_json["input"]) >= {"ticket", "customer_email", "currency"}
-    comp = list(incident.compensation_items.filter(kind__in=CompensationItem.COMPENSATION_KINDS))
+    comp = list(incident.compensation_items.filter(kind__in=kinds.COMPENSATING))
     assert {i.drafted_by for i in comp} == {"Gemini (gemini-fake)"}
     valid = {(i.kind, i.ticket_id) for i in comp if i.valid}
     assert valid == {(K.CORRECTION_EMAIL, t) for t in ("t04", "t05", "t06")}
@@ -79,7 +80,7 @@ def _reversal(item, **override):
 
 
 def _input(item, task):
-    from compensation.drafting import email_input, reversal_input
+    from compensation.drafting.item_kinds import email_input, reversal_input
 
     return (reversal_input if task == REVERSAL_TASK else email_input)(item_facts=item.facts)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from compensation import customer_message, templates
-from compensation.approval import content_hash
-from compensation.customer_message import Template, render, template_problems
+from compensation.drafting import customer_message
+from compensation.drafting import templates
+from compensation.delivery.approval import content_hash
+from compensation.drafting.customer_message import Template, render, template_problems
 from compensation.models import CompensationItem, MessageTemplate
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 
 K = CompensationItem.Kind
 SUBJECT = "About your refund from $team"
@@ -108,7 +109,7 @@ def test_the_template_page_previews_escaped_and_is_the_leads_only(canonical, cli
 
 @pytest.mark.django_db
 def test_a_redraft_uses_the_workspaces_template_not_the_model(canonical):
-    from compensation.services import redraft_item
+    from compensation.review.services import redraft_item
 
     incident, people = canonical.incident, canonical.people
     templates.set_template(workspace=incident.workspace, subject=SUBJECT, body=BODY, actor=people.lead,

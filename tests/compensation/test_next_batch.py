@@ -12,7 +12,7 @@ from django.contrib.messages import get_messages
 from django.db import connection
 from django.urls import reverse
 
-from compensation import assignments
+from compensation.review import assignments
 from compensation.models import AuditEvent, CaseAssignment, CompensationItem
 from provenance.models import Workspace
 from repairs.models import Incident

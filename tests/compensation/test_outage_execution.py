@@ -7,10 +7,10 @@ from django.core.management import call_command
 from django.db import connection
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.outages import heal_outages
 from repairs.services import flag_source

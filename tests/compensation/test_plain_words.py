@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
-from compensation.approval import undo
-from compensation.services import approve_item
+from compensation.delivery.approval import undo
+from compensation.review.services import approve_item
 from core.vocabulary import AuditAction
 from core.wording import counted, event_words, past, plural
 from kintsugi_site.reports import build_report, render_html
@@ -59,9 +59,9 @@ def jargon(html: str) -> list[str]:
 
 
 def test_the_scanner_finds_each_kind_of_jargon():
-    bad = ('<p>3 case(s) left. Set by a lead (provenance.trust.set_source_trust). item.decision_undone '
+    bad = ('<p>3 case(s) left. Set by a lead (provenance.access.trust.set_source_trust). item.decision_undone '
            'desk 7e208d0340cf9ccb · 1516 cases</p><script>var x = "item(s)";</script>')
-    assert jargon(bad) == ["e(s)", "provenance.trust.set_source_trust", "item.decision_undone", "desk 7e208d0340cf9ccb",
+    assert jargon(bad) == ["e(s)", "provenance.access.trust.set_source_trust", "item.decision_undone", "desk 7e208d0340cf9ccb",
                            "1516"]
     assert jargon("<p>1 case left · 1,516 cases · ticket t0021 · on 2026-12-04 · Item: decision undone</p>") == []
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from django.core.management import call_command
 
-from compensation import policies
+from compensation.review import policies
 from compensation.models import AuditEvent, CompensationItem, ReviewPolicy
 from core.roles import REVIEWER
-from compensation.services import reject_item
+from compensation.review.services import reject_item
 
 pytestmark = pytest.mark.django_db
 K, St = CompensationItem.Kind, CompensationItem.Status

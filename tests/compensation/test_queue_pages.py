@@ -95,7 +95,7 @@ def test_every_status_and_incident_view_pages_through_an_index_in_queue_order(re
     """With sorting priced out, a plan without a Sort node or a Filter means one index both selects the
     page's rows and serves its ORDER BY: on 100k items, a 50-row index scan. (Through the queue_order index
     with a filter, an executed-items page took 130-265 ms: it walked every pending and approved row first.)"""
-    from compensation.selectors import review_queue
+    from compensation.review.selectors import review_queue
 
     incident = canonical.incident
     params = {k: v.format(incident=incident.pk) for k, v in params.items()}

@@ -5,9 +5,9 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Sum
 
 from compensation.models import CompensationItem, QueueTotal
-from compensation.selectors import pending_totals, queue_count
-from compensation.services import approve_item, reject_item
-from compensation.selectors import compensation_summary
+from compensation.review.selectors import pending_totals, queue_count
+from compensation.review.services import approve_item, reject_item
+from compensation.review.selectors import compensation_summary
 from tests.helpers import app_role_may_delete
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import (DecisionRefused, ReviewRefused, approve_item, bulk_approve, redraft_item, reject_item,
+from compensation.review.services import (DecisionRefused, ReviewRefused, approve_item, bulk_approve, redraft_item, reject_item,
                                    set_customer)
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compensation.connectors import webhook
+from compensation.delivery.connectors import webhook
 from compensation.models import CompensationItem
 from compensation.notices import EVENT, inbox_url, notify_reviewers
 from tests.compensation.delivery_support import desk, fake_stripe, smtp_server, use_connectors  # noqa: F401

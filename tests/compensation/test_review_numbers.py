@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from compensation.services import approve_item, reject_item
+from compensation.review.services import approve_item, reject_item
 
 pytestmark = pytest.mark.django_db
 

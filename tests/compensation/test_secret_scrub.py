@@ -6,7 +6,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import redraft_item
+from compensation.review.services import redraft_item
 from core.scrub import scrub_secrets
 from kintsugi_site.reports import render_report
 from tests.helpers import client_for

@@ -10,9 +10,11 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from compensation import approval, cases as case_selectors, messages
+from compensation.delivery import approval, messages
+
+from compensation.review import cases as case_selectors
 from compensation.models import AuditEvent, CompensationItem
-from compensation.services import DecisionRefused
+from compensation.review.services import DecisionRefused
 from kintsugi_site import mcp_server
 from tests.helpers import api_key, create_user
 

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from provenance.models import Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 from tests.edge.test_lockout_behind_proxies import server  # noqa: F401  (the gunicorn fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,9 +12,10 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver.exceptions import ToolError
 
 from kintsugi_site import mcp_memory, mcp_server
-from provenance import batch, validation
+from provenance.recording import batch
+from provenance import validation
 from provenance.models import Recording, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
+from provenance.access.onboarding import issue_agent_token, register_agent
 from tests.helpers import client_for, row_counts
 
 pytestmark = pytest.mark.django_db

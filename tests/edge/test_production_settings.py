@@ -37,9 +37,9 @@ LOGIN_THROUGH_PROXY = textwrap.dedent("""
 def _production_env(**overrides) -> dict:
     from django.conf import settings
 
-    from core import checkpoints
+    from core.audit import keys
 
-    checkpoints.signing_key()  # production never generates it: the session's key must exist (check --deploy)
+    keys.signing_key()  # production never generates it: the session's key must exist (check --deploy)
     db = settings.DATABASES["default"]
     env = dict(os.environ)
     env.update({

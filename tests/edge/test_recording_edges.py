@@ -1,4 +1,4 @@
-"""The recorder's edge (CLI `desk_run`/`record`, provenance.services): bad names, sizes, money and ids are
+"""The recorder's edge (CLI `desk_run`/`record`, provenance.recording.services): bad names, sizes, money and ids are
 refused with exit code 2 before anything is written, graph included; a recording that fails after part
 of it reached the graph leaves nothing behind."""
 import time
@@ -6,9 +6,9 @@ import time
 import pytest
 from django.core.management import call_command
 
-from provenance import recorder
+from provenance.recording import recorder
 from provenance.agents import agent
-from provenance.services import desk_run, record_root
+from provenance.recording.services import desk_run, record_root
 from provenance.validation import InvalidInput
 from tests.helpers import graph_counts, row_counts
 

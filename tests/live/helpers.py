@@ -2,10 +2,10 @@
 import random
 
 from provenance.desk.scenario import PAGES
-from provenance.graph import workspace_graph
-from provenance.live import LiveRecording
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import SnapshotRecording
 from provenance.models import LedgerEntry, Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from tests.helpers import app_role_may_delete
 
 
@@ -43,7 +43,7 @@ def desk_roots(workspace: str) -> list[tuple[str, dict]]:
 
 def concurrent_desk(workspace: str, *, tickets: int | None, seed: int, order_seed: int, width: int = 6,
                     exclude_source: str | None = None, events: list | None = None) -> None:
-    """The desk of desk_run, each root recorded as a LiveRecording in the seeded schedule's order.
+    """The desk of desk_run, each root recorded as a SnapshotRecording in the seeded schedule's order.
     A clean run (exclude_source) runs the same schedule without the excluded page's root."""
     desk_run(workspace=workspace, tickets=tickets, seed=seed, exclude_source=exclude_source)
     ws = Workspace.objects.get(name=workspace)
@@ -53,13 +53,13 @@ def concurrent_desk(workspace: str, *, tickets: int | None, seed: int, order_see
     Workspace.objects.filter(pk=ws.pk).update(action_count=0)
     roots = desk_roots(workspace)
     sources = dict(ws.sources.values_list("source_id", "content"))
-    open_: dict[int, LiveRecording] = {}
+    open_: dict[int, SnapshotRecording] = {}
     for kind, i in events or schedule(len(roots), seed=order_seed, width=width):
         agent, payload = roots[i]
         if agent == "research" and payload["source"] == exclude_source:
             continue
         if kind == "open":
-            open_[i] = LiveRecording(ws, sources=sources)
+            open_[i] = SnapshotRecording(ws, sources=sources)
             open_[i].run(agent, payload)
         else:
             open_.pop(i).commit()

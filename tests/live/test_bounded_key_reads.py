@@ -8,13 +8,13 @@ import random
 
 import pytest
 
-from provenance import queries, rows
+from provenance.graph import queries, rows
 from provenance.agents import agent
-from provenance.fact_index import FactIndex, FactVersion, KeyedFactIndex
-from provenance.graph import Graph, graph_name, workspace_graph
+from provenance.graph.fact_index import FactIndex, FactVersion, KeyedFactIndex
+from provenance.graph.graph import Graph, graph_name, workspace_graph
 from provenance.models import Workspace
-from provenance.recorder import RecordingSession
-from provenance.services import record_root
+from provenance.recording.recorder import GraphRecorder
+from provenance.recording.services import record_root
 from repairs.queries import INVALIDATE_FACTS
 
 KEYS = ("hot/a", "hot/b", "cold")
@@ -198,7 +198,7 @@ def rows_read(monkeypatch):
 def _hot_workspace(name: str, versions: int) -> Workspace:
     """A workspace whose hot key already has `versions` versions, recorded in one session."""
     ws = Workspace.objects.create(name=name)
-    session = RecordingSession(graph=workspace_graph(name), workspace=name, sources={}, effects="sandbox",
+    session = GraphRecorder(graph=workspace_graph(name), workspace=name, sources={}, effects="sandbox",
                                load=False)
     for n in range(versions):
         session.run_root("hot_writer", {"n": n})

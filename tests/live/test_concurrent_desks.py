@@ -7,13 +7,13 @@ from django.db import connection
 
 from provenance.agents import agent
 from provenance.desk.scenario import PAGES, POISONED_PAGE
-from provenance.fact_index import FactIndex
-from provenance.graph import workspace_graph
-from provenance.live import LiveRecording
+from provenance.graph.fact_index import FactIndex
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import SnapshotRecording
 from provenance.models import Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state, fact_history
-from provenance.services import record_root
+from provenance.recording.recorder import GraphRecorder
+from provenance.recording.selectors import export_state, fact_history
+from provenance.recording.services import record_root
 from tests.live.helpers import concurrent_desk, late_page_schedule, schedule
 from tests.helpers import recording_api, repair
 
@@ -36,7 +36,7 @@ def _hidden_rerun_reads(workspace: str, action_id: int, *, hidden: bool):
     """What a re-execution of the action reads of live/counter, with or without its snapshot's bounds."""
     graph = workspace_graph(workspace)
     row = graph.ro_query("MATCH (a:Action {id: $id}) RETURN a.seq, a.snap, a.rstart", {"id": action_id})[0]
-    session = RecordingSession(graph=graph, workspace=workspace, sources={}, effects="sandbox")
+    session = GraphRecorder(graph=graph, workspace=workspace, sources={}, effects="sandbox")
     bounds = (row[1], row[2]) if hidden and row[1] is not None else None
     # A reader at the action's place in the order, with its snapshot (a reader other than the writer:
     # the action's own version is the one it wrote, not one it read).
@@ -47,7 +47,7 @@ def _hidden_rerun_reads(workspace: str, action_id: int, *, hidden: bool):
 def test_two_open_recordings_writing_one_key_each_read_the_snapshot_and_the_last_committer_wins():
     ws = Workspace.objects.create(name="same-key")
     record_root(workspace="same-key", agent="live_bump", payload={"by": 1})
-    first, second = LiveRecording(ws), LiveRecording(ws)
+    first, second = SnapshotRecording(ws), SnapshotRecording(ws)
     first.run("live_bump", {"by": 10})
     second.run("live_bump", {"by": 100})
     [late] = second.commit()  # committed first, opened second: nothing hidden from it
@@ -66,7 +66,7 @@ def test_two_open_recordings_writing_one_key_each_read_the_snapshot_and_the_last
 
 
 def test_the_fact_index_hides_the_seqs_a_snapshot_lacked_but_not_the_readers_own_recording():
-    from provenance.fact_index import FactVersion
+    from provenance.graph.fact_index import FactVersion
 
     index = FactIndex()
     for fid, seq, writer in ((1, 1.0, 1), (2, 5.0, 5), (3, 7.0, 7)):

@@ -9,14 +9,14 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from provenance import containment_queries as cq
+from provenance.graph import containment_queries as cq
 from provenance.agents import agent
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Containment, HeldEffect, LedgerEntry, Ticket, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.selectors import export_state
-from provenance.services import desk_run, record_root
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run, record_root
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.services import close_incident

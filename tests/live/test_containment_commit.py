@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
-from provenance import containment, containment_queries as cq
-from provenance.graph import workspace_graph
+from provenance.recording import containment
+
+from provenance.graph import containment_queries as cq
+from provenance.graph.graph import workspace_graph
 from provenance.models import Containment, HeldEffect
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.job import run_repair
 from repairs.models import Incident
 from tests.helpers import open_incident

@@ -6,10 +6,10 @@ import pytest
 
 from bench.containment import figures, paid, poisoned_versions, uncontain
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
-from provenance.live import LiveRecording
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import SnapshotRecording
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from tests.helpers import open_incident
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _record_vip(workspace: str) -> list[int]:
     ws = Workspace.objects.get(name=workspace)
     payload = next(t.as_payload() for t in ws.tickets.order_by("ticket_id") if "vip" in t.body.lower())
-    recording = LiveRecording(ws)
+    recording = SnapshotRecording(ws)
     recording.run("triage", payload)
     return recording.commit()
 

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Containment, Source
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.what_if import WHAT_IF_KEYS
 from tests.helpers import open_incident
 

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from provenance.models import HeldEffect, LedgerEntry, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.services import desk_run
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.services import desk_run
 from repairs.job import run_repair
 from repairs.models import RepairEffect
 from rest_framework.test import APIClient

@@ -7,8 +7,8 @@ import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Ticket
-from provenance.selectors import export_state
-from provenance.services import desk_run, record_root
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run, record_root
 from repairs.job import run_repair
 from repairs.models import Incident
 from tests.helpers import open_incident, wait_for

@@ -6,11 +6,11 @@ import time
 import pytest
 from django.db import connection
 
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Ticket, Workspace
-from provenance.selectors import export_state
-from provenance.services import desk_run, record_root
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run, record_root
 from repairs.job import run_repair
 from repairs.models import Incident
 from tests.helpers import wait_for

@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from core import checkpoints
-from provenance.services import desk_run
+from core.audit import checkpoints
+from provenance.recording.services import desk_run
 from tests.helpers import ROOT, worker_env
 from tests.helpers import flag_and_repair, open_incident
 
@@ -80,7 +80,7 @@ def fresh_home(tmp_path, second_falkordb_url):
     def drop():
         with psycopg.connect(**conninfo) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        from provenance.graph import Graph, _db
+        from provenance.graph.graph import Graph, _db
 
         for graph in _db(graph_url).list_graphs():
             if graph.startswith(prefix + ":"):

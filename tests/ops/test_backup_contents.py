@@ -20,7 +20,7 @@ from compensation.backup import pg_tool
 from compensation.backup import server_major as _server_major
 from compensation.backup_check import BackupError, Target, check_dump, rows_in_dump, tables
 from provenance.models import Ticket
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from tests.helpers import ROOT, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)

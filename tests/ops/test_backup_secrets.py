@@ -18,10 +18,10 @@ import re
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from provenance import tokens
+from provenance.access import tokens
 from provenance.models import AgentRegistration, AgentToken, ApiTokenLease, Workspace
-from provenance.onboarding import issue_agent_token, register_agent, token_for_key
-from provenance.replay import ReplayFailed, _replay, remote_agents
+from provenance.access.onboarding import issue_agent_token, register_agent, token_for_key
+from provenance.recording.replay import ReplayFailed, _replay, remote_agents
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.job import enqueue_repair
 from repairs.models import Incident
 from tests.helpers import open_incident

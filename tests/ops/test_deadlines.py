@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from provenance.graph import server_key
+from provenance.graph.graph import server_key
 from provenance.models import Source, Workspace
 from tests.helpers import client_for
 from tests.ops.test_frozen_falkordb import frozen  # noqa: F401  (the fixture, by name)

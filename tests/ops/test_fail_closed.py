@@ -9,8 +9,8 @@ from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
-from core import audit
-from provenance import onboarding
+from core.audit import keys, trail
+from provenance.access import onboarding
 from provenance.models import Workspace
 
 pytestmark = pytest.mark.django_db
@@ -38,9 +38,7 @@ def test_the_deploy_check_calls_a_missing_key_an_error(no_key):
 
 
 def test_the_deploy_check_is_clean_with_a_usable_required_key(settings):
-    from core import checkpoints
-
-    checkpoints.signing_key()  # the session's key exists
+    keys.signing_key()  # the session's key exists
     settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = True
     assert _deploy_errors() == []
     settings.KINTSUGI_AUDIT_SIGNING_KEY_REQUIRED = False  # generated on demand: not fit for a deployment
@@ -48,7 +46,7 @@ def test_the_deploy_check_is_clean_with_a_usable_required_key(settings):
 
 
 def test_verify_audit_fails_when_rows_stay_unsigned_past_the_allowed_delay(settings):
-    audit.record(action="probe", subject_type="test", subject_id=1, via="cli", reason="r", workspace=None)
+    trail.record(action="probe", subject_type="test", subject_id=1, via="cli", reason="r", workspace=None)
     # Inside this test's transaction the row is never signed (signing follows the commit).
     call_command("verify_audit", stdout=io.StringIO(), stderr=io.StringIO())  # young: within the delay
     settings.KINTSUGI_AUDIT_UNSIGNED_MAX_SECONDS = 0

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from core import embedded
-from provenance.graph import GraphUnavailable, ping, server_key
+from provenance.graph.graph import GraphUnavailable, ping, server_key
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.outages import heal_outages

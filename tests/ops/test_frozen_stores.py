@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from compensation.execution import execute_approved
+from compensation.delivery.execution import execute_approved
 from compensation.models import CompensationItem
 from core.roles import REVIEWER, SUPPORT_LEAD
 from compensation.tasks import execute_compensation
 from compensation.delivery_models import DeliveryAttempt
 from provenance.models import Source, Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 from tests.helpers import POISONED_PAGE, client_for, create_user
 from tests.ops.test_broker_deadline import frozen_broker  # noqa: F401  (the fixture, by name)

@@ -81,7 +81,7 @@ def test_a_stale_sweep_is_reported_but_does_not_make_the_web_unready(client, set
 
 @pytest.mark.django_db
 def test_metrics_from_loopback_count_incidents_and_pending_review(client):
-    from provenance.services import desk_run
+    from provenance.recording.services import desk_run
 
     desk_run(workspace="ops-metrics")
     flag_and_repair("ops-metrics", actor=flagger())
@@ -134,13 +134,13 @@ def test_metrics_off_loopback_are_closed_when_no_token_is_configured(client, set
 
 
 def test_unsigned_audit_rows_show_as_checkpoint_lag_until_signed(client, transactional_db, monkeypatch):
-    from core import checkpoints
-    from provenance.services import desk_run, get_workspace
+    from core.audit import chains, checkpoints
+    from provenance.recording.services import desk_run, get_workspace
 
     monkeypatch.setattr(checkpoints, "after_commit", lambda **kw: None)  # a signer that has fallen behind
     desk_run(workspace="ops-lag")
     flag_and_repair("ops-lag", actor=flagger())
-    chain = checkpoints.chain_label(get_workspace("ops-lag").pk)
+    chain = chains.chain_label(get_workspace("ops-lag").pk)
 
     def figure(name):
         text = client.get("/metrics").content.decode()

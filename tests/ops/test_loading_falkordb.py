@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from core import embedded
-from provenance import graph
-from provenance.graph import GraphUnavailable
-from provenance.services import desk_run
+from provenance.graph import graph
+from provenance.graph.graph import GraphUnavailable
+from provenance.recording.services import desk_run
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.outages import heal_outages

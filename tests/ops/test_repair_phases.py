@@ -7,7 +7,7 @@ import re
 import pytest
 
 from core.roles import SUPPORT_LEAD
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.models import IncidentPhase
 from tests.helpers import client_for, flag_and_repair, flagger
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from provenance.graph import GraphUnavailable, server_key
+from provenance.graph.graph import GraphUnavailable, server_key
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.job import run_repair
 from repairs.models import Incident
 from repairs.outages import backoff_seconds, blocked_by_outage, heal_outages

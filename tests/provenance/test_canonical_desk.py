@@ -1,9 +1,9 @@
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
-from provenance.selectors import blast_radius, export_state
-from provenance.services import desk_run, get_workspace
+from provenance.graph.graph import workspace_graph
+from provenance.recording.selectors import blast_radius, export_state
+from provenance.recording.services import desk_run, get_workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

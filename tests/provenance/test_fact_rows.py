@@ -3,8 +3,8 @@ for field: the two types must keep the same fields in the same order."""
 import json
 from dataclasses import astuple, fields
 
-from provenance.fact_index import FactVersion
-from provenance.rows import StoredFact
+from provenance.graph.fact_index import FactVersion
+from provenance.graph.rows import StoredFact
 
 
 def test_the_two_fact_types_have_the_same_fields_in_the_same_order():

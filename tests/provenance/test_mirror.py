@@ -5,12 +5,12 @@ import threading
 
 import pytest
 
-from provenance import mirror, queries
+from provenance.graph import mirror, queries
 from provenance.desk.scenario import PAGES, POISONED_PAGE
-from provenance.graph import workspace_graph
-from provenance.selectors import _radius_actions_cold, blast_radius, radius_actions, radius_actions_in_graph
+from provenance.graph.graph import workspace_graph
+from provenance.recording.selectors import _radius_actions_cold, blast_radius, radius_actions, radius_actions_in_graph
 from provenance.models import Ticket
-from provenance.services import desk_run, get_workspace, record_root
+from provenance.recording.services import desk_run, get_workspace, record_root
 from tests.helpers import repair
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,7 +113,7 @@ def test_a_cold_process_answers_from_falkordb_while_the_mirror_is_read_behind_it
     """The first question of a process does not wait for the whole topology: it is answered by one
     algo.BFS (the same answer, the preview's agents, tickets and money included), and the copy read in the
     background answers the next one."""
-    from provenance.selectors import _radius, _radius_in_graph
+    from provenance.recording.selectors import _radius, _radius_in_graph
 
     desk_run(workspace="mir-cold", tickets=60, seed=5)
     g = workspace_graph("mir-cold")

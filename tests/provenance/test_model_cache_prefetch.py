@@ -4,8 +4,10 @@ that block."""
 import pytest
 from pydantic import BaseModel
 
-from provenance import llm, queries
-from provenance.graph import Graph
+from provenance import llm
+
+from provenance.graph import queries
+from provenance.graph.graph import Graph
 
 pytestmark = pytest.mark.django_db
 TASK = "prefetch_echo"

@@ -5,12 +5,12 @@ from django.core.management import call_command
 
 from compensation.models import AuditEvent
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import (Graph, GraphUnavailable, cache_graph_name, copy_graph, graph_name, server_url,
+from provenance.graph.graph import (Graph, GraphUnavailable, cache_graph_name, copy_graph, graph_name, server_url,
                               workspace_graph_names)
 from provenance.models import Workspace
-from provenance import quarantine
+from provenance.recording import quarantine
 from provenance.moves import MoveRefused, move_workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.deep_check import verify_full
 from repairs.models import Incident
 from tests.helpers import graph_dump, repair
@@ -153,7 +153,7 @@ def test_a_refused_move_copies_and_switches_nothing(two_falkordb_servers, case, 
 def test_a_workspace_placed_on_a_server_no_longer_configured_is_a_clear_error(two_falkordb_servers, settings):
     first, _ = two_falkordb_servers
     Workspace.objects.create(name="orphan", falkordb_server="10.9.9.9:6379")
-    from provenance.graph import UnknownServer, workspace_graph
+    from provenance.graph.graph import UnknownServer, workspace_graph
 
     with pytest.raises(UnknownServer, match="10.9.9.9:6379.*not configured"):
         workspace_graph("orphan")

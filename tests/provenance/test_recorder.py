@@ -7,11 +7,11 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from provenance.graph import GraphUnavailable, workspace_graph
+from provenance.graph.graph import GraphUnavailable, workspace_graph
 from provenance.models import LedgerEntry, Workspace
-from provenance.recorder import decision_hash
-from provenance.selectors import fact_as_of, fact_history, radius_actions, radius_actions_in_graph
-from provenance.services import desk_run, record_root
+from provenance.recording.recorder import decision_hash
+from provenance.recording.selectors import fact_as_of, fact_history, radius_actions, radius_actions_in_graph
+from provenance.recording.services import desk_run, record_root
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

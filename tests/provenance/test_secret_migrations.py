@@ -48,7 +48,7 @@ def test_replay_secrets_stored_in_the_clear_are_sealed():
 def test_api_token_keys_stored_in_the_clear_become_digests_of_the_same_keys():
     from django.contrib.auth import get_user_model
 
-    from provenance import tokens
+    from provenance.access import tokens
 
     person = get_user_model().objects.db_manager(OWNER_ALIAS).create_user("mig-person", "p@example.com", "pw-1234-x")
     leaves = MigrationExecutor(connections[OWNER_ALIAS]).loader.graph.leaf_nodes()

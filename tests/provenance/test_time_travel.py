@@ -6,11 +6,11 @@ import pytest
 
 from provenance.agents import agent
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Workspace
-from provenance.selectors import fact_history, version_as_of
-from provenance.services import desk_run, record_root
-from provenance.time_travel import UnknownAction, action_page, fact_page, ran_at
+from provenance.recording.selectors import fact_history, version_as_of
+from provenance.recording.services import desk_run, record_root
+from provenance.recording.time_travel import UnknownAction, action_page, fact_page, ran_at
 from tests.helpers import repair
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -3,8 +3,8 @@ whatever happened to the graph in between: grown, its newest nodes removed, empt
 reservation above it, or changed by another process."""
 import pytest
 
-from provenance import queries, top_ids
-from provenance.graph import Graph, workspace_graph
+from provenance.graph import queries, top_ids
+from provenance.graph.graph import Graph, workspace_graph
 
 pytestmark = pytest.mark.django_db
 

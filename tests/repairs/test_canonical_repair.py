@@ -1,8 +1,8 @@
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.selectors import export_state
-from provenance.services import desk_run
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run
 from repairs.engine import RepairWalk
 from tests.helpers import flag_and_repair
 

@@ -5,11 +5,11 @@ changed message supersedes the sent one with one correction that carries the cor
 import pytest
 
 from compensation.models import CompensationItem
-from provenance.action_record import content_digest, effect_content
+from provenance.recording.action_record import content_digest, effect_content
 from provenance.agents import agent
 from provenance.models import Source, Ticket, Workspace
-from provenance.selectors import export_state
-from provenance.services import record_root
+from provenance.recording.selectors import export_state
+from provenance.recording.services import record_root
 from repairs.models import RepairEffect
 from tests.helpers import repair
 

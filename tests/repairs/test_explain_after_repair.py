@@ -5,8 +5,8 @@ import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source
-from provenance.paths import Edge, shortest_path
-from provenance.selectors import blast_radius, explain_path
+from provenance.graph.paths import Edge, shortest_path
+from provenance.recording.selectors import blast_radius, explain_path
 from repairs.explain import explain_action
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def canonical_workspace(settings):
     import uuid
 
-    from provenance.services import desk_run, get_workspace
+    from provenance.recording.services import desk_run, get_workspace
 
     settings.CELERY_TASK_ALWAYS_EAGER = False
     name = f"explain-{uuid.uuid4().hex[:8]}"

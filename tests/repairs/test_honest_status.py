@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from compensation.cases import CaseItem
-from compensation.execution import execute_item
+from compensation.review.cases import CaseItem
+from compensation.delivery.execution import execute_item
 from compensation.models import CompensationItem
 from core.roles import SUPPORT_LEAD
 from kintsugi_site import mcp_server

@@ -13,10 +13,10 @@ import pytest
 from django.db import connection, connections
 
 from compensation.models import CompensationItem
-from compensation.services import approve_item
+from compensation.review.services import approve_item
 from core import locks
 from provenance.models import Source, Ticket, Workspace
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from repairs import job
 from repairs.models import Incident
 from repairs.services import flag_source

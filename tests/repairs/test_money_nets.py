@@ -9,7 +9,7 @@ import pytest
 from compensation.models import CompensationItem
 from provenance.agents import agent
 from provenance.models import Source, Ticket, Workspace
-from provenance.services import record_root
+from provenance.recording.services import record_root
 from repairs.what_if import what_if
 from tests.helpers import flagger, repair
 

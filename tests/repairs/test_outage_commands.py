@@ -5,7 +5,7 @@ import json
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 from tests.helpers import run_command
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 from tests.helpers import Worker, open_incident, purge_broker, wait_for, worker_env
 

@@ -1,7 +1,7 @@
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 from repairs.job import run_repair
 from tests.helpers import open_incident

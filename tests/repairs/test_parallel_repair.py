@@ -6,8 +6,8 @@ from django.db import connection
 from compensation.models import AuditEvent
 from kintsugi_site.celery import app
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.selectors import export_state
-from provenance.services import desk_run
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run
 from repairs import parallel, parts
 from repairs.models import Incident, RepairPart
 from repairs.parts import whole_plan

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import GraphUnavailable
-from provenance.services import desk_run
+from provenance.graph.graph import GraphUnavailable
+from provenance.recording.services import desk_run
 from repairs import phases
 from repairs.job import run_repair
 from repairs.models import Incident, IncidentPhase

@@ -3,8 +3,8 @@ million-action repair's steps outgrow), and a plan checkpointed before that, ste
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import GraphUnavailable
-from provenance.services import desk_run
+from provenance.graph.graph import GraphUnavailable
+from provenance.recording.services import desk_run
 from repairs import job
 from repairs.models import Incident, RepairStep
 from repairs.steps import STEP_ORDER

@@ -1,8 +1,8 @@
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import GraphUnavailable
-from provenance.services import desk_run
+from provenance.graph.graph import GraphUnavailable
+from provenance.recording.services import desk_run
 from repairs.models import Incident
 from repairs.services import retry_incident
 from repairs.job import run_repair
@@ -40,7 +40,7 @@ def test_only_failed_or_blocked_incidents_are_retried():
 
 
 def test_flag_requires_a_reason_and_the_role_outside_the_cli():
-    from provenance.services import get_workspace
+    from provenance.recording.services import get_workspace
     from repairs.services import flag_source
 
     desk_run(workspace="roles")
@@ -78,7 +78,7 @@ def test_the_sweep_heals_the_workspaces_whose_server_answers_and_leaves_the_othe
                                                                                         falkordb_url):
     """Workspaces on two FalkorDB servers, one of them down: the sweep resumes the repairs of the one
     that answers, names the one that does not, and touches nothing of its workspaces until it is back."""
-    from provenance.graph import server_key
+    from provenance.graph.graph import server_key
     from provenance.models import Workspace
     from repairs.outages import heal_outages
 
@@ -131,7 +131,7 @@ def test_a_limit_the_data_exceeds_fails_the_repair_instead_of_blocking_it_for_ev
 def test_a_lost_database_connection_still_blocks_the_repair_for_a_retry():
     from django.db import OperationalError
 
-    from provenance.graph import GraphUnavailable as Unavailable
+    from provenance.graph.graph import GraphUnavailable as Unavailable
     from repairs.job import outage
 
     lost = OperationalError("connection refused")

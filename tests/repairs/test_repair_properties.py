@@ -8,8 +8,8 @@ from django.db import connection
 
 from compensation.models import AuditEvent
 from provenance.desk.scenario import PAGES, POISONED_PAGE
-from provenance.selectors import export_state
-from provenance.services import desk_run
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run
 from repairs.models import Incident, RepairEffect
 from repairs.services import IncidentAlreadyOpen
 from repairs.job import run_repair
@@ -153,7 +153,7 @@ def test_worker_killed_mid_repair_resumes_to_the_same_outcome(fault, scope, tmp_
 
 @pytest.mark.worker
 def test_a_whole_worker_killed_mid_repair_is_resumed_by_the_next_worker(tmp_path):
-    from provenance.services import WorkspaceBusy
+    from provenance.recording.services import WorkspaceBusy
     from repairs.services import orphaned_incidents
 
     desk_run(workspace="ref")

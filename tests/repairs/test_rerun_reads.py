@@ -7,12 +7,12 @@ and decide what the clean recording read and decided."""
 import pytest
 
 from provenance.agents import agent
-from provenance.fact_index import FactIndex, FactVersion
-from provenance.graph import workspace_graph
+from provenance.graph.fact_index import FactIndex, FactVersion
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Ticket, Workspace
-from provenance.recorder import RecordingSession
-from provenance.selectors import export_state
-from provenance.services import record_root
+from provenance.recording.recorder import GraphRecorder
+from provenance.recording.selectors import export_state
+from provenance.recording.services import record_root
 from provenance.vocabulary import ActionStatus as S
 from repairs.engine import compute_plan
 from tests.helpers import repair
@@ -67,14 +67,14 @@ def reads_child(rec, payload):
 def _record(name: str, roots, *, sources=SOURCES):
     graph = workspace_graph(name)
     graph.delete()
-    session = RecordingSession(graph=graph, workspace=name, sources=sources, effects="sandbox")
+    session = GraphRecorder(graph=graph, workspace=name, sources=sources, effects="sandbox")
     ids = [session.run_root(agent_name, payload) for agent_name, payload in roots]
     session.flush()
     return graph, ids
 
 
 def _walk(graph, name: str):
-    session = RecordingSession(graph=graph, workspace=name, sources=SOURCES, effects="held",
+    session = GraphRecorder(graph=graph, workspace=name, sources=SOURCES, effects="held",
                                excluded_sources={LATE_FAQ}, incident=1)
     plan = compute_plan(graph=graph, session=session, source=LATE_FAQ, incident=1)
     return {o["action_id"]: (o["status"], o["after"]) for o in plan.outcomes}, plan

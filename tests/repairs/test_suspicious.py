@@ -5,12 +5,12 @@ from django.contrib.auth.models import Group
 
 from compensation.models import AuditEvent
 from core.roles import SUPPORT_LEAD, ensure_roles
-from provenance import services as provenance_services
+from provenance.recording import services as provenance_services
 from provenance.desk.scenario import PAGES, POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Workspace
-from provenance.services import desk_run
-from provenance.trust import TrustRefused, fact_rows, fact_trust, set_source_trust
+from provenance.recording.services import desk_run
+from provenance.access.trust import TrustRefused, fact_rows, fact_trust, set_source_trust
 from provenance.validation import InvalidInput
 from repairs.suspicious import loosening, suspicious_sources
 from tests.helpers import flagger, graph_dump

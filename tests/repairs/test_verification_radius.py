@@ -7,10 +7,10 @@ import json
 import pytest
 
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import Source, Ticket, Workspace
-from provenance.selectors import radius_actions
-from provenance.services import desk_run, record_root
+from provenance.recording.selectors import radius_actions
+from provenance.recording.services import desk_run, record_root
 from provenance.vocabulary import ActionStatus as S
 from repairs import deep_check, job
 from repairs.engine import RepairWalk

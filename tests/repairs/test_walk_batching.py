@@ -2,11 +2,11 @@
 action details in one range scan per kind, and the plan is unchanged by it."""
 import pytest
 
-from provenance import queries
+from provenance.graph import queries
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import Graph, id_set, workspace_graph
+from provenance.graph.graph import Graph, id_set, workspace_graph
 from provenance.llm import reset_client
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 from repairs import lookahead
 from repairs.engine import RepairWalk
 from repairs.steps import apply_step

@@ -6,8 +6,8 @@ original never wrote wakes that key's later readers."""
 import pytest
 
 from provenance.agents import agent
-from provenance.graph import workspace_graph
-from provenance.recorder import RecordingSession
+from provenance.graph.graph import workspace_graph
+from provenance.recording.recorder import GraphRecorder
 from provenance.vocabulary import ActionStatus as S
 from repairs.engine import compute_plan
 
@@ -84,14 +84,14 @@ def shape_late_reader(rec, payload):
 
 def _record(name: str, roots: list[tuple[str, dict]]):
     graph = workspace_graph(name)
-    session = RecordingSession(graph=graph, workspace=name, sources=SOURCES, effects="sandbox")
+    session = GraphRecorder(graph=graph, workspace=name, sources=SOURCES, effects="sandbox")
     ids = [session.run_root(agent_name, payload)[0] for agent_name, payload in roots]
     session.flush()
     return graph, ids
 
 
 def _walk(graph, name: str):
-    session = RecordingSession(graph=graph, workspace=name, sources=SOURCES, effects="held", excluded_sources={BAD},
+    session = GraphRecorder(graph=graph, workspace=name, sources=SOURCES, effects="held", excluded_sources={BAD},
                                incident=1)
     plan = compute_plan(graph=graph, session=session, source=BAD, incident=1)
     return plan, {o["action_id"]: o["status"] for o in plan.outcomes}

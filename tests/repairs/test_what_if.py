@@ -7,9 +7,9 @@ import pytest
 from compensation.models import AuditEvent, CompensationItem
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import LedgerEntry, OutboxEmail, Workspace
-from provenance.recorder import UnknownSource
-from provenance.selectors import export_state
-from provenance.services import desk_run
+from provenance.recording.recorder import UnknownSource
+from provenance.recording.selectors import export_state
+from provenance.recording.services import desk_run
 from repairs.models import ActionOutcome, Incident, RepairEffect
 from repairs.services import incident_summary
 from repairs.what_if import WHAT_IF_KEYS, desk_fingerprint, what_if

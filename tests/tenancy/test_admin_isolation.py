@@ -16,10 +16,10 @@ from compensation.delivery_models import WorkspaceConnector
 from compensation.models import AuditEvent, CompensationItem, MessageTemplate
 from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
 from provenance.desk.scenario import POISONED_PAGE
-from provenance.graph import workspace_graph
+from provenance.graph.graph import workspace_graph
 from provenance.models import AgentRegistration, AgentToken, LedgerEntry, OutboxEmail, Source, Ticket, Workspace
-from provenance.onboarding import issue_agent_token, register_agent
-from provenance.services import desk_run, get_workspace
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.services import desk_run, get_workspace
 from repairs.models import Incident
 from repairs.services import flag_source
 from repairs.job import run_repair
@@ -146,7 +146,7 @@ def test_members_of_a_neither_see_nor_change_anything_of_b(role, two_teams, clie
 
 def test_a_view_left_unscoped_is_caught(two_teams, client, db, monkeypatch):
     """The red case: the incident's custom views stop asking the tenancy rule, and the test says where."""
-    from provenance import tenancy
+    from provenance.access import tenancy
     from repairs import admin as repairs_admin
 
     monkeypatch.setattr(repairs_admin.tenancy, "scoped", lambda qs, **kw: qs)

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from compensation.models import AuditEvent
 from core.roles import REVIEWER, WORKSPACE_ADMIN
-from provenance import membership
+from provenance.access import membership
 from provenance.models import Workspace
 from tests.helpers import create_user
 

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from compensation.models import AuditEvent
-from provenance import membership
+from provenance.access import membership
 from provenance.models import Workspace
 from tests.helpers import create_user
 

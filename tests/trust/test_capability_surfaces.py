@@ -1,6 +1,6 @@
 """One permission table, every surface: for each role x capability, the admin URL, the API endpoint, the
 MCP tool and the CLI command that expose the capability must all allow it or all refuse it, and agree
-with provenance.capabilities.may. A member without a role reading the review queue through MCP (customer
+with provenance.access.capabilities.may. A member without a role reading the review queue through MCP (customer
 emails, bodies, amounts) while the API answers 403 is the case this walk was written for."""
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from compensation.models import CompensationItem
 from core.roles import AUDITOR, REVIEWER, SUPPORT_LEAD, WORKSPACE_ADMIN, ensure_roles
 from kintsugi_site import mcp_server
 from kintsugi_site.api.errors import map_domain_error
-from provenance import capabilities
+from provenance.access import capabilities
 from provenance.desk.scenario import POISONED_PAGE
 from provenance.models import Source, Ticket
-from provenance.services import desk_run, get_workspace
+from provenance.recording.services import desk_run, get_workspace
 from repairs.job import run_repair
 from repairs.models import ActionOutcome
 from repairs.services import flag_source

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 
-from core import audit, checkpoints
+from core.audit import checkpoints, keys, trail
 from compensation.models import AuditEvent, CompensationItem
 from provenance.models import LedgerEntry, OutboxEmail, Ticket, Workspace
 from repairs.models import Incident
@@ -43,7 +43,7 @@ def test_the_app_role_may_not_truncate_or_delete_the_record_of_money_and_inciden
 
 
 def test_a_desk_rerun_still_replaces_its_tickets_through_the_owners_function():
-    from provenance.services import _replace_tickets
+    from provenance.recording.services import _replace_tickets
 
     ws = Workspace.objects.create(name="tickets-rerun")
     other = Workspace.objects.create(name="tickets-other")
@@ -71,7 +71,7 @@ def _write_log(lines: list[bytes]) -> None:
 def _many_checkpoints(n: int = 6):
     ws = signed_chains()
     for i in range(n):
-        audit.record(action="test.more", subject_type="test", subject_id=i, via="cli", workspace=ws.a)
+        trail.record(action="test.more", subject_type="test", subject_id=i, via="cli", workspace=ws.a)
         checkpoints.flush()
     return ws
 
@@ -133,13 +133,13 @@ def test_old_unchained_lines_are_read_as_the_first_segment(capsys):
     for cp in lines:
         cp.pop("prev"), cp.pop("counts")
         unsigned = checkpoints.Checkpoint(**{**cp, "signature": ""})
-        cp["signature"] = checkpoints.sign(unsigned.signed_bytes())
+        cp["signature"] = keys.sign(unsigned.signed_bytes())
         old.append(json.dumps(cp, sort_keys=True).encode() + b"\n")
     _write_log(old)
     open(settings.KINTSUGI_AUDIT_ANCHOR_LOG, "wb").close()
     code, out = _verify(capsys)
     assert code == 0, out
-    audit.record(action="test.after", subject_type="test", subject_id=1, via="cli", workspace=None)
+    trail.record(action="test.after", subject_type="test", subject_id=1, via="cli", workspace=None)
     checkpoints.flush()
     assert "prev" in json.loads(_log_lines()[-1])
     code, out = _verify(capsys)
@@ -156,7 +156,7 @@ def test_a_vanished_workspace_exits_1(capsys):
 def test_business_rows_removed_by_the_owner_exit_1(capsys):
     ws = signed_chains()
     spare = Workspace.objects.create(name="audit-spare")
-    audit.record(action="test.spare", subject_type="test", subject_id=1, via="cli", workspace=None)
+    trail.record(action="test.spare", subject_type="test", subject_id=1, via="cli", workspace=None)
     checkpoints.flush()
     assert json.loads(_log_lines()[-1])["counts"]["workspaces"] == 3
     behind_the_triggers_back(f"DELETE FROM {Workspace._meta.db_table} WHERE id = %s", [spare.pk])
@@ -169,7 +169,7 @@ def test_an_incident_removed_by_the_owner_exits_1(capsys):
     owner = _person("cut-flagger")
     incident = Incident.objects.create(workspace=ws.a, run_number=1, source_id="x/y", reason="r", flagged_by=owner,
                                        flagged_via="cli", status="failed")
-    audit.record(action="test.incident", subject_type="incident", subject_id=incident.pk, via="cli", workspace=ws.a)
+    trail.record(action="test.incident", subject_type="incident", subject_id=incident.pk, via="cli", workspace=ws.a)
     checkpoints.flush()
     code, out = _verify(capsys)
     assert code == 0, out

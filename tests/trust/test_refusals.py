@@ -6,7 +6,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from core.audit import chain_events
+from core.audit.chains import chain_events
 from core.roles import SUPPORT_LEAD
 from provenance.models import Workspace
 from repairs.models import Incident
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def clock(monkeypatch):
     """The refusal budget's clock, held at the start of one minute however slow the machine is."""
-    from provenance import refusals
+    from provenance.access import refusals
 
     now = [1_000_000 * 60.0]
     monkeypatch.setattr(refusals.time, "time", lambda: now[0])

@@ -14,9 +14,9 @@ from rest_framework.test import APIClient
 
 from compensation.models import AuditEvent
 from kintsugi_site import mcp_server
-from provenance import tokens
+from provenance.access import tokens
 from provenance.models import AgentToken, ApiTokenLease, Workspace
-from provenance.onboarding import forget_token
+from provenance.access.onboarding import forget_token
 from tests.helpers import run_command
 from tests.helpers import create_user
 

@@ -1,12 +1,12 @@
 import json
 
-from compensation.connectors import config
-from compensation.deliveries import set_connector
-from provenance import tenancy
+from compensation.delivery.connectors import config
+from compensation.delivery.deliveries import set_connector
+from provenance.access import tenancy
 from core.commands import KintsugiCommand
 from core.users import get_user
 from core.vocabulary import Via
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 
 
 class Command(KintsugiCommand):

@@ -1,4 +1,4 @@
-from compensation.execution import execute_approved
+from compensation.delivery.execution import execute_approved
 from compensation.models import CompensationItem
 from core.commands import KintsugiCommand
 from core.vocabulary import Via

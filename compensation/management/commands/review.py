@@ -1,6 +1,6 @@
-from compensation.links import compensates
+from compensation.delivery.links import compensates
 from compensation.models import CompensationItem
-from compensation.services import approve_item, reject_item
+from compensation.review.services import approve_item, reject_item
 from core.commands import KintsugiCommand
 from core.users import get_user
 from core.vocabulary import Via

@@ -1,9 +1,9 @@
-from compensation import policies
+from compensation.review import policies
 from compensation.models import ReviewPolicy
 from core.commands import KintsugiCommand
 from core.users import get_user
 from core.vocabulary import Via
-from provenance import tenancy
+from provenance.access import tenancy
 from repairs.models import Incident
 from core.wording import counted, past
 

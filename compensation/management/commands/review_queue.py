@@ -1,7 +1,7 @@
-from compensation.links import compensates
-from compensation.selectors import queue_rows, review_queue
+from compensation.delivery.links import compensates
+from compensation.review.selectors import queue_rows, review_queue
 from core.commands import KintsugiCommand
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 
 
 class Command(KintsugiCommand):

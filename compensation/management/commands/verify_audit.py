@@ -1,9 +1,9 @@
 import sys
 
 from compensation.signing_lag import stale_unsigned
-from core import chains
+from core.audit import verification
 from core.commands import KintsugiCommand
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 
 
 class Command(KintsugiCommand):
@@ -20,13 +20,13 @@ class Command(KintsugiCommand):
     def handle(self, *args, **o):
         if o["workspace"]:
             ids = [None] if o["workspace"] == "system" else [get_workspace(o["workspace"]).pk]
-            statuses = chains.verify_all(workspace_ids=ids)
+            statuses = verification.verify_all(workspace_ids=ids)
         else:
-            statuses = chains.verify_all()
+            statuses = verification.verify_all()
         # The checkpoint log's chain and anchor, vanished workspaces and the business rows' counts are
         # the whole record's, asked whichever chains were named.
-        problems = chains.record_problems(statuses)
-        result = chains.verify_output(statuses, problems)  # the admin's "verify the chain" page prints the same
+        problems = verification.record_problems(statuses)
+        result = verification.verify_output(statuses, problems)  # the admin's "verify the chain" page prints the same
         unsigned = stale_unsigned(statuses)
         if o["json"]:
             self.print_json({"holds": result.holds and not unsigned, "chains": [s.as_dict() for s in statuses],

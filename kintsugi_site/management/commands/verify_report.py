@@ -2,7 +2,7 @@ import json
 import sys
 from pathlib import Path
 
-from core import checkpoints
+from core.audit import keys
 from core.commands import KintsugiCommand
 from kintsugi_site.report_record import ReportRefused, verify_report
 
@@ -18,7 +18,7 @@ class Command(KintsugiCommand):
     def handle(self, *args, **o):
         try:
             report = json.loads(Path(o["path"]).read_text(encoding="utf-8"))
-            key = checkpoints.load_public_key(o["public_key"] or checkpoints.public_key_path())
+            key = keys.load_public_key(o["public_key"] or keys.public_key_path())
             self.stdout.write(verify_report(report, public_key=key))
         except (ReportRefused, OSError, ValueError) as exc:
             sys.stderr.write(f"report does not hold: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}\n")

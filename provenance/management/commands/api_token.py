@@ -1,7 +1,7 @@
 from core.commands import KintsugiCommand
 from core.users import get_user
 from core.vocabulary import Via
-from provenance import tokens
+from provenance.access import tokens
 
 VIA = Via.CLI
 

@@ -1,6 +1,6 @@
 from core.commands import KintsugiCommand
-from provenance.selectors import blast_radius
-from provenance.services import get_workspace
+from provenance.recording.selectors import blast_radius
+from provenance.recording.services import get_workspace
 
 
 class Command(KintsugiCommand):

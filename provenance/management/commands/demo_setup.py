@@ -1,12 +1,12 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from core import audit
-from provenance import membership
+from core.audit import trail
+from provenance.access import membership
 from core.commands import KintsugiCommand
 from core.vocabulary import AuditAction, Role, Via
 from provenance.models import Workspace
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 
 DEMO_USERS = [
     # username, group, superuser
@@ -46,7 +46,7 @@ class Command(KintsugiCommand):
                 user.groups.add(Group.objects.get(name=group))
             people.append(user)
             if created:  # users are system events: the system chain, not a workspace's
-                audit.record(action=AuditAction.USER_CREATED, subject_type="user", subject_id=user.pk, via=Via.CLI, workspace=None,
+                trail.record(action=AuditAction.USER_CREATED, subject_type="user", subject_id=user.pk, via=Via.CLI, workspace=None,
                              reason="demo set-up", data={"username": username, "group": group, "superuser": superuser})
         # Through the membership service, so the demo's record says who added the team and why.
         admin = next(u for u in people if u.is_superuser)

@@ -1,6 +1,6 @@
 from core.commands import KintsugiCommand
 from provenance.progress import reporter
-from provenance.services import desk_run
+from provenance.recording.services import desk_run
 
 
 class Command(KintsugiCommand):

@@ -1,7 +1,7 @@
 from provenance import placement
 from core.commands import KintsugiCommand
 from provenance.moves import move_workspace
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 from core.users import get_user
 from core.vocabulary import Via
 

@@ -1,9 +1,9 @@
 import json
 from pathlib import Path
 
-from provenance import onboarding
+from provenance.access import onboarding
 from core.commands import KintsugiCommand
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 from core.users import get_user
 from core.vocabulary import Via
 

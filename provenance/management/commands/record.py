@@ -1,5 +1,5 @@
 from core.commands import KintsugiCommand
-from provenance.services import record_root
+from provenance.recording.services import record_root
 
 
 class Command(KintsugiCommand):

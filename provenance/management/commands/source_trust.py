@@ -1,9 +1,9 @@
 from provenance import validation
 from core.commands import KintsugiCommand
 from provenance.models import Source
-from provenance.recorder import UnknownSource
-from provenance.services import get_workspace
-from provenance.trust import set_source_trust
+from provenance.recording.recorder import UnknownSource
+from provenance.recording.services import get_workspace
+from provenance.access.trust import set_source_trust
 from core.users import get_user
 from core.vocabulary import Via
 

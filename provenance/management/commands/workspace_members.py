@@ -1,8 +1,8 @@
 from django.contrib.auth import get_user_model
 
-from provenance import membership
+from provenance.access import membership
 from core.commands import KintsugiCommand
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 from core.users import get_user
 from core.vocabulary import Via
 

@@ -4,7 +4,7 @@ import time
 
 from core.commands import KintsugiCommand
 from provenance.progress import reporter
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 from repairs.models import Incident
 from core.users import get_user
 from repairs.services import IncidentAlreadyOpen, flag_source, incident_summary

@@ -1,5 +1,5 @@
 from core.commands import KintsugiCommand
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 from repairs.suspicious import suspicious_sources
 
 

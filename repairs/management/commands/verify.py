@@ -2,8 +2,8 @@ import json
 
 from core.commands import KintsugiCommand
 from core.users import get_user
-from provenance import tenancy
-from provenance.services import get_workspace
+from provenance.access import tenancy
+from provenance.recording.services import get_workspace
 from repairs.deep_check import latest_repair, verify_full
 from repairs.models import Incident
 

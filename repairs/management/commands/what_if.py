@@ -1,6 +1,6 @@
 from core.commands import KintsugiCommand
 from provenance.progress import reporter
-from provenance.services import get_workspace
+from provenance.recording.services import get_workspace
 from repairs.models import Incident
 from core.users import get_user
 from repairs.what_if import what_if

@@ -2,7 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from core.commands import KintsugiCommand
-from provenance import tenancy, tokens
+from provenance.access import tenancy, tokens
 
 
 class Command(KintsugiCommand):

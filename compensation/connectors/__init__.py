@@ -1,8 +1,0 @@
-"""Connectors: how an approved item leaves the building.
-
-Each connector delivers some item kinds: the sandbox ledger and outbox (the demo), SMTP or an email
-provider through Django's email backends, Stripe, a signed generic webhook (push), and the team's own agent pulling and acknowledging (agent_pull). A workspace chooses one per
-item kind (compensation.connectors.config); compensation.deliveries runs the chosen one exactly once."""
-from compensation.connectors.base import CONNECTORS, Connector, Outcome, PermanentFailure, TemporaryFailure, connector
-
-__all__ = ["CONNECTORS", "Connector", "Outcome", "PermanentFailure", "TemporaryFailure", "connector"]

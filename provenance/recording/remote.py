@@ -1,0 +1,390 @@
+"""Services that record agents running in other processes, call by call over HTTP (or MCP).
+
+A recording is one root action and everything it hands off, as GraphRecorder.run_root records
+them in-process: actions are opened in the same depth-first order (the next handed-off action to open
+is the last unopened handoff of the latest finished action), each gets its id and seq when opened, and
+its reads resolve against the workspace's memory plus what the recording's finished actions wrote.
+
+What reaches the graph, and when: nothing until the recording's last action finishes. Then the whole
+recording is committed as provenance.recording.live commits an in-process one: its reads resolved against the
+snapshot it opened on plus its own writes, its ids are provisional until the commit numbers it after
+everything committed so far, under the workspace graph's lock for one short flush. A repair that retired
+a fact it read meanwhile refuses it, with nothing written. A recording that is abandoned (DELETE) or idle for KINTSUGI_RECORDING_TIMEOUT_SECONDS
+writes nothing to the graph; its row stays, `abandoned` or `expired`, with the effects it announced,
+and the expiry lands in the audit record, because an agent may have performed those effects.
+
+Any number of recordings of a workspace are open at once; the provisional action ids of open ones
+never overlap (each action opens above every id a recording of the workspace was handed, open, committed,
+abandoned or expired: the counter on the workspace's row), so a call's action id names its recording.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, defaultdict
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.audit import trail
+from core.vocabulary import AuditAction, RecordingStatus, Via
+from provenance.recording import protocol, quarantine
+from provenance.graph import queries, top_ids
+from provenance import validation
+from provenance.agents import registered_names
+from provenance.graph.graph import workspace_graph
+from provenance.models import AgentToken, Recording, Workspace
+from provenance.recording.protocol import CallConflict, dump_record, load_record
+from provenance.recording.live import LazySources, read_ended, retired_reads, snapshot_facts, write_records
+from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
+from provenance.recording.services import workspace_lock
+
+
+
+class RecordingClosed(CallConflict):
+    pass
+
+
+class UnknownAction(LookupError):
+    pass
+
+
+def _timeout() -> timedelta:
+    return timedelta(seconds=settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS)
+
+
+# --- the rebuilt session, cached per process ---------------------------------------------------------------
+# Rebuilding a session reads the workspace's facts from the graph; the next call of the same recording
+# in the same process reuses it when the row's version says nothing happened elsewhere since. The row
+# is kept with it, so a call can be applied to both without reading the row again (_call_cached).
+_cache: OrderedDict[int, tuple[int, GraphRecorder, Recording]] = OrderedDict()
+_cache_lock = threading.Lock()
+CACHE_SIZE = 256
+# (workspace id, action id) -> the recording's pk, for the recordings in _cache. Action ids are never
+# handed out twice in a workspace, so an entry never turns wrong; it only outlives its cache entry.
+_by_action: dict[tuple[int, int], int] = {}
+
+
+def _new_session(ws: Workspace) -> GraphRecorder:
+    return GraphRecorder(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
+                            run_number=ws.run_number, sources=LazySources(ws), load="by_key")
+
+
+def _snapshot(state: dict) -> float:
+    return state.get("snapshot", float(state["base"][0] + 1))
+
+
+def _on_snapshot(session: GraphRecorder, state: dict) -> GraphRecorder:
+    """Number the session's new facts and effects as the recording's provisional ones and let its reads
+    see the snapshot it opened on, whatever committed since."""
+    session._loaded_ids = tuple(state["base"])
+    session.number_from(*(i + 1 for i in state["base"]))
+    session.facts = snapshot_facts(session.graph, _snapshot(state))
+    return session
+
+
+def _session(row: Recording) -> GraphRecorder:
+    with _cache_lock:
+        cached = _cache.pop(row.pk, None)
+    if cached and cached[0] == row.version:
+        return cached[1]
+    session = _on_snapshot(_new_session(row.workspace), row.state)
+    scratch: defaultdict[str, list] = defaultdict(list)
+    finished = [load_record(data) for data in row.state["records"] if data["dhash"] is not None]
+    session.facts.prefetch(w["key"] for record in finished for w in record.writes)
+    for record in finished:
+        session.commit(record, status="ok", root=record.parent is None, sink=scratch)
+    session._outgoing.clear()  # a staging session never dispatches; the commit's own session does
+    session.next_action, session.next_seq = row.state["next_action"], row.state["next_seq"]
+    return session
+
+
+def _remember(row: Recording, session: GraphRecorder) -> None:
+    with _cache_lock:
+        _cache[row.pk] = (row.version, session, row)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+        if len(_by_action) > 16 * CACHE_SIZE:
+            _by_action.clear()
+        for data in row.state["records"]:
+            _by_action[(row.workspace_id, data["id"])] = row.pk
+
+
+def _forget(row: Recording) -> None:
+    with _cache_lock:
+        _cache.pop(row.pk, None)
+
+
+# --- opening ------------------------------------------------------------------------------------------------
+def _expire_idle(ws: Workspace) -> None:
+    """Close the workspace's open recordings idle too long (nothing of them is in the graph)."""
+    idle = Recording.objects.select_for_update(skip_locked=True).filter(
+        workspace=ws, status=RecordingStatus.OPEN, touched_at__lt=timezone.now() - _timeout())
+    for row in idle:
+        _close(row, RecordingStatus.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
+               via=Via.WORKER)
+
+
+def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None:
+    announced = [e | {"action": r["id"]} for r in row.state["records"] for e in r["effects"]]
+    row.status, row.finished_at = status, timezone.now()
+    row.save(update_fields=["status", "finished_at"])
+    _forget(row)
+    trail.record(action=AuditAction.of_recording(status), subject_type="recording", subject_id=row.pk, via=via, actor=actor,
+                 reason=reason, workspace=row.workspace,
+                 data={"actions": len(row.state["records"]), "effects_announced": announced[:50],
+                       "effects_count": len(announced)})
+
+
+def _allocate(ws: Workspace, session: GraphRecorder) -> tuple[int, float]:
+    """The next provisional action id (and seq) of an open recording, under the workspace's row lock:
+    above the graph's and above every provisional id any recording of the workspace had, so a (late)
+    call's action id names its own recording, never a stranger's."""
+    locked = Workspace.objects.select_for_update().only("name", "next_provisional_action").get(pk=ws.pk)
+    number_provisionally(locked, session)
+    allocated = session.allocate_action()
+    locked.next_provisional_action = session.next_action
+    locked.save(update_fields=["next_provisional_action"])
+    return allocated
+
+
+def number_provisionally(ws: Workspace, session: GraphRecorder) -> None:
+    """Number `session`'s next action above the graph's and above every provisional id any recording of
+    the workspace had (open, committed, abandoned or expired), so no id is handed out twice. `ws`: the
+    workspace's row read under its lock; the caller stores the session's next action in it before the
+    lock goes (Workspace.next_provisional_action)."""
+    top = top_ids.max_ids(workspace_graph(ws.name)).action or 0
+    session.next_action = max(top + 1, ws.next_provisional_action)
+    session.next_seq = float(session.next_action)
+
+
+def _resolve_agent(session: GraphRecorder, token: AgentToken, agent) -> str:
+    if not isinstance(agent, str):
+        raise protocol.InvalidCall("agent must be a string")
+    if agent in registered_names():
+        raise protocol.InvalidCall(f"{agent!r} is an in-process agent here, re-run in-process; an agent in another "
+                                   f"process records under a name the workspace registered for it")
+    session.agent(agent)  # UnknownAgent: not registered in this workspace
+    if not token.allows(agent):
+        raise PermissionError(f"this token may not record as agent {agent!r}")
+    return agent
+
+
+def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
+    """Open a root action (no parent) or the next handed-off one (parent: the handing-off action's id)."""
+    ws = token.workspace
+    with transaction.atomic():
+        if parent is None:
+            payload = validation.payload(payload, field=f"{agent} payload")
+            _expire_idle(ws)
+            session = _new_session(ws)
+            state = {"base": list(session._loaded_ids), "snapshot": session.next_seq, "run_number": ws.run_number,
+                     "records": [], "keys": {}, "stack": []}
+            session = _on_snapshot(session, state)
+            agent = _resolve_agent(session, token, agent)
+            aid, seq = _allocate(ws, session)
+            state.update(open=aid, next_action=session.next_action, next_seq=session.next_seq)
+            row = Recording.objects.create(workspace=ws, token=token, state=state, first_action=aid,
+                                           touched_at=timezone.now())
+        else:
+            row = _locked_row(token, parent)
+            session = _session(row)
+            state = row.state
+            if state["open"] is not None:
+                raise CallConflict(f"action {state['open']} is still open; finish it before opening its handoffs")
+            if not state["stack"]:
+                raise CallConflict("no handoff is waiting to be opened in this recording")
+            want_agent, want_payload, want_parent = state["stack"][-1]
+            if parent != want_parent or agent != want_agent:
+                raise CallConflict(f"the next action to open is the handoff to {want_agent!r} from action "
+                                   f"{want_parent}, as the in-process recorder would run it")
+            if payload is not None and payload != want_payload:
+                raise protocol.InvalidCall("payload differs from the payload the handoff recorded")
+            _resolve_agent(session, token, agent)
+            payload = want_payload
+            state["stack"].pop()
+            aid, seq = _allocate(row.workspace, session)
+            state.update(open=aid, next_action=session.next_action, next_seq=session.next_seq)
+        record = ActionRecord(id=aid, agent=agent, payload=payload, seq=seq, parent=parent,
+                              ticket=payload.get("ticket"))
+        state["records"].append(dump_record(record))
+        _save(row, session)
+    return {"action": aid, "seq": seq, "recording": row.pk, "agent": agent, "payload": payload,
+            "parent": parent, "replay": False}
+
+
+def _locked_row(token: AgentToken, action_id) -> Recording:
+    if isinstance(action_id, bool) or not isinstance(action_id, int):
+        raise protocol.InvalidCall("action must be an integer id")
+    holding = {"state__records__contains": [{"id": action_id}]}
+    row = (Recording.objects.select_for_update().select_related("workspace")
+           .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id, **holding).first())
+    if row is None:
+        closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id, **holding)
+                  .exclude(status=RecordingStatus.OPEN).order_by("-first_action").first())
+        if closed is not None:
+            raise RecordingClosed(f"action {action_id} belongs to a recording that is {closed.status}")
+        raise UnknownAction(f"no open action {action_id} in workspace {token.workspace.name!r}")
+    if row.touched_at < timezone.now() - _timeout():
+        # Closed (and audited) by the next root opened in the workspace: this transaction rolls back.
+        raise RecordingClosed(f"action {action_id} belongs to a recording that expired (idle for over "
+                              f"{settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s); nothing of it was recorded")
+    return row
+
+
+def _save(row: Recording, session: GraphRecorder) -> None:
+    row.version += 1
+    row.touched_at = timezone.now()
+    row.save(update_fields=["state", "version", "touched_at"])
+    transaction.on_commit(lambda: _remember(row, session))
+
+
+def _open_record(row: Recording, token: AgentToken, action_id: int) -> tuple[int, ActionRecord]:
+    if row.state["open"] != action_id:
+        raise CallConflict(f"action {action_id} is finished; only action {row.state['open']} is open")
+    index = next(i for i, r in enumerate(row.state["records"]) if r["id"] == action_id)
+    record = load_record(row.state["records"][index])
+    if not token.allows(record.agent):
+        raise PermissionError(f"this token may not record as agent {record.agent!r}")
+    return index, record
+
+
+def _count_quarantined(row: Recording, session: GraphRecorder, agent: str) -> None:
+    if session.quarantine_hits:
+        quarantine.record_attempts(workspace=row.workspace_id, hits=session.quarantine_hits, via=Via.API, agent=agent)
+        session.quarantine_hits = []
+
+
+# --- calls --------------------------------------------------------------------------------------------------
+def call(*, token: AgentToken, action_id, op: str, body) -> dict:
+    """One memory, source, handoff or effect call of an open action."""
+    answer = _call_cached(token, action_id, op, body)
+    if answer is not None:
+        return answer
+    with transaction.atomic():
+        row = _locked_row(token, action_id)
+        session = _session(row)
+        answer = apply_call(row, session, token=token, action_id=action_id, op=op, body=body)
+        _save(row, session)
+    return answer
+
+
+def _call_cached(token: AgentToken, action_id, op: str, body) -> dict | None:
+    """The call applied to this process's copy of its recording and written back in one conditional
+    UPDATE, with no row lock and no transaction of its own: it lands only if the row's version is still
+    the copy's, the recording still open. None when there is no copy, or it turned out stale, or the
+    call failed: the caller then applies it as before, to the row read under its lock, which answers
+    with the authoritative result or error (a failed attempt here wrote nothing and is discarded).
+    Not for ingest, whose quarantine count is written beside the call."""
+    if op == "ingest" or isinstance(action_id, bool) or not isinstance(action_id, int):
+        return None
+    with _cache_lock:
+        pk = _by_action.get((token.workspace_id, action_id))
+        cached = _cache.pop(pk, None) if pk is not None else None
+    if cached is None:
+        return None
+    version, session, row = cached
+    if row.workspace_id != token.workspace_id or row.touched_at < timezone.now() - _timeout():
+        return None
+    try:
+        answer = apply_call(row, session, token=token, action_id=action_id, op=op, body=body)
+    except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
+        return None
+    now = timezone.now()
+    row.version, row.touched_at = version + 1, now
+    landed = Recording.objects.filter(pk=row.pk, version=version, status=RecordingStatus.OPEN,
+                                      touched_at__gte=now - _timeout()).update(
+        state=row.state, version=row.version, touched_at=now)
+    if not landed:
+        return None  # another process's call came first (or the recording closed): the copy is dropped
+    _remember(row, session)
+    return answer
+
+
+def finish_action(*, token: AgentToken, action_id, body) -> dict:
+    """Finish the open action with its decision; the recording's last action commits it to the graph."""
+    with transaction.atomic():
+        row = _locked_row(token, action_id)
+        session = _session(row)
+        return apply_finish(row, session, token=token, action_id=action_id, body=body)
+
+
+def apply_call(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, op: str, body) -> dict:
+    """A call applied to the locked recording `row` and its session; the caller saves the row."""
+    index, record = _open_record(row, token, action_id)
+    keys = row.state["keys"].setdefault(str(action_id), {})
+    if op == "ingest":
+        session.quarantined = quarantine.held(workspace=row.workspace_id)
+    answer = protocol.apply_op(ActionRecorder(session, record), record, op, body, perform=True, keys=keys)
+    _count_quarantined(row, session, record.agent)
+    row.state["records"][index] = dump_record(record)
+    return answer
+
+
+def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, body) -> dict:
+    """Finish the action in the locked recording `row`: saves the row, or commits the whole recording."""
+    index, record = _open_record(row, token, action_id)
+    protocol.finish(record, body)
+    row.state["records"][index] = dump_record(record)
+    session.commit(record, status="ok", root=record.parent is None, sink=defaultdict(list))
+    session._outgoing.clear()
+    row.state["stack"].extend([a, p, record.id] for a, p in reversed(record.handoffs))
+    row.state["open"] = None
+    answer = {"action": record.id, "dhash": record.dhash, "recording": row.pk}
+    if row.state["stack"]:
+        agent, payload, parent = row.state["stack"][-1]
+        _save(row, session)
+        return answer | {"committed": False, "next": {"agent": agent, "parent": parent, "payload": payload}}
+    ids = _commit(row)
+    return answer | {"committed": True, "next": None, "actions": ids}
+
+
+def _commit(row: Recording) -> list[int]:
+    """Write the finished recording to the graph, as provenance.recording.live commits an in-process one: all of
+    it or nothing, numbered after everything committed so far."""
+    ws = Workspace.objects.get(pk=row.workspace_id)
+    workspace_lock(ws, wait_seconds=600)  # before the workspace's row; a repair applying is waited for
+    ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+    records = [load_record(r) for r in row.state["records"]]
+    base = row.state["base"]
+    graph = workspace_graph(ws.name)
+    if (ws.run_number != row.state.get("run_number", ws.run_number) or retired_reads(graph, records, base[1] + 1)
+            or read_ended(records)):
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
+        raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
+                           "nothing of it was recorded: record the root action again")
+    made: list[list[int]] = []
+    ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=LazySources(ws),
+                        records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
+                        snapshot=_snapshot(row.state), effect_ids=made)
+    # The agent's own idempotency key of each effect, by the effect's final id: what a compensation of
+    # that effect names when it reaches the team again (effect_keys below).
+    row.state["effect_keys"] = {str(made[i][index]): key for i, record in enumerate(records)
+                                for key, index in row.state["keys"].get(str(record.id), {}).items()}
+    ws.action_count += len(records)
+    ws.save(update_fields=["action_count"])
+    row.status, row.finished_at = RecordingStatus.COMMITTED, timezone.now()
+    row.version += 1
+    row.save(update_fields=["status", "finished_at", "version", "state"])
+    _forget(row)
+    return ids
+
+
+def abandon(*, token: AgentToken, action_id, reason: str) -> dict:
+    """Drop the open recording that holds `action_id`: nothing of it reaches the graph."""
+    reason = validation.reason(reason)
+    with transaction.atomic():
+        row = _locked_row(token, action_id)
+        _close(row, RecordingStatus.ABANDONED, actor=None, reason=f"{token.label}: {reason}", via=Via.API)
+    return {"recording": row.pk, "status": row.status, "actions": len(row.state["records"])}
+
+
+def describe(*, token: AgentToken, action_id) -> dict:
+    with transaction.atomic():
+        row = _locked_row(token, action_id)
+        data = next(r for r in row.state["records"] if r["id"] == action_id)
+    return {"action": action_id, "recording": row.pk, "agent": data["agent"], "payload": data["payload"],
+            "parent": data["parent"], "seq": data["seq"], "finished": data["dhash"] is not None,
+            "open": row.state["open"], "next": ({"agent": row.state["stack"][-1][0], "parent": row.state["stack"][-1][2]}
+                                                 if row.state["stack"] else None)}
