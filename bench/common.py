@@ -251,8 +251,15 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+# Every table this run printed, as printed: kept in the results file (write_results), so that the
+# documentation's "Measured" page is generated from what was measured (bench/publish.py).
+PRINTED: list[dict] = []
+
+
 def table(title: str, headers: list[str], rows: Iterable[Iterable[Any]], notes: Iterable[str] = ()) -> str:
     cells = [[fmt(c) for c in r] for r in rows]
+    notes = list(notes)
+    PRINTED.append({"title": title, "headers": list(headers), "rows": cells, "notes": notes})
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     out = [f"\n## {title}", "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
            "|" + "|".join(("-" * (w + 1) + ":") if i else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|"]
@@ -279,6 +286,7 @@ def machine() -> dict:
 def write_results(results: dict, path: Path | None = None) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = path or RESULTS_DIR / "latest.json"
+    results = {**results, "command": sys.argv[1:], "tables": list(PRINTED)}
     path.write_text(json.dumps(results, indent=2, sort_keys=True, default=str))
     return path
 

@@ -25,7 +25,8 @@ def _copy_site_sources(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "docs", project / "docs")
     shutil.copy(ROOT / "mkdocs.yml", project / "mkdocs.yml")
     (project / "kintsugi_site").mkdir()
-    shutil.copy(ROOT / "kintsugi_site" / "docs_pages.py", project / "kintsugi_site" / "docs_pages.py")
+    for hook in ("docs_pages.py", "docs_measured.py"):
+        shutil.copy(ROOT / "kintsugi_site" / hook, project / "kintsugi_site" / hook)
     return project
 
 
@@ -116,3 +117,32 @@ def test_the_reference_page_lists_every_operation_of_the_schema():
                 assert f"### `{method.upper()} {path}`" in page
     broken = {**schema, "paths": {"/api/v1/x|y/": {"get": {"summary": "a | b", "tags": ["t"]}}}}
     assert "a \\| b" in docs_pages.render(broken)  # a pipe in free text cannot break a table
+
+
+def test_the_measured_page_is_generated_from_what_a_benchmark_run_printed(tmp_path, monkeypatch, capsys):
+    """A table printed by bench.common.table lands in the results file, `bench.publish` copies it into
+    docs/bench-results, and the built site shows it with the run's commit: nothing typed in. A results
+    file without tables is refused, and a site without any published run says so."""
+    from bench import common, publish
+    from kintsugi_site import docs_measured
+
+    monkeypatch.setattr(common, "PRINTED", [])
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
+    common.table("Repair, flag to repaired", ["tickets", "seconds"], [[6000, 15.61]], notes=["load 1.1"])
+    results = common.write_results({"commit": "abc1234", "mode": "quick", "benchmarks": {"repair": {}}})
+    project = _copy_site_sources(tmp_path)
+    shutil.rmtree(project / "docs" / "bench-results", ignore_errors=True)
+    assert "No published run yet." in docs_measured.render(project / "docs" / "bench-results")
+    published = publish.publish(results, folder=project / "docs" / "bench-results")
+    assert published.name == "repair.json"
+    done = _build(project, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "site" / "measured" / "index.html").read_text()
+    assert "Repair, flag to repaired" in page and "15.6" in page and "abc1234" in page and "load 1.1" in page
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"commit": "abc1234", "benchmarks": {"repair": {}}}')
+    try:
+        publish.publish(bare, folder=tmp_path / "elsewhere")
+        raise AssertionError("a results file without tables was published")
+    except SystemExit as refused:
+        assert "no tables" in str(refused)
