@@ -366,3 +366,16 @@ class EffectKindDeclaration(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class GraphDebt(models.Model):
+    """Graph nodes a failed recording flushed and could not take back (FalkorDB was away as Postgres
+    rolled the recording back): each id range (above, upto] is deleted before the workspace's graph is
+    next written or walked (provenance.graph_debts). The workspace is named, not a foreign key: the row
+    is written beside a transaction that holds the workspace's row locked, which a key check would wait on."""
+
+    workspace = models.SlugField(max_length=64)
+    action_above, action_upto = models.BigIntegerField(), models.BigIntegerField()
+    fact_above, fact_upto = models.BigIntegerField(), models.BigIntegerField()
+    effect_above, effect_upto = models.BigIntegerField(), models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)

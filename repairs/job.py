@@ -43,6 +43,7 @@ from core import locks
 from core.bulk import copy_rows
 from core.locks import advisory_lock
 from provenance.recording import containment
+from provenance.recording.services import settle_owed
 from provenance.graph import queries
 from provenance.graph.graph import Graph, GraphUnavailable, workspace_graph
 from provenance.models import Workspace
@@ -178,6 +179,7 @@ def repair(incident: Incident) -> Incident:
     """The job's steps, resumed from wherever the last attempt checkpointed."""
     graph = workspace_graph(incident.workspace.name)
     if incident.plan is None:
+        settle_owed(workspace=incident.workspace)  # a failed recording's orphan nodes go before the walk reads
         excluded = scope(incident)
         plan = walk(incident, graph, excluded)
         checkpoint_plan(incident, plan)

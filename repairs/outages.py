@@ -19,6 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.vocabulary import IncidentStatus
+from provenance.recording.services import settle_reachable
 from provenance.graph.graph import GraphUnavailable, UnknownServer, ping, placement_servers, server_url
 from repairs.models import Incident
 from repairs.lifecycle import enqueue_repair
@@ -36,6 +37,7 @@ class Healed(NamedTuple):
     unblocked: list[int]
     resumed: list[int]
     executed: int
+    settled: tuple[str, ...] = ()  # the workspaces whose graph was paid what failed recordings owed it
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -113,6 +115,7 @@ def heal_outages() -> Healed:
         log.warning("sweep: FalkorDB still unavailable, nothing resumed: %s", error)
         return Healed(error, [], [], 0)
     skip = frozenset(down)
+    settled = tuple(settle_reachable(skip_servers=skip))  # first: a resumed repair walks a graph without orphans
     unblocked = blocked_by_outage(skip_servers=skip)
     for pk in unblocked:
         enqueue_repair(pk)  # run_repair takes blocked incidents as they are and records the restart
@@ -121,7 +124,7 @@ def heal_outages() -> Healed:
     executed = sum(n for _, n in stores_back.send(
         sender=Incident, skip_servers=skip,
         approved_before=timezone.now() - timedelta(seconds=settings.KINTSUGI_SWEEP_SECONDS)))
-    if unblocked or resumed or executed or error:
+    if unblocked or resumed or executed or error or settled:
         log.warning("sweep: unblocked %s, resumed %s, executed %s waiting items; unreachable: %s",
                     unblocked, resumed, executed, error or "none")
-    return Healed(error, unblocked, resumed, executed)
+    return Healed(error, unblocked, resumed, executed, settled)

@@ -10,12 +10,11 @@ without changing what any read returns.
 from __future__ import annotations
 
 import json
-import logging
 from collections import defaultdict
 from typing import Any, Iterable
 
 from provenance import validation
-from provenance.graph import contained_view, queries, top_ids
+from provenance.graph import contained_view, graph_debts, queries, top_ids
 from provenance.recording.action_record import ActionRecord, Read  # noqa: F401 - Read: part of the recorder's API
 from provenance.agents import NAME_PATTERN, get_agent, registered_names
 from provenance.recording.decisions import MalformedDecision, check_decision, decision_hash, now_iso  # noqa: F401 - part of the recorder's API
@@ -25,7 +24,6 @@ from provenance.llm import get_client
 from provenance.vocabulary import ActionStatus
 
 FLUSH_EVERY = 2000
-log = logging.getLogger(__name__)
 
 
 class UnknownSource(LookupError):
@@ -165,6 +163,7 @@ class GraphRecorder:
         self.recorded: list[int] = []
         self.ops = 0
         self._loaded_ids = (0, 0, 0)  # the highest action, fact and effect ids before this session
+        self._flushed = (0, 0, 0)  # the highest of them a flush wrote (graph_debts.flushed_tops)
         self._remote: dict | None = None  # the workspace's agents in other processes, read once
         self._by_key = load == "by_key"  # read each fact key's versions when first touched, not all at once
         self._below = below  # a snapshot: only versions below this seq (a repair's walk while the desk records)
@@ -346,7 +345,6 @@ class GraphRecorder:
             self.flush()
         return effects
 
-
     # --- graph writes ---
     def discard(self) -> None:
         """Remove from the graph whatever this session flushed (everything above the ids it loaded), for
@@ -358,9 +356,8 @@ class GraphRecorder:
         try:
             self.graph.query(queries.DISCARD_ABOVE, {"action": a, "fact": f, "effect": e})
             self.graph.query(queries.DISCARD_ORPHAN_SOURCES)
-        except GraphUnavailable:
-            # The failure being handled is most likely this one; the caller raises it, not this.
-            log.warning("could not discard the partial recording in %s: the graph is unreachable", self.graph.name)
+        except GraphUnavailable:  # most likely the failure being handled (the caller raises it): owe the ranges
+            graph_debts.owe(workspace=self.workspace, loaded=self._loaded_ids, flushed=self._flushed)
 
     _ORDER = (
         ("actions", queries.CREATE_ACTIONS),
@@ -380,6 +377,7 @@ class GraphRecorder:
         # Everything a flush writes hangs off the actions it creates (ids above every earlier flush's),
         # so it is an append for the topology mirrors, stamped once the last of its rows is written.
         top = max((r["id"] for r in self._pending.get("actions", ())), default=None)
+        self._flushed = graph_debts.flushed_tops(self._pending, self._flushed)  # before the write: its answer may be lost
         if top is not None:
             self.graph.mark_appending()
         try:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from django.db import OperationalError, connection, transaction
 
@@ -9,16 +10,18 @@ from core import locks
 from core.errors import DomainError
 from core.vocabulary import Via
 from provenance.recording import quarantine
-from provenance.graph import queries
+from provenance.graph import graph_debts, queries
 from provenance import validation
 from provenance.agents import get_agent
 from provenance.desk.scenario import PAGES, canonical_tickets, generated_tickets
-from provenance.graph.graph import ping, workspace_graph
+from provenance.graph.graph import GraphUnavailable, ping, workspace_graph
 from provenance.recording.live import SnapshotRecording
-from provenance.models import Source, Ticket, Workspace
+from provenance.models import GraphDebt, Source, Ticket, Workspace
 from provenance.progress import ProgressFn, noop
 from provenance.recording.recorder import GraphRecorder, UnknownSource
 from provenance.signals import desk_replacing
+
+log = logging.getLogger(__name__)
 
 
 class UnknownWorkspace(LookupError):
@@ -59,7 +62,40 @@ def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
         except OperationalError:
             raise WorkspaceBusy(f"workspace {workspace.name!r} is busy (a repair or another recording is writing "
                                 f"its graph); try again in {WorkspaceBusy.retry_after} s") from None
-        cur.execute("SET LOCAL lock_timeout = 0")
+        # The lock's last statement also asks whether a failed recording left nodes owed to the graph
+        # (provenance.graph_debts): paid here, before this writer reads the graph's top ids.
+        cur.execute(f"SELECT set_config('lock_timeout', '0', true), {graph_debts.OWED_SQL}", [workspace.name])
+        if cur.fetchone()[1]:
+            graph_debts.settle(workspace.name)
+
+
+def settle_owed(*, workspace: Workspace, wait_seconds: int = 30) -> bool:
+    """Pay what failed recordings owe `workspace`'s graph now, by taking its lock for a moment (which
+    pays it: provenance.graph_debts), before a repair walks and in the sweep. False when nothing was
+    owed or another writer holds the graph (and pays it). Raises GraphUnavailable."""
+    if not GraphDebt.objects.filter(workspace=workspace.name).exists():
+        return False
+    try:
+        with transaction.atomic():
+            workspace_lock(workspace, wait_seconds=wait_seconds)
+    except WorkspaceBusy:  # its holder took the lock after the debt was written, and paid it first
+        log.warning("the graph of %s was busy; its writer pays what is owed", workspace.name)
+        return False
+    return True
+
+
+def settle_reachable(*, skip_servers: frozenset[str] = frozenset()) -> list[str]:
+    """The sweep's share: pay the debts of every workspace whose FalkorDB server answers. Returns the
+    workspaces paid; one still away or busy waits for the next sweep."""
+    paid = []
+    names = set(GraphDebt.objects.values_list("workspace", flat=True))
+    for ws in Workspace.objects.filter(name__in=names).exclude(falkordb_server__in=skip_servers):
+        try:
+            if settle_owed(workspace=ws, wait_seconds=5):
+                paid.append(ws.name)
+        except GraphUnavailable as exc:
+            log.warning("sweep: the graph of %s is still owed: %s", ws.name, exc)
+    return paid
 
 
 def get_workspace(name: str) -> Workspace:
