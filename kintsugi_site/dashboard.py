@@ -1,15 +1,23 @@
-"""The support lead's dashboard (the admin's index page): open incidents with what of them waits for
-review, the review queue's size and amount, failed deliveries and the workspaces. It combines repairs and
-compensation, so it lives above both."""
+"""The support lead's dashboard (the admin's index page): sources worth a look, open incidents with the
+money paid wrongly, to recover and recovered, the cases decided and who reviews them, the review queue's
+size and amount, failed deliveries and the workspaces. It combines repairs and compensation, so it lives
+above both."""
 from __future__ import annotations
 
-from compensation import review_numbers
+import logging
+
+from compensation import incident_figures, review_numbers
 from compensation import selectors as item_selectors
 from compensation.delivery_selectors import failed_deliveries
 from core.vocabulary import IncidentStatus
 from provenance import capabilities, tenancy
+from provenance.graph import GraphUnavailable
 from repairs.models import Incident
 from repairs.selectors import status_label
+
+logger = logging.getLogger(__name__)
+SUSPICIOUS_WORKSPACES = 3  # the most recently created workspaces the dashboard ranks sources of
+SUSPICIOUS_PER_WORKSPACE = 3  # sources shown per workspace (each costs one blast-radius query)
 
 
 def dashboard(*, user, limit: int = 10) -> dict:
@@ -27,13 +35,19 @@ def dashboard(*, user, limit: int = 10) -> dict:
         recent = list(light.order_by("-created_at")[:limit])
         ids = {i.pk for i in open_incidents + recent}
         counts = item_selectors.item_counts_by_incident(incident_ids=ids)
-        reviews = {pk: review_numbers.from_counts(c) for pk, c in counts.items()}  # no query: status lines only
+        reviews = review_numbers.review_by_incident(incident_ids=ids, counts=counts)
+        recovery = incident_figures.recovery_by_incident(incident_ids=ids)
+        reviewers = incident_figures.reviewers_by_incident(incident_ids=ids)
         for incident in open_incidents + recent:
             incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
+            incident.recovery, incident.reviewers = recovery[incident.pk], reviewers[incident.pk]
+            # Amber while people still have something to do, whatever the repair's own status says.
+            incident.waiting = bool(reviews[incident.pk].items_pending) or incident.recovery.waiting
             # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
             incident.status_label = (review_numbers.status_text(incident, reviews[incident.pk])
                                      if incident.status == IncidentStatus.REPAIRED else status_label(incident))
     return {
+        "suspicious": suspicious(user=user) if capabilities.may(user, "read_sources") else None,
         "open_incidents": open_incidents,
         "recent_flags": recent,
         # Names, runs and action counts: what the API's workspace list gives every member.
@@ -42,3 +56,22 @@ def dashboard(*, user, limit: int = 10) -> dict:
         "failed_deliveries": failed_deliveries(user=user) if items else None,
         "limit": limit,
     }
+
+
+def suspicious(*, user) -> list[dict]:
+    """Sources worth a look in the newest workspaces the person may see: the few best of each by the cheap
+    signals (repairs.suspicious, without what-ifs), each with its reasons. A workspace whose graph does
+    not answer is named with that instead of failing the page."""
+    from repairs.suspicious import suspicious_sources
+
+    rows = []
+    for workspace in tenancy.visible_workspaces(user=user).order_by("-created_at")[:SUSPICIOUS_WORKSPACES]:
+        try:
+            found = suspicious_sources(workspace=workspace, what_ifs=0, reach_for=SUSPICIOUS_PER_WORKSPACE)
+        except GraphUnavailable as exc:
+            logger.warning("sources worth a look: %s unavailable: %s", workspace.name, exc)
+            rows.append({"workspace": workspace, "unavailable": True})
+            continue
+        rows += [{"workspace": workspace, "source": s.source, "pk": s.pk, "reasons": s.reasons,
+                  "score": s.score} for s in found if s.score > 0]
+    return rows
