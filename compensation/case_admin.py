@@ -14,7 +14,7 @@ from django.urls import path, reverse
 from urllib.parse import urlencode
 
 from compensation import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
-from compensation import case_undo, delivery_selectors, sequencing, services
+from compensation import case_undo, delivery_selectors, incident_figures, sequencing, services
 from compensation import messages as messages_
 from compensation.delivery_models import DeliveryState
 from compensation.models import CompensationItem
@@ -63,7 +63,8 @@ class CaseViews:
         raw = request.GET.get("incident", "")
         incident = None
         if raw:
-            incident = (tenancy.scoped(Incident.objects.all(), user=request.user).defer("plan", "verification")
+            incident = (tenancy.scoped(Incident.objects.select_related("flagged_by"), user=request.user)
+                        .defer("plan", "verification")
                         .filter(pk=raw).first() if raw.isdigit() else None)
             if incident is None:
                 raise Http404(f"no incident {raw}")
@@ -120,6 +121,8 @@ class CaseViews:
             # The item counts every page prints (one incident's by kind and status, else the queue's).
             "item_counts": counts,
             "queue": selectors.compensation_summary(incident=None, user=request.user) if not incident else None,
+            # The landing without an incident: an inbox per incident, the ones holding my cases first.
+            "inbox": incident_figures.inbox(user=request.user) if not incident else None,
             "incident": incident,
             "filters": filters,
             "kinds": CompensationItem.Kind.choices,
