@@ -224,10 +224,13 @@ def build_desk(*, tag: str | None = None) -> Desk:
 
 
 # --- in the browser (Playwright's sync API) ---------------------------------------------------------------
-def sign_in(browser, base_url: str, username: str, viewport: dict):
-    """A page of a fresh context (its own cookies) signed in as `username`."""
+def sign_in(browser, base_url: str, username: str, viewport: dict, *, sidebar: bool = True):
+    """A page of a fresh context (its own cookies) signed in as `username`; `sidebar`: the admin's
+    navigation sidebar as a new browser has it (open), else closed (the screenshots get the full width)."""
     context = browser.new_context(viewport=viewport, base_url=base_url)
     context.set_default_timeout(20_000)
+    if not sidebar:
+        context.add_init_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
     page = context.new_page()
     page.goto("/admin/login/?next=/admin/")
     page.fill("#id_username", username)

@@ -80,7 +80,8 @@ def _photograph(server, desk, wanted, target: Path, *, phone: bool) -> tuple[lis
                     if suffix and not screen.quick:
                         continue  # phone shots of the first screens only
                     if screen.role not in pages:
-                        pages[screen.role] = screens.sign_in(browser, base, desk.people[screen.role], viewport)
+                        pages[screen.role] = screens.sign_in(browser, base, desk.people[screen.role], viewport,
+                                                             sidebar=False)
                     page = pages[screen.role]
                     screens.open_screen(page, screen, desk)
                     found += [f"{screen.shot}{suffix}: {p}" for p in screens.problems(page, screen)]
