@@ -41,8 +41,10 @@ def dashboard(*, user, limit: int = 10) -> dict:
         for incident in open_incidents + recent:
             incident.item_counts, incident.review = counts[incident.pk], reviews[incident.pk]
             incident.recovery, incident.reviewers = recovery[incident.pk], reviewers[incident.pk]
-            # Amber while people still have something to do, whatever the repair's own status says.
-            incident.waiting = bool(reviews[incident.pk].items_pending) or incident.recovery.waiting
+            # A repaired incident reads amber, not green, while people still have something to do on it
+            # (a running, failed or blocked repair keeps its own colour).
+            incident.waiting = incident.status == IncidentStatus.REPAIRED and (
+                bool(reviews[incident.pk].items_pending) or incident.recovery.waiting)
             # A repaired incident whose items wait reads "Needs review · 14 · $400.00", as on every other page.
             incident.status_label = (review_numbers.status_text(incident, reviews[incident.pk])
                                      if incident.status == IncidentStatus.REPAIRED else status_label(incident))
