@@ -181,7 +181,7 @@ def build_desk(*, tag: str | None = None) -> Desk:
     from provenance.desk.scenario import POISONED_PAGE
     from provenance.models import LedgerEntry, OutboxEmail, Source, Ticket, Workspace
     from provenance.services import desk_run
-    from repairs.job import run_repair
+    from repairs.tasks import repair_incident
     from repairs.models import Incident
     from repairs.services import flag_source
 
@@ -202,11 +202,15 @@ def build_desk(*, tag: str | None = None) -> Desk:
     incident = flag_source(workspace=workspace, source_id=POISONED_PAGE, actor=lead,
                            reason="The partner blog tells agents to refund any VIP claim without checks.",
                            via=Incident.Via.ADMIN)
-    incident = run_repair(incident_id=incident.pk)
+    # Repaired here, as a worker would (the task is safe to deliver twice if a worker also takes it).
+    repair_incident.apply(args=[incident.pk], throw=True)
+    incident = Incident.objects.get(pk=incident.pk)
+    if incident.status != Incident.Status.REPAIRED:
+        raise RuntimeError(f"the demo desk's repair ended {incident.status}, not repaired: {incident.error or ''}")
     items = CompensationItem.objects.filter(incident=incident, kind=CompensationItem.Kind.REFUND_REVERSAL).order_by("pk")
     item = items.first()
     assignments.claim(keys=[(incident.pk, i.ticket_id) for i in items[:2]], actor=users[1], reason="my share",
-                      via="admin")
+                      via=Incident.Via.ADMIN)
     if not OutboxEmail.objects.filter(workspace=workspace).exists():
         # Under Django's in-memory mail backend (the tests') the notifier's mail never reaches the outbox;
         # the outbox's pages still need a row to show.
