@@ -132,6 +132,9 @@ class Reviewer:
         self.label, self.username, self.page, self.cases_url = label, username, page, cases_url
         self.loads, self.nav_ms, self.console = 0, [], []
         self.claimed = self.taken = self.undone = 0
+        # Each approval's screen before the decision (a bulk confirmation, a case page): did it show the
+        # body of an email that approval sends? (approvals that send an email, of those the body was shown)
+        self.approvals_with_email = self.emails_shown = 0
         self.seconds = 0.0
         self.messages: list[str] = []
         self.said: list[str] = []  # the messages of the page the last navigation opened
@@ -190,11 +193,26 @@ class Reviewer:
                 await page.check(f"tr.case[data-case='{key}'] input.case-select")
         step = "claim" if decision == "claim" else "confirmation page"
         await self.nav(lambda: page.click(f"#cases-bulk button[value={decision}]"), step)
+        if decision == "approve":
+            await self._email_before_approval("#bulk-messages")
         if decision in ("approve", "reject"):
             if reason:
                 await page.fill("#id_reason", reason)
             await self.nav(lambda: page.click("input[type=submit][value^='Yes']"), "bulk decision (Yes)")
         return min(len(found), tick or len(found))
+
+    async def _email_before_approval(self, section: str) -> None:
+        """Count an approval about to be made, and whether the email it sends is shown in full before it."""
+        page = self.page
+        if not await page.locator(f"{section} .ks-message").count():
+            return  # nothing this approval sends is an email
+        self.approvals_with_email += 1
+        body = page.locator(f"{section} .message-body").first
+        box = await body.bounding_box() if await body.is_visible() else None
+        width = page.viewport_size["width"]
+        if box and box["height"] > 0 and box["x"] >= 0 and box["x"] + box["width"] <= width + 1 \
+                and (await body.inner_text()).strip():
+            self.emails_shown += 1
 
     async def open_cases(self) -> None:
         await self.nav(lambda: self.page.goto(self.cases_url), "list (filter, search)")
@@ -215,6 +233,7 @@ class Reviewer:
         ticket = found[0].split("/", 1)[1]
         await self.filter(q=ticket, assignee="me")
         await self.nav(lambda: page.click("tr.case a:text('open')"), "case page")
+        await self._email_before_approval("#case-messages")
         await self.nav(lambda: page.keyboard.press("a"), "case decision (a, r)")
         if undo:
             toast = page.locator("#undo-toast")
@@ -267,6 +286,7 @@ class Reviewer:
                 await page.keyboard.type(REJECT_REASON if ticket in reject else INVALID_REASON)
                 await self.nav(lambda: page.keyboard.press("Enter"), "case decision (a, r)")
             else:
+                await self._email_before_approval("#case-messages")
                 await self.nav(lambda: page.keyboard.press("a"), "case decision (a, r)")
                 still = CASE_PAGE.search(page.url)
                 if still and still.group(1) == ticket:
@@ -388,8 +408,12 @@ def _summary(name: str, people: list[Reviewer], wall: float, checked: dict) -> d
                       for step, ms in steps.items()},
             "per_reviewer": [{"reviewer": r.label, "seconds": r.seconds, "page_loads": r.loads,
                               "cases_claimed": r.claimed, "claims_already_taken": r.taken, "undone": r.undone,
+                              "approvals_with_email": r.approvals_with_email, "emails_shown": r.emails_shown,
                               "warnings": [m for m in r.messages if "already claimed" in m][:5]}
                              for r in people],
+            "colliding_claims": sum(r.taken for r in people),
+            "approvals_with_email": sum(r.approvals_with_email for r in people),
+            "emails_shown_before_approval": sum(r.emails_shown for r in people),
             "cases": checked["cases"], "items": checked["items"], "check": checked}
 
 
@@ -443,10 +467,12 @@ def run(quick: bool) -> dict:
         f"Reviewers in chromium: incident #{incident.pk}, {actions:,} actions, {rows[0]['items']:,} items in "
         f"{rows[0]['cases']:,} cases (each run on its own copy)",
         ["run", "reviewers", "wall s", "page loads", "per reviewer", "navigation p50 ms", "p95 ms",
-         "wall vs keyboard", "loads vs keyboard", "checks"],
+         "colliding claims", "emails shown before approval", "wall vs keyboard", "loads vs keyboard", "checks"],
         [[r["run"], r["reviewers"], r["wall_s"], r["page_loads"],
           " / ".join(f"{p['reviewer']} {p['page_loads']} in {p['seconds']:.0f}s" for p in r["per_reviewer"]),
-          r["nav_p50_ms"], r["nav_p95_ms"], f"{r['wall_s'] / base_row['wall_s']:.2f}x",
+          r["nav_p50_ms"], r["nav_p95_ms"], r["colliding_claims"],
+          f"{r['emails_shown_before_approval']} of {r['approvals_with_email']}",
+          f"{r['wall_s'] / base_row['wall_s']:.2f}x",
           f"{r['page_loads'] / base_row['page_loads']:.2f}x", "ok" if not r["check"]["problems"] else "FAILED"]
          for r in rows],
         [f"setup {setup_s:.0f}s (three desks of {size['tickets']:,} tickets recorded, flagged, repaired with drafting)",

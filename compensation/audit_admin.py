@@ -100,12 +100,66 @@ class ActionFilter(admin.SimpleListFilter):
         return queryset.filter(action=self.value()) if self.value() else queryset
 
 
+def _events_of_items(request, queryset, items: Q, *, ticket: str = ""):
+    """The events of the items `items` selects among those the person may see (at most 1,000 of them):
+    an item's events name the item, not its ticket or customer; with `ticket`, its cases' events too."""
+    ids = [str(pk) for pk in tenancy.scoped(CompensationItem.objects.all(), user=request.user,
+                                            path="incident__workspace").filter(items).values_list("pk", flat=True)[:1000]]
+    found = Q(subject_type="compensation_item", subject_id__in=ids)
+    if ticket:
+        found |= Q(subject_type="case", data__ticket__iexact=ticket)
+    return queryset.filter(found)
+
+
+class _TextFilter(admin.SimpleListFilter):
+    """A filter typed into the search form above the list. The admin applies only filters with a choice,
+    so the typed value is its one choice (shown in the sidebar, where it can be cleared)."""
+
+    def lookups(self, request, model_admin):
+        value = (self.value() or "").strip()
+        return [(value, value)] if value else ()
+
+
+class CustomerFilter(_TextFilter):
+    title, parameter_name = "customer", "customer"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        if not value:
+            return queryset
+        return _events_of_items(request, queryset, Q(customer_email__icontains=value) | Q(facts__customer__icontains=value))
+
+
+class TicketFilter(_TextFilter):
+    title, parameter_name = "ticket", "ticket"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        return _events_of_items(request, queryset, Q(ticket_id__iexact=value), ticket=value) if value else queryset
+
+
+SUMMARY_ROWS = 5_000  # the newest events the summary above the list counts (a bounded read)
+
+
+def summary(*, user, chains_: list) -> dict:
+    """What an auditor reads first: the chains and whether they hold, and what the newest events were, in
+    words ("Item: approved" 412), most frequent first."""
+    newest = list(selectors.visible_audit_events(user=user).order_by("-id").values_list("action", "at")[:SUMMARY_ROWS])
+    counts: dict[str, int] = {}
+    for action, _at in newest:
+        counts[action] = counts.get(action, 0) + 1
+    return {"events": sum(c.rows for c in chains_), "chains": len(chains_),
+            "broken": [c.name for c in chains_ if not c.holds], "since": newest[-1][1] if newest else None,
+            "counted": len(newest), "capped": len(newest) == SUMMARY_ROWS,
+            "what": [(event_words(a), n, a) for a, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]}
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     # What a person reads first: when, who, what and why; the chain position and hash after.
-    list_display = ("at", "actor_name", "what", "subject", "reason", "status_change", "via", "chain", "seq",
-                    "short_hash")
-    list_filter = (AuditIncidentFilter, ItemFilter, ActorFilter, ActionFilter, "via", "subject_type")
+    list_display = ("at", "actor_name", "what", "subject", "reason", "status_change", "place", "short_hash")
+    list_filter = (AuditIncidentFilter, ItemFilter, ActorFilter, ActionFilter, "via", "subject_type", CustomerFilter,
+                   TicketFilter)
     search_fields = ("reason", "actor_name", "subject_id", "action")
     list_per_page = 100
     # Ids grow across all chains: the newest event first, whichever chain it is in (the changelist
@@ -128,12 +182,8 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
         term = search_term.strip()
         if len(term) < 2:
             return found, may_have_duplicates
-        items = (tenancy.scoped(CompensationItem.objects.all(), user=request.user, path="incident__workspace")
-                 .filter(Q(ticket_id__iexact=term) | Q(customer_email__icontains=term) | Q(facts__customer__icontains=term))
-                 .values_list("pk", flat=True)[:1000])
-        ids = [str(pk) for pk in items]
-        by_ticket = Q(subject_type="case", data__ticket__iexact=term)
-        return found | queryset.filter(Q(subject_type="compensation_item", subject_id__in=ids) | by_ticket), True
+        items = Q(ticket_id__iexact=term) | Q(customer_email__icontains=term) | Q(facts__customer__icontains=term)
+        return found | _events_of_items(request, queryset, items, ticket=term), True
 
     def get_queryset(self, request):
         # Not WorkspaceScoped's query: the system chain has no workspace and is for superusers only.
@@ -147,10 +197,19 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
     def chain(self, obj):
         return obj.workspace.name if obj.workspace_id and obj.workspace else chains.chain_name(obj.workspace_id)
 
+    @admin.display(description="from · chain · position", ordering="seq")
+    def place(self, obj) -> str:
+        # One column for where the change came from and where it sits in the record: the list keeps its
+        # hash column inside a 1440 px window with the filters beside it.
+        return f"{obj.get_via_display()} · {self.chain(obj)} #{obj.seq}"
+
     @admin.display(description="hash")
     def short_hash(self, obj):
-        # The first 12 hex digits identify the row to a person; the export and verify_audit carry it whole.
-        return format_html('<code title="{}">{}</code>', obj.hash, obj.hash[:12])
+        # The first 12 hex digits identify the row to a person; the whole hash (and the previous row's, which
+        # it chains to) opens on demand, to compare with an export or verify_audit.
+        return format_html('<details class="whole-hash"><summary><code>{}…</code></summary><code>{}</code>'
+                           '<span class="muted">after</span> <code>{}</code></details>', obj.hash[:12], obj.hash,
+                           obj.prev_hash)
 
     @admin.display(description="subject")
     def subject(self, obj):
@@ -176,7 +235,9 @@ class AuditEventAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin):
                  "verify_url": reverse("admin:compensation_auditevent_verify"),
                  "export_url": reverse("admin:compensation_auditevent_export"),
                  "export_query": request.GET.urlencode(),
-                 "chains": verification.verify_all(workspace_ids=selectors.visible_chains(user=request.user))}
+                 "chains": verification.verify_all(workspace_ids=selectors.visible_chains(user=request.user)),
+                 "search": {name: request.GET.get(name, "") for name in ("customer", "ticket", "item")}}
+        extra["summary"] = summary(user=request.user, chains_=extra["chains"])
         return super().changelist_view(request, {**extra, **(extra_context or {})})
 
     def verify_view(self, request):

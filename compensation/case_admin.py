@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from compensation.review import assignments, case_decisions, case_queue, cases as case_selectors, review_numbers, selectors
 from compensation.review import case_undo, services
+from compensation.review import incident_figures
 from compensation.delivery import delivery_selectors, sequencing
 from compensation.delivery import messages as messages_
 from compensation.delivery_models import DeliveryState
@@ -64,7 +65,8 @@ class CaseViews:
         raw = request.GET.get("incident", "")
         incident = None
         if raw:
-            incident = (tenancy.scoped(Incident.objects.all(), user=request.user).defer("plan", "verification")
+            incident = (tenancy.scoped(Incident.objects.select_related("flagged_by"), user=request.user)
+                        .defer("plan", "verification")
                         .filter(pk=raw).first() if raw.isdigit() else None)
             if incident is None:
                 raise Http404(f"no incident {raw}")
@@ -121,6 +123,8 @@ class CaseViews:
             # The item counts every page prints (one incident's by kind and status, else the queue's).
             "item_counts": counts,
             "queue": selectors.compensation_summary(incident=None, user=request.user) if not incident else None,
+            # The landing without an incident: an inbox per incident, the ones holding my cases first.
+            "inbox": incident_figures.inbox(user=request.user) if not incident else None,
             "incident": incident,
             "filters": filters,
             "kinds": CompensationItem.Kind.choices,

@@ -195,7 +195,7 @@ class QueueTotal(models.Model):
     as the item rows, so a reader sees the totals of exactly the items committed. A group whose items are
     all gone keeps a row with zeros. The cost: a transaction that changes an item's status or amount holds
     that group's total rows until commit. Every service that does so already holds the audit chain's lock
-    (core.audit.lock_chain) first, so they queue there anyway and the totals add no new waits or
+    (core.audit.trail.lock_chain) first, so they queue there anyway and the totals add no new waits or
     deadlocks; writes that leave status, currency and amount alone (redrafts, execution attempts) skip
     the totals entirely."""
 

@@ -51,20 +51,33 @@ def _decision(d: dict | None) -> str:
 
 
 def _n(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+LIST_PAGE = 25  # tickets and items listed per page of the flag page (the counts always cover them all)
+
+
+def paged(rows: list, page: int) -> dict:
+    """One page of a long list for the flag page: its rows, where they start, and the pages around it."""
+    pages = max(1, -(-len(rows) // LIST_PAGE))
+    page = min(max(1, page), pages)
+    start = (page - 1) * LIST_PAGE
+    return {"rows": rows[start:start + LIST_PAGE], "first": start + 1, "last": min(start + LIST_PAGE, len(rows)),
+            "total": len(rows), "page": page, "pages": pages,
+            "previous": page - 1 if page > 1 else None, "next": page + 1 if page < pages else None}
 
 
 def what_if_words(wi) -> dict:
     """The what-if as sentences a lead reads (money through core.money)."""
     c = wi.counts
-    kinds = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in wi.effects_by_kind.items())
+    kinds = ", ".join(f"{n:,} {k}{'s' if n != 1 else ''}" for k, n in wi.effects_by_kind.items())
     return {
-        "walk": (f"The repair would walk {wi.blast_radius} actions: {c['poisoned']} poisoned, {c['rerun_changed']} "
-                 f"re-run with a changed outcome, {c['rerun_same']} re-run with the same outcome, {c['skipped']} "
-                 f"skipped, {c['superseded']} superseded and {c['new']} new."),
+        "walk": (f"The repair would walk {wi.blast_radius:,} actions: {c['poisoned']:,} poisoned, {c['rerun_changed']:,} "
+                 f"re-run with a changed outcome, {c['rerun_same']:,} re-run with the same outcome, {c['skipped']:,} "
+                 f"skipped, {c['superseded']:,} superseded and {c['new']:,} new."),
         # The same words and numbers the incident, its cases and its reports print once it is flagged
         # (compensation.review.selectors.ItemCounts.sentence): drafts + held replacements = items, in cases.
-        "effects": (f"{wi.effects_invalidated} effects that already left would be invalidated"
+        "effects": (f"{wi.effects_invalidated:,} effects that already left would be invalidated"
                     + (f" ({kinds})" if kinds else "") + f", and become {_n(wi.compensations, 'compensation draft')}"
                     f" + {_n(len(wi.items) - wi.compensations, 'held replacement')} = {_n(len(wi.items), 'item')}"
                     f" in {_n(len({i['ticket'] for i in wi.items}), 'case')} for reviewers to approve or reject."),
@@ -100,15 +113,25 @@ def what_if_preview(request, source: Source, radius_size: int) -> dict:
     try:
         if radius_size <= settings.KINTSUGI_WHAT_IF_INLINE_MAX:
             wi = what_if(workspace=source.workspace, source=source.source_id, actor=request.user, via=Incident.Via.ADMIN)
-            return {"state": "done", "result": wi, "words": what_if_words(wi), "fingerprint": wi.fingerprint}
+            return _done(request, wi, wi.fingerprint)
         fingerprint, entry = start_what_if(workspace=source.workspace, source=source.source_id, actor=request.user)
     except GraphUnavailable as exc:
         return {"state": "failed", "error": f"The provenance graph is unreachable, so there is no what-if: {exc}"}
     if entry["state"] == "done":
-        wi = WhatIf(**entry["result"])
-        return {"state": "done", "result": wi, "words": what_if_words(wi), "fingerprint": fingerprint}
+        return _done(request, WhatIf(**entry["result"]), fingerprint)
     return {"state": entry["state"], "error": entry.get("error", ""), "fingerprint": fingerprint,
             "percent": _percent(entry), "progress_url": progress_url}
+
+
+def _done(request, wi, fingerprint: str) -> dict:
+    """A finished what-if in words, its long lists (tickets that change, items it would draft) paged by
+    ?tickets_page= and ?items_page= so a desk of thousands of tickets is a page a person can read, not one 9,000 px long."""
+    from repairs.views import page_number
+
+    words = what_if_words(wi)
+    return {"state": "done", "result": wi, "words": words, "fingerprint": fingerprint,
+            "tickets": paged(words["tickets"], page_number(request, "tickets_page")),
+            "items": paged(words["items"], page_number(request, "items_page"))}
 
 
 def _percent(entry: dict) -> int:

@@ -42,6 +42,7 @@ class Suggestion:
     score: float = 0.0
     reasons: list[str] = field(default_factory=list)
     radius: int = 0
+    pk: int | None = None  # the Source row's, for links
 
     def to_json(self) -> dict:
         return {"source": self.source, "score": round(self.score, 2), "reasons": self.reasons}
@@ -77,9 +78,11 @@ def _contradictions(graph) -> dict[str, list[tuple[str, int, int, list[str], lis
     return out
 
 
-def suspicious_sources(*, workspace: Workspace, what_ifs: int | None = None) -> list[Suggestion]:
+def suspicious_sources(*, workspace: Workspace, what_ifs: int | None = None, reach_for: int | None = None) -> list[Suggestion]:
     """The workspace's sources ranked by how much they are worth a look, best first, with reasons.
-    Sources with an incident still open are left out: they are being dealt with."""
+    Sources with an incident still open are left out: they are being dealt with. `reach_for`: measure
+    the blast radius (one graph query per source) of only that many sources, the best by the other
+    signals, and return only those (the dashboard's short list); None measures every source."""
     what_ifs = settings.KINTSUGI_SUSPICIOUS_WHAT_IFS if what_ifs is None else what_ifs
     graph = workspace_graph(workspace.name)
     flagged = set(Incident.objects.filter(workspace=workspace).exclude(status=Incident.Status.CLOSED)
@@ -91,7 +94,7 @@ def suspicious_sources(*, workspace: Workspace, what_ifs: int | None = None) -> 
     order = sorted(first_seen, key=lambda s: first_seen[s].seq)
     suggestions = []
     for source in sources:
-        s = Suggestion(source.source_id)
+        s = Suggestion(source.source_id, pk=source.pk)
         for key, version, prev_version, prev_sources, dropped, added in contradictions.get(source.source_id, []):
             s.score += WEIGHTS["contradicts"]
             s.reasons.append(f"its {key} (v{version}) contradicts v{prev_version} from {', '.join(prev_sources)}")
@@ -105,25 +108,33 @@ def suspicious_sources(*, workspace: Workspace, what_ifs: int | None = None) -> 
         elif source.trust == T.TRUSTED:
             s.score += WEIGHTS["trusted"]
             s.reasons.append("a lead marked it trusted")
-        if source.source_id in first_seen and len(order) > 1:
+        if source.source_id in first_seen and len(order) > 1:  # novelty
             action, at = first_seen[source.source_id].action, first_seen[source.source_id].ran_at
             rank = order.index(source.source_id)
             s.score += WEIGHTS["novelty"] * rank / (len(order) - 1)
             when = "the newest" if rank == len(order) - 1 else f"number {rank + 1} of {len(order)}"
             s.reasons.append(f"first appeared {(at or '')[:19].replace('T', ' ')} (action #{action}), {when} by "
                              f"first appearance")
-        radius = blast_radius(workspace=workspace, source=source.source_id)
-        s.radius = radius["size"]
-        if radius["size"]:
-            s.score += WEIGHTS["reach"] * min(1.0, radius["size"] / total_actions)
-            s.reasons.append(f"reached {_n(radius['size'], 'action')} on {_n(radius['tickets'], 'ticket')}, "
-                             f"{_n(radius['effects'], 'live effect')}")
         suggestions.append(s)
+    suggestions.sort(key=lambda s: (-s.score, s.source))
+    if reach_for is not None:
+        suggestions = suggestions[:reach_for]
+    for s in suggestions:
+        _add_reach(workspace, s, total_actions)
     suggestions.sort(key=lambda s: (-s.score, s.source))
     for s in [s for s in suggestions if s.radius][:what_ifs]:
         _add_what_if(workspace, s)
     suggestions.sort(key=lambda s: (-s.score, s.source))
     return suggestions
+
+
+def _add_reach(workspace: Workspace, s: Suggestion, total_actions: int) -> None:
+    radius = blast_radius(workspace=workspace, source=s.source)
+    s.radius = radius["size"]
+    if radius["size"]:
+        s.score += WEIGHTS["reach"] * min(1.0, radius["size"] / total_actions)
+        s.reasons.append(f"reached {_n(radius['size'], 'action')} on {_n(radius['tickets'], 'ticket')}, "
+                         f"{_n(radius['effects'], 'live effect')}")
 
 
 def _add_what_if(workspace: Workspace, s: Suggestion) -> None:
@@ -143,4 +154,4 @@ def _add_what_if(workspace: Workspace, s: Suggestion) -> None:
 
 
 def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

@@ -304,5 +304,6 @@ class SourceAdmin(WorkspaceScoped, admin.ModelAdmin):
             "error": error,
             "reason": request.POST.get("reason", ""),
             "preview_actions": PREVIEW_ACTIONS,
+            "list_page": decide_admin.LIST_PAGE,
         }
         return TemplateResponse(request, "admin/provenance/source/flag_confirmation.html", context)

@@ -23,6 +23,8 @@ def test_reviewers_quick_decide_every_case_once_with_one_undo_and_count_their_pa
         assert check["cases"] > 0 and check["cases_decided"] == check["cases"]
         assert set(check["statuses"]) <= {"approved", "rejected"} and sum(check["statuses"].values()) == check["items"]
         assert run["page_loads"] >= run["navigations"] > 0 and run["wall_s"] > 0
+        # Every approval that sends an email showed that email's body before it was made.
+        assert run["emails_shown_before_approval"] == run["approvals_with_email"] > 0, run["run"]
         outcomes.add(tuple(sorted(check["statuses"].items())))
         outcomes.add(("rejected cases",) + tuple(check["rejected_cases"]))
     assert len(outcomes) == 2, outcomes  # the three runs did the same work: the same items approved and rejected

@@ -30,6 +30,10 @@ class Review:
         return sum(self.pending_cents.values())
 
     @property
+    def cases_decided(self) -> int:
+        return self.cases - self.cases_pending
+
+    @property
     def money(self) -> str:
         return format_totals({c: n for c, n in sorted(self.pending_cents.items()) if n}, empty=format_money(0, "USD"))
 

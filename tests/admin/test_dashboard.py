@@ -5,9 +5,13 @@ from django.urls import reverse
 from compensation.models import CompensationItem
 from provenance.desk.scenario import POISONED_PAGE
 
-# Session, user, two incident lists, their item counts, workspaces, the queue totals, the failed
-# deliveries' count, permissions: a constant, whatever the number of incidents.
-DASHBOARD_QUERIES = 10
+from kintsugi_site.dashboard import SUSPICIOUS_PER_WORKSPACE, SUSPICIOUS_WORKSPACES
+
+# Session, user, two incident lists, their item counts, cases, money to recover and reviewers,
+# workspaces, the queue totals, the failed deliveries' count, permissions; and for the sources worth a
+# look, the newest workspaces, then per workspace its open incidents, its sources and each shown
+# source's radius: a constant, whatever the number of incidents or sources.
+DASHBOARD_QUERIES = 13 + 1 + SUSPICIOUS_WORKSPACES * (2 + SUSPICIOUS_PER_WORKSPACE)
 
 
 def test_dashboard_shows_open_incidents_review_queue_and_workspaces(lead_client, repaired,
@@ -38,3 +42,26 @@ def test_dashboard_queries_do_not_grow_with_the_number_of_incidents(lead_client,
     with django_assert_max_num_queries(DASHBOARD_QUERIES):
         response = lead_client.get(reverse("admin:index"))
     assert len(response.context["dashboard"]["open_incidents"]) == 10
+
+
+def test_dashboard_says_what_each_open_incident_paid_wrongly_and_what_is_left_to_recover(lead_client, repaired):
+    response = lead_client.get(reverse("admin:index"))
+    html = response.content.decode()
+    reversals = CompensationItem.objects.filter(incident=repaired, kind=CompensationItem.Kind.REFUND_REVERSAL)
+    cents = reversals.aggregate(s=Sum("amount_cents"))["s"]
+    assert cents and reversals.filter(status="pending").count() == reversals.count()
+    incident = response.context["dashboard"]["open_incidents"][0]
+    assert incident.recovery.shown == {"wrongly_paid": f"${cents / 100:,.2f}", "to_recover": f"${cents / 100:,.2f}",
+                                       "recovered": "nothing", "not_asked": "nothing"}
+    # Waiting for people reads amber, not the green of a finished repair.
+    assert incident.waiting and 'class="ks-status waiting"' in html and 'class="ks-status repaired"' not in html
+    assert f"0 of {incident.review.cases} " in html
+
+
+def test_dashboard_lists_sources_worth_a_look_without_what_ifs(lead_client, repaired):
+    response = lead_client.get(reverse("admin:index"))
+    found = response.context["dashboard"]["suspicious"]
+    # The flagged page has its incident open: it is being dealt with, so it is not suggested again.
+    assert found and POISONED_PAGE not in {s["source"] for s in found}
+    assert all(s["reasons"] and not any("what-if" in r for r in s["reasons"]) for s in found)
+    assert 'id="sources-worth-a-look"' in response.content.decode()

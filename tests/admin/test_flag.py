@@ -92,3 +92,31 @@ def test_source_change_page_offers_the_flag_only_to_leads(client, make_user, poi
     assert client.post(reverse("admin:provenance_source_flag", args=[poisoned_page.pk]),
                        {"reason": "x"}).status_code == 403
     assert not Incident.objects.exists()
+
+
+def test_the_flag_page_puts_the_decision_first_and_pages_long_lists(lead_client, poisoned_page, monkeypatch):
+    from repairs import decide_admin
+
+    monkeypatch.setattr(decide_admin, "LIST_PAGE", 2)  # the canonical desk changes 5 tickets' decisions: three pages
+    url = reverse("admin:provenance_source_flag", args=[poisoned_page.pk])
+    response = lead_client.get(url)
+    first, changed = response.content.decode(), response.context["previews"][0]["what_if"]["tickets"]["total"]
+    assert changed == 5
+    # The money, the reason box and the Flag button come before the details (walk, tickets, actions).
+    assert first.index("<strong>$750.00</strong>") < first.index('name="reason"') < first.index('id="flag-confirm"') \
+        < first.index('data-what-if="walk"') < first.index('class="radius-actions"')
+    tickets = lambda html: html.split('data-what-if="tickets">')[1].split("</ul>")[0].count("<li>")  # noqa: E731
+    assert tickets(first) == 2 and "5 tickets would change decision (1 to 2 shown)" in first
+    assert 'id="tickets-next"' in first and "tickets_page=2" in first and "items_page=2" in first
+    last = lead_client.get(url + "?tickets_page=3").content.decode()
+    assert tickets(last) == 1 and "(5 to 5 shown)" in last and 'id="tickets-next"' not in last
+    assert tickets(lead_client.get(url + "?tickets_page=99").content.decode()) == 1  # past the end: the last page
+
+
+def test_paged_lists_cover_every_row_once():
+    from repairs.decide_admin import LIST_PAGE, paged
+
+    rows = list(range(LIST_PAGE * 2 + 1))
+    pages = [paged(rows, n) for n in (1, 2, 3)]
+    assert sum((p["rows"] for p in pages), []) == rows
+    assert [p["next"] for p in pages] == [2, 3, None] and paged([], 1)["rows"] == []

@@ -48,7 +48,10 @@ def test_lead_flags_watches_the_repair_reads_the_outcome_and_exports_the_pdf(
     assert preview.locator('[data-preview="size"] strong').inner_text() == "25"
     assert preview.locator('[data-preview="tickets"] strong').inner_text() == "8"
     assert preview.locator('[data-preview="amount"] strong').inner_text() == "$750.00"
-    assert preview.locator('tr[data-agent="triage"] td.num').inner_text() == "8"
+    details = lead.locator(f'section.flag-details[data-source="{POISONED_PAGE}"]')
+    assert details.locator('tr[data-agent="triage"] td.num').inner_text() == "8"
+    # The decision comes first: its money and the Flag button are in the first screen, above the details.
+    assert lead.locator("#flag-confirm").bounding_box()["y"] < details.bounding_box()["y"]
     assert not Incident.objects.exists()  # nothing happens before the confirmation
     lead.fill("#id_reason", "The partner blog tells agents to refund any VIP claim without checks.")
     lead.screenshot(path=screenshots / "flag-preview.png", full_page=True)

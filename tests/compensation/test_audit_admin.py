@@ -73,7 +73,9 @@ def test_the_audit_list_reads_for_a_person_hashes_and_filters_by_actor_within_th
     url = reverse("admin:compensation_auditevent_changelist")
     page = client.get(url).content.decode()
     newest = chains.chain_events(mine).order_by("-seq").first()
-    assert f'<code title="{newest.hash}">{newest.hash[:12]}</code>' in page
+    # The first 12 digits to read, the whole hash and the one it chains to on demand.
+    assert (f'<summary><code>{newest.hash[:12]}…</code></summary><code>{newest.hash}</code>'
+            f'<span class="muted">after</span> <code>{newest.prev_hash}</code>') in page
     assert "alice-actor" in page and "mallory-actor" not in page  # the actor filter offers this workspace's only
     filtered = client.get(url, {"actor_name": "alice-actor"}).content.decode()
     assert "by alice" in filtered and "mine-event" not in filtered
@@ -100,3 +102,25 @@ def test_the_audit_list_filters_by_item_and_the_item_page_links_to_it(client, ca
     assert f"?incident__id__exact={incident.pk}&amp;item={other.pk}" in choices
     page = client.get(reverse("admin:compensation_compensationitem_change", args=[item.pk])).content.decode()
     assert f'href="{url}?item={item.pk}"' in page
+
+
+def test_the_audit_list_opens_on_a_summary_and_finds_a_customers_ticket_and_item_events(client, canonical):
+    from compensation.models import CompensationItem
+    from compensation.review.services import reject_item
+
+    incident, people = canonical.incident, canonical.people
+    item = incident.compensation_items.filter(kind=CompensationItem.Kind.REFUND_REVERSAL).order_by("pk").first()
+    other = incident.compensation_items.exclude(ticket_id=item.ticket_id).order_by("pk").first()
+    reject_item(item=item, actor=people.reviewer, reason="the customer returned it", via="admin")
+    client.force_login(people.auditor)
+    url = reverse("admin:compensation_auditevent_changelist")
+    page = client.get(url).content.decode()
+    # The summary comes before the list, in words, never the record's action names.
+    assert page.index('id="audit-summary"') < page.index('id="audit-search"') < page.index('id="result_list"')
+    assert "every chain verifies" in page and "Item: rejected</a>: 1" in page and ">item.rejected<" not in page
+    for params in ({"ticket": item.ticket_id}, {"customer": item.customer_email}, {"item": item.pk}):
+        shown = list(client.get(url, params).context["cl"].result_list)
+        subjects = {(e.subject_type, e.subject_id) for e in shown}
+        assert ("compensation_item", str(item.pk)) in subjects, params
+        assert ("compensation_item", str(other.pk)) not in subjects, params
+    assert not list(client.get(url, {"ticket": "no-such-ticket"}).context["cl"].result_list)

@@ -171,6 +171,7 @@ SURFACES = {
         "api_fact": _api("get", "/api/v1/workspaces/{d.ws.pk}/facts/vip_rules/"),
         "admin_suspicious": _admin("get", "/admin/provenance/workspace/{d.ws.pk}/suspicious/"),
         "api_suspicious": _api("get", "/api/v1/workspaces/{d.ws.pk}/suspicious-sources/"),
+        "dashboard_suspicious": _dashboard("sources-worth-a-look"),
         "mcp": _mcp(mcp_server.blast_radius, workspace=lambda d: d.ws.name, source=POISONED_PAGE, limit=10, offset=0),
     },
     "flag": {
