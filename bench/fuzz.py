@@ -16,8 +16,9 @@ import time
 
 from bench import common
 
-SHAPES = ("get", "ingest", "fill", "set", "decide", "refund", "email", "handoff", "handoff chain",
-          "conditional handoff", "read after own write", "several flagged sources", "a ticket worked twice")
+SHAPES = ("get", "ingest", "fill", "set", "decide", "refund", "email", "pay", "declared effect kind", "handoff",
+          "handoff chain", "conditional handoff", "read after own write", "several flagged sources",
+          "a ticket worked twice", "concurrent recordings")
 
 
 class _TimeUp(BaseException):

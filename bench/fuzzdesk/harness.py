@@ -12,7 +12,7 @@ import uuid
 from django.db import transaction
 
 from bench.fuzzdesk import reference
-from bench.fuzzdesk.programs import AGENTS, amount_of, body_of, carries_marker, derive
+from bench.fuzzdesk.programs import AGENTS, DECLARED, amount_of, body_of, carries_marker, commit_order, derive
 from provenance.agents import agent
 from provenance.graph import workspace_graph
 from provenance.models import Source, Ticket, Workspace
@@ -63,6 +63,9 @@ def interpret(rec, payload: dict, *, prefix: str = PREFIX) -> dict:
         elif kind == "email" and ticket:
             rec.effect("email", amount=0, ticket=ticket, to=f"{ticket}@example.com",
                        subject=f"About your order", body=body_of(values(op[1])))
+        elif kind == "pay" and ticket:
+            rec.effect(DECLARED["name"], amount=amount_of(values(op[1])), ticket=ticket,
+                       **{DECLARED["target"]: f"acct-{ticket}"})
         elif kind == "handoff":
             chosen = op[2] if carries_marker(values(op[1])) else op[3]
             if chosen:
@@ -83,14 +86,16 @@ for _i in range(AGENTS):
 def record(desk: dict, *, workspace: str | None = None, clean: bool = False) -> Workspace:
     """A fresh workspace holding one recording of `desk`: poisoned, or `clean` (its flagged sources
     excluded from the start)."""
-    return record_roots(desk, [(r["agent"], {"ticket": r["ticket"], "ops": r["ops"]}) for r in desk["roots"]],
+    return record_roots(desk, [(r["agent"], {"ticket": r["ticket"], "ops": r["ops"]}, beside)
+                               for r, beside in commit_order(desk)],
                         name=workspace or f"fz-{uuid.uuid4().hex[:10]}", clean=clean)
 
 
-def record_roots(desk: dict, roots: list[tuple[str, dict]], *, name: str, clean: bool = False,
+def record_roots(desk: dict, roots: list[tuple], *, name: str, clean: bool = False,
                  subject: str = "order", body: str = "where is it") -> Workspace:
     """A fresh workspace `name` with the desk's sources and tickets, and `roots` (agent, payload) recorded
-    in order, depth first: the desk's flagged sources excluded when `clean`."""
+    in order, depth first: the desk's flagged sources excluded when `clean`. A root given as (agent,
+    payload, True) was recorded beside the one before it: its reads do not see that root's writes."""
     with transaction.atomic():
         ws = Workspace.objects.create(name=name, run_number=1)
         Source.objects.bulk_create(Source(workspace=ws, source_id=s, title=s, content=c)
@@ -104,8 +109,11 @@ def record_roots(desk: dict, roots: list[tuple[str, dict]], *, name: str, clean:
     session = RecordingSession(graph=workspace_graph(name), workspace=name, sources=dict(desk["sources"]),
                                effects="live", run_number=1, load=False,
                                excluded_sources=desk["flagged"] if clean else ())
-    for agent_name, payload in roots:
-        session.run_root(agent_name, payload)
+    starts: list[float] = []
+    for agent_name, payload, *beside in roots:
+        start = session.next_seq
+        session.run_root(agent_name, payload, snapshot=starts[-1] if beside and beside[0] else None)
+        starts.append(start)
     session.flush()
     return ws
 

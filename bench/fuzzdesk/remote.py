@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from bench.common import _free_port
 from bench.fuzzdesk import harness
-from bench.fuzzdesk.programs import AGENTS
+from bench.fuzzdesk.programs import AGENTS, DECLARED, commit_order, shapes
 from provenance.models import Workspace
 
 PREFIX = "fuzz_remote"
@@ -58,9 +58,22 @@ class RemoteDesk:
         self.server = self.agents.serve_replays("127.0.0.1", port, block=False)
 
     def record(self) -> Workspace:
-        """Record the desk's roots in order, each with its handoffs depth first, one recording per root."""
-        for root in self.desk["roots"]:
-            self.agents.run_root(remote_name(root["agent"]), {"ticket": root["ticket"], "ops": root["ops"]})
+        """Record the desk's roots, each with its handoffs depth first, one recording per root; a root
+        recorded beside the next one opens its recording before the next one's and commits after it."""
+        if "declared effect kind" in shapes(self.desk):  # the agents' side declares the kind it records
+            self.agents.client.request("POST", "/api/v1/recording/effect-kinds/", {**DECLARED, "reason": REASON})
+        opened: dict | None = None
+        order = commit_order(self.desk)
+        for n, (root, _) in enumerate(order):
+            agent, payload = remote_name(root["agent"]), {"ticket": root["ticket"], "ops": root["ops"]}
+            if n + 1 < len(order) and order[n + 1][1]:  # the next root to commit opened before this one
+                nxt = order[n + 1][0]
+                opened = self.agents.client.open_action(remote_name(nxt["agent"]),
+                                                        {"ticket": nxt["ticket"], "ops": nxt["ops"]})
+                self.agents.run_root(agent, payload)
+            else:
+                self.agents.run_root(agent, payload, opened=opened)
+                opened = None
         return Workspace.objects.get(name=self.name)
 
     def stop(self) -> None:

@@ -18,7 +18,8 @@ from tests.helpers import flagger
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEPT = sorted((Path(__file__).parents[1] / "repairs" / "fuzz_desks").glob("*.json"))
-CHANGED = Path(__file__).parents[1] / "repairs" / "fuzz_desks" / "several_flags_sequential.json"  # its flags change it
+# Its flags change it; two of its roots are recorded beside each other and it pays with a declared kind.
+CHANGED = Path(__file__).parents[1] / "repairs" / "fuzz_desks" / "beside_declared_several.json"
 
 
 @pytest.fixture
@@ -30,13 +31,18 @@ def admin(live_server, admin_token):
 
 def test_a_kept_desk_is_recorded_over_http_and_repaired_through_its_replay_endpoint(admin):
     """What makes the check an HTTP one: the desk is recorded as recordings of the protocol, its actions
-    are remote agents', and the repair and the whole-desk replay both call their replay endpoint."""
+    are remote agents', and the repair and the whole-desk replay both call their replay endpoint. The
+    recording itself reads as the reference's poisoned run: the root recorded beside the next one did
+    not see its writes, and the declared kind's effects are there."""
     desk = json.loads(CHANGED.read_text())
     assert reference.run(desk, clean=False) != reference.run(desk, clean=True)  # the flags change something
+    assert {"concurrent recordings", "declared effect kind", "several flagged sources"} <= programs.shapes(desk)
     calls: list[dict] = []
     with remote.served(admin, desk) as served:
         ws = served.record()
         assert Recording.objects.filter(workspace=ws, status="committed").count() == len(desk["roots"])
+        assert remote.harness.state(ws) == reference.run(desk, clean=False)
+        assert [k["name"] for k in admin.request("GET", f"/api/v1/workspaces/{ws.pk}/effect-kinds/")] == ["send_money"]
         agents = {a for (a,) in workspace_graph(ws.name).ro_query("MATCH (a:Action) RETURN DISTINCT a.agent")}
         assert agents and all(a.startswith("fuzz_remote_") for a in agents)
         served.agents.replay = _logged(served.agents.replay, calls)
