@@ -1,7 +1,9 @@
 """The repair fuzzer in the suite: random agent programs (bench.fuzzdesk.programs) recorded, flagged and
-repaired, each compared with the independent reference interpreter's clean run. A bounded number of
-examples here; `python -m bench fuzz --minutes N` runs it long. Desks the fuzzer once shrank to a
-counterexample are kept in tests/repairs/fuzz_desks/ and replayed one by one."""
+repaired, each compared with the independent reference interpreter's clean run and verified twice (the
+radius check and the whole-desk replay must agree). A bounded number of examples here; `python -m bench
+fuzz --minutes N` runs it long (`--http`: over the API, tests/agents/test_fuzz_over_http.py). Desks the
+fuzzer once shrank to a counterexample, or written for a shape, are kept in tests/repairs/fuzz_desks/
+and replayed one by one."""
 from __future__ import annotations
 
 import json
