@@ -87,3 +87,28 @@ def test_an_agent_that_reads_its_own_copy_of_the_sources_is_caught_over_http(adm
     monkeypatch.setattr(RemoteRecorder, "ingest", lambda self, source: desk["sources"][source])
     found = remote.check(desk, admin=admin, actor=flagger())
     assert found and not any(f.startswith("verifications") for f in found), found
+
+
+def test_a_replay_answers_its_calls_without_opening_database_connections_on_their_threads(admin):
+    """The replay's calls are answered on the callback server's threads, one per request: a connection
+    one of them opened (the declared kind's required details, read per effect) outlived its thread."""
+    import threading
+
+    from django.db.backends.signals import connection_created
+
+    desk = json.loads(CHANGED.read_text())
+    opened_on: list[str] = []
+
+    def opened(sender, connection, **kw):  # a request's thread of a server (the repair's own threads close theirs)
+        if "process_request_thread" in threading.current_thread().name:
+            opened_on.append(threading.current_thread().name)
+
+    with remote.served(admin, desk) as served:
+        ws = served.record()
+        connection_created.connect(opened)
+        try:
+            incidents = remote.harness.repair(ws, desk, actor=flagger())
+        finally:
+            connection_created.disconnect(opened)
+    assert all(i.status == "repaired" for i in incidents)
+    assert opened_on == []
