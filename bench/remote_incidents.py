@@ -70,7 +70,7 @@ def run(quick: bool, *, pages: int | None = None, tickets: int | None = None) ->
     from bench.agents import _server
     from kintsugi_client import Client
     from provenance.graph import queries
-    from provenance.graph import workspace_graph
+    from provenance.graph.graph import workspace_graph
     from repairs.deep_check import verify_full
     from repairs.job import run_repair
     from repairs.models import Incident
