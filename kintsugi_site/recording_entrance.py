@@ -91,8 +91,11 @@ class RecordingApp:
                 break
         start, chunks = await asyncio.get_running_loop().run_in_executor(self.executor, self._respond, scope,
                                                                           bytes(body))
+        body = b"".join(chunks)
+        if not any(name == b"content-length" for name, _ in start["headers"]):
+            start["headers"].append((b"content-length", str(len(body)).encode()))  # not chunked: one write
         await send(start)
-        await send({"type": "http.response.body", "body": b"".join(chunks)})
+        await send({"type": "http.response.body", "body": body})
 
     def _respond(self, scope, body: bytes):
         adapter = WsgiToAsgiInstance(None)
