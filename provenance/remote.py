@@ -168,7 +168,10 @@ def _locked_row(token: AgentToken, action_id) -> Recording:
     if isinstance(action_id, bool) or not isinstance(action_id, int):
         raise protocol.InvalidCall("action must be an integer id")
     holding = {"state__records__contains": [{"id": action_id}]}
-    row = (Recording.objects.select_for_update().select_related("workspace")
+    # Only the recording's row: FOR UPDATE over the join would lock the workspace's row too, before the
+    # commit takes the graph's lock (the lock order is the graph's, then the workspace's row), and a flag
+    # holding the graph's lock deadlocked with it at its own commit.
+    row = (Recording.objects.select_for_update(of=("self",)).select_related("workspace")
            .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id, **holding).first())
     if row is None:
         closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id, **holding)

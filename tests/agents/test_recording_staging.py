@@ -59,3 +59,13 @@ def test_a_recording_whose_staged_calls_were_lost_is_refused_never_committed_sho
     with pytest.raises(CallConflict, match="were lost"):
         remote.finish_action(token=token, action_id=a, body={"decision": {"n": 2}})
     assert workspace_graph("staged").ro_query(queries.ACTION_COUNT)[0][0] == 0
+
+
+def test_a_locked_call_locks_its_recordings_row_only_never_the_workspaces_before_the_graph_lock(token):
+    """The lock order is the graph's lock, then the workspace's row: a call that locked the workspace's row
+    with its recording's (FOR UPDATE over the join) and then committed deadlocked with a flag."""
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 3})["action"]
+    with CaptureQueriesContext(connection) as ctx:
+        remote.describe(token=token, action_id=a)
+    locking = [q["sql"] for q in ctx.captured_queries if "FOR UPDATE" in q["sql"]]
+    assert locking and all('FOR UPDATE OF "provenance_recording"' in sql for sql in locking), locking
