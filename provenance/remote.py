@@ -258,8 +258,9 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
         return None
     version, session, row = cached
     for attempt in range(2):
-        if row.workspace_id != token.workspace_id:
-            return None
+        touched = max(row.touched_at.timestamp(), getattr(row, "staged_touched", 0.0))
+        if row.workspace_id != token.workspace_id or touched < time.time() - _timeout().total_seconds():
+            return None  # idle since its last call: the locked path closes it
         try:
             index, record = _open_record(row, token, action_id)
             if op == "finish" and not (record.handoffs or row.state["stack"]):
@@ -271,7 +272,7 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
             return None
         landed = staging.stage(row, version=version, state=row.state)
         if landed == staging.WRITTEN:
-            row.version = version + 1
+            row.version, row.staged_touched = version + 1, time.time()
             _remember(row, session)
             return answer
         staged = staging.read(row) if landed == staging.STALE and attempt == 0 else None
@@ -280,6 +281,7 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
         # Another process staged a call since this copy was made: the copy is rebuilt from what is staged.
         row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
         row.state, row.version, version = staged.state, staged.version, staged.version
+        row.staged_touched = staged.touched
         session = _session(row)
     return None
 
