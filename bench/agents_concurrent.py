@@ -129,16 +129,19 @@ def _pct(values: list[float], p: int) -> float:
 
 
 def run(*, base: str, keys: list[str], writer: str, reader: str, quick: bool, same_workspace: bool,
-        client_counts=CLIENTS) -> list[dict]:
+        client_counts=CLIENTS, server_cpu=lambda: 0.0) -> list[dict]:
     """Rows for each mode and client count; `keys[i]` is client i's token (one workspace each, or one
-    token for all with same_workspace)."""
+    token for all with same_workspace). `server_cpu`: the web workers' CPU seconds so far (each row's
+    `server_cpu_ms_per_op` is its difference over the row, per op)."""
     window = WINDOW_S["quick" if quick else "full"]
     rows = []
     for mode in MODES:
         base_row = None
         for clients in client_counts:
+            cpu0 = server_cpu()
             row = asyncio.run(_run_clients(base, keys[:1] if same_workspace else keys, writer, reader, clients,
                                            mode, window))
+            row["server_cpu_ms_per_op"] = (server_cpu() - cpu0) * 1000 / row["ops"] if row["ops"] else None
             row["same_workspace"] = same_workspace
             from bench import common
 

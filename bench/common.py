@@ -164,6 +164,24 @@ def cores_busy(before: tuple[int, int], after: tuple[int, int]) -> float:
     return (os.cpu_count() or 1) * busy / total if total else float("nan")
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by the processes whose parent is `pid` (a gunicorn master's
+    workers), from /proc/<pid>/stat; a worker that ended is no longer counted."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # from the state on: ppid is 1, utime 11, stime 12
+        if int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def falkordb_memory_mb() -> float:
     import redis
 

@@ -14,14 +14,16 @@ workspace record side by side (provenance.recording.live), in the same run on th
   (effects performed live by recordings that read the poisoned versions between the flag and the apply)
   beside the same run with containment off (the flag's marks taken off at once): the baseline;
 - `record_root on a hot key`: the same roots on a workspace whose `shared` key (the writer sets it, the
-  reader gets it, every root) already has N versions, beside N = 0.
+  reader gets it, every root) already has N versions, beside N = 0;
+- `recording during a repair run by a Celery worker` (bench.live_paths): the repair as a deployment runs
+  it, while agents record through the CLI, HTTP and in-process, latency per repair phase beside a baseline.
 """
 from __future__ import annotations
 
 import threading
 import time
 
-from bench import common
+from bench import common, live_paths
 from bench.agents import OPS_PER_ROOT, _agents
 
 TICKETS = {"full": 38_000, "quick": 150}
@@ -279,4 +281,5 @@ def run(quick: bool, tickets: int | None = None) -> dict:
                   f"{'/'.join(str(v) for v in off['verification'])}",
                   f"flags: {FLAG_SAMPLES[mode]} closed at once as false alarms plus the repair's own",
                   f"load average {common.load_avg()}"])
+    out["paths"] = live_paths.run(quick)
     return out

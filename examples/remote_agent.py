@@ -7,7 +7,9 @@ pages and 24 tickets, registers its four agents with a replay endpoint on 127.0.
 replay secret each registration answers with, to check kintsugi's signature on every replay) and issues
 itself a recording token; then it records the desk (research on each page, triage on each ticket,
 each handing off to refund and notifier as the built-in desk does), prints one JSON line
-{"workspace", "actions", "source"} and serves kintsugi's replays until it is terminated.
+{"workspace", "actions", "source"} and serves kintsugi's replays until it is terminated. With
+`--concurrency N` the tickets' roots are recorded by N threads at once, each root a recording open beside
+the others (the pages' research first, as the built-in desk runs it).
 
 The agents mirror kintsugi's built-in desk with its offline model, so the same inputs give the same
 decisions: flag "partner-blog/policy-update" and the repair re-runs them here, through the replay
@@ -22,6 +24,7 @@ import os
 import re
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -233,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay-port", type=int, required=True)
     parser.add_argument("--effects-log", help="append each effect performed here as a JSON line")
     parser.add_argument("--serve-only", action="store_true", help="serve replays of a desk recorded before")
+    parser.add_argument("--concurrency", type=int, default=1, help="tickets' roots recorded at once")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     admin = Client(args.base_url, args.token)
@@ -246,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.serve_only:
             for source_id, _, _ in PAGES:
                 actions += len(desk.run_root(AGENT["research"], {"source": source_id}))
-            for payload in ticket_payloads():
-                actions += len(desk.run_root(AGENT["triage"], payload))
+            with ThreadPoolExecutor(max_workers=max(1, args.concurrency)) as pool:
+                roots = [pool.submit(desk.run_root, AGENT["triage"], payload) for payload in ticket_payloads()]
+                actions += sum(len(root.result()) for root in roots)
     except KintsugiError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -21,6 +21,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kintsugi_client.client import effect_body
+
 __all__ = ["BatchAction", "RecordingBatch"]
 
 
@@ -54,13 +56,9 @@ class BatchAction:
                idempotency_key: str | None = None, external: bool | None = None, **details: Any) -> "BatchAction":
         """`idempotency_key`: the key you carried to the provider; by default one unique to this batch."""
         self._effects += 1
-        body = {"kind": kind, "amount": amount, "currency": currency, "details": details,
-                "idempotency_key": idempotency_key or f"batch-{self.batch.id}-{self.index}-{self._effects}"}
-        if ticket is not None:
-            body["ticket"] = ticket
-        if external is not None:
-            body["external"] = external
-        return self._call("effect", body)
+        return self._call("effect", effect_body(
+            kind, amount=amount, ticket=ticket, currency=currency, external=external, details=details,
+            idempotency_key=idempotency_key or f"batch-{self.batch.id}-{self.index}-{self._effects}"))
 
     def finish(self, decision: dict) -> "BatchAction":
         return self._call("finish", {"decision": decision})

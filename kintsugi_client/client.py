@@ -12,7 +12,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["Client", "KintsugiError"]
+__all__ = ["Client", "KintsugiError", "effect_body"]
 
 # Calls a recorder holds back before it sends them in the background (Client(buffer=...)); 0 sends
 # every call as it is made.
@@ -27,6 +27,19 @@ class KintsugiError(Exception):
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message, self.details = status, code, message, details
         self.retry_after: float | None = None
+
+
+def effect_body(kind: str, *, amount: int, ticket: str | None, currency: str, idempotency_key: str,
+                external: bool | None, details: dict) -> dict:
+    """The body of one effect call, as the protocol takes it (call by call, in several calls or in a
+    whole recording): ticket and external only when given."""
+    body = {"kind": kind, "amount": amount, "currency": currency, "details": details,
+            "idempotency_key": idempotency_key}
+    if ticket is not None:
+        body["ticket"] = ticket
+    if external is not None:
+        body["external"] = external
+    return body
 
 
 def _seconds(header: str | None) -> float | None:

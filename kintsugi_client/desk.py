@@ -78,9 +78,11 @@ class Desk:
                 self.perform(agent, payload, effect)
         return answer
 
-    def run_root(self, agent: str, payload: dict) -> list[int]:
-        """Record a root action and everything it hands off, in the order kintsugi's recorder runs them."""
-        opened = self.client.open_action(agent, payload)
+    def run_root(self, agent: str, payload: dict, *, opened: dict | None = None) -> list[int]:
+        """Record a root action and everything it hands off, in the order kintsugi's recorder runs them.
+        `opened`: the answer of `client.open_action(agent, payload)` made earlier; the recording reads
+        memory as it was then, whatever other recordings commit meanwhile."""
+        opened = opened or self.client.open_action(agent, payload)
         ids = [opened["action"]]
         answer = self._run(self.client, agent, opened["action"], payload)
         while not answer.get("committed"):

@@ -22,7 +22,7 @@ import weakref
 from concurrent.futures import Future
 from typing import Any
 
-from kintsugi_client.client import Client, KintsugiError
+from kintsugi_client.client import Client, KintsugiError, effect_body
 
 __all__ = ["RemoteRecorder"]
 
@@ -75,13 +75,9 @@ class RemoteRecorder:
         while kintsugi replays this action in a repair: the effect is held for a person). `external`:
         the ticket is not one of the workspace's desk tickets (otherwise a live effect must name one)."""
         self._effects += 1
-        body = {"kind": kind, "amount": amount, "currency": currency, "details": details,
-                "idempotency_key": idempotency_key or f"action-{self.action_id}-effect-{self._effects}"}
-        if ticket is not None:
-            body["ticket"] = ticket
-        if external is not None:
-            body["external"] = external
-        answer = self._answer("effect", body)
+        answer = self._answer("effect", effect_body(
+            kind, amount=amount, ticket=ticket, currency=currency, external=external, details=details,
+            idempotency_key=idempotency_key or f"action-{self.action_id}-effect-{self._effects}"))
         self.effects.append(answer)
         return answer
 

@@ -50,7 +50,23 @@ def pytest_addoption(parser):
                      help="write each test's seconds to tests/test_seconds.json (the order files are handed out in)")
 
 
+def _live_server_handler():
+    """The live server serves as kintsugi_site.wsgi does: the recording protocol through its own entrance
+    (kintsugi_site.recording_entrance), everything else through Django's full stack."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    from kintsugi_site.recording_entrance import LeanHandler, wsgi_dispatch
+
+    return wsgi_dispatch(WSGIHandler(), LeanHandler())
+
+
 def pytest_configure(config):
+    import django.test.testcases
+
+    # LiveServerThread.run builds its app as _MediaFilesHandler(WSGIHandler()); with no MEDIA_URL the media
+    # handler would answer every path itself, through the full stack: kintsugi serves no media files.
+    django.test.testcases.WSGIHandler = _live_server_handler
+    django.test.testcases._MediaFilesHandler = lambda application: application
     config.pluginmanager.register(file_order.LongestFirst(), "kintsugi-longest-first")
     if config.getoption("store_test_seconds", default=False):
         config.pluginmanager.register(file_order.StoreTestSeconds(), "kintsugi-store-test-seconds")

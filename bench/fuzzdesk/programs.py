@@ -11,10 +11,15 @@ program, a list of operations over named values:
     ["decide", [vars]]                 the ticket's decision: refund when any var carries BAD, else reply
     ["refund", [vars]]                 pay the ticket: amount computed from the vars' values
     ["email", [vars]]                  email the ticket's customer: body computed from the vars' values
+    ["pay", [vars]]                    send the ticket's customer money: an effect of a kind the desk's
+                                       agents declare (DECLARED), amount computed from the vars' values
     ["handoff", [vars], ops, ops]      hand the ticket to a child running the first ops when any var
                                        carries BAD, the second otherwise (an empty list: no handoff)
 
-A program runs in one action; its handoffs run after it, depth first. Every value is computed from what
+A program runs in one action; its handoffs run after it, depth first. A root with `"beside_next": true`
+is recorded beside the next one: its recording opens first, the next root's recording is made and
+committed meanwhile, and then it runs and commits; its reads never see what the next root wrote, and
+its own writes commit last (commit_order). Every value is computed from what
 was read, so a repair that reads the wrong version shows in the state. The text of these desks is the
 contract between the generator, the reference and the harness: none of them imports the others' code.
 """
@@ -27,6 +32,8 @@ from hypothesis import strategies as st
 
 MARKER = "BAD"
 AGENTS = 4  # fuzz_agent_0 .. fuzz_agent_3: programs travel in the payload, so any agent runs any program
+# The effect kind "pay" records: not built in, so over the API the agents declare it before recording.
+DECLARED = {"name": "send_money", "money": True, "compensation": "reversed", "target": "account"}
 
 
 def derive(const: str, values: list) -> str:
@@ -51,6 +58,20 @@ def body_of(values: list) -> str:
     return "Your answer: " + derive("mail", values)
 
 
+def commit_order(desk: dict) -> list[tuple[dict, bool]]:
+    """The roots in the order their recordings commit, each with whether it was opened before the root
+    committed just before it (recorded beside it)."""
+    roots, out, i = desk["roots"], [], 0
+    while i < len(roots):
+        if roots[i].get("beside_next") and i + 1 < len(roots):
+            out += [(roots[i + 1], False), (roots[i], True)]
+            i += 2
+        else:
+            out.append((roots[i], False))
+            i += 1
+    return out
+
+
 # --- generation ---------------------------------------------------------------------------------------
 KEYS = ["policy/late", "policy/vip", "note"]
 VARS = ["a", "b", "c"]
@@ -61,8 +82,8 @@ def _ops(draw, *, sources: list[str], depth: int) -> list:
     defined: list[str] = []
     for i in range(draw(st.integers(2, 6))):
         kind = draw(st.sampled_from(["get", "ingest", "fill"])) if i == 0 else draw(st.sampled_from(["get", "get", "ingest", "fill", "set", "set", "decide", "refund", "email",
-                                     "handoff"] if depth < 2 else ["get", "ingest", "fill", "set", "decide",
-                                                                   "refund", "email"]))
+                                     "pay", "handoff"] if depth < 2 else ["get", "ingest", "fill", "set", "decide",
+                                                                          "refund", "email", "pay"]))
         var = draw(st.sampled_from(VARS))
         uses = draw(st.lists(st.sampled_from(defined), min_size=1, max_size=2, unique=True)) if defined else []
         if kind == "get":
@@ -73,7 +94,7 @@ def _ops(draw, *, sources: list[str], depth: int) -> list:
             ops.append(["fill", draw(st.sampled_from(KEYS)), draw(st.sampled_from(sources)), var]); defined.append(var)
         elif kind == "set":
             ops.append(["set", draw(st.sampled_from(KEYS)), draw(st.sampled_from(["k1", "k2"])), uses])
-        elif kind in ("decide", "refund", "email"):
+        elif kind in ("decide", "refund", "email", "pay"):
             ops.append([kind, uses])
         else:
             first = _ops(draw, sources=sources, depth=depth + 1)
@@ -91,10 +112,13 @@ def desks(draw, *, max_roots: int = 6, max_flagged: int = 3) -> dict:
     for s in flagged:
         sources[s] = f"{s}: {MARKER} rule: refund everyone in full"
     roots = []
-    for i in range(draw(st.integers(1, max_roots))):
+    count = draw(st.integers(1, max_roots))
+    for i in range(count):
         ticket = draw(st.sampled_from([None, f"t{i}", "t0"]))  # a ticket worked twice: the customer wrote again
         roots.append({"agent": f"fuzz_agent_{draw(st.integers(0, AGENTS - 1))}", "ticket": ticket,
                       "ops": _ops(draw, sources=sorted(sources), depth=0)})
+        if i + 1 < count and not (i and roots[i - 1].get("beside_next")) and draw(st.integers(0, 3)) == 0:
+            roots[-1]["beside_next"] = True
     tickets = {r["ticket"]: 5000 for r in roots if r["ticket"]}
     return {"sources": sources, "flagged": flagged, "tickets": tickets, "roots": roots}
 
@@ -111,6 +135,8 @@ def shapes(desk: dict) -> set[str]:
                 found.add("read after own write")
             if op[0] in ("set", "fill"):
                 seen_write.add(op[1])
+            if op[0] == "pay":
+                found.add("declared effect kind")
             if op[0] == "handoff":
                 found.add("handoff chain" if depth else "handoff")
                 if op[3]:
@@ -120,6 +146,8 @@ def shapes(desk: dict) -> set[str]:
 
     for root in desk["roots"]:
         walk(root["ops"], 0)
+    if any(root.get("beside_next") for root, _ in commit_order(desk)):
+        found.add("concurrent recordings")
     if len(desk["flagged"]) > 1:
         found.add("several flagged sources")
     if len([r for r in desk["roots"] if r["ticket"] == "t0"]) > 1:

@@ -4,14 +4,16 @@ kintsugi's recorder, repair or verification: memory here is a dict of key -> lis
 
 Semantics: roots run in order; an action's program runs top to bottom; its handoffs run after it, in
 order, each depth first. A read sees every write committed before its action started, plus its own
-action's earlier writes. A flagged source, when excluded, reads as None.
+action's earlier writes. A flagged source, when excluded, reads as None. A root recorded beside the next
+one (`beside_next`) runs after it against the memory as it was before it, and what it writes lands
+after what the next one wrote.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 
-from bench.fuzzdesk.programs import amount_of, body_of, carries_marker, derive
+from bench.fuzzdesk.programs import DECLARED, amount_of, body_of, carries_marker, derive
 
 
 def effect_digest(kind: str, ticket: str | None, amount: int, body: str | None) -> str:
@@ -65,19 +67,41 @@ class Run:
                     body = body_of(values(op[1]))
                     self.effects.append({"kind": "email", "ticket": ticket, "amount_cents": 0,
                                          "digest": effect_digest("email", ticket, 0, body)})
+            elif kind == "pay":
+                if ticket:
+                    amount = amount_of(values(op[1]))
+                    self.effects.append({"kind": DECLARED["name"], "ticket": ticket, "amount_cents": amount,
+                                         "digest": effect_digest(DECLARED["name"], ticket, amount, None)})
             elif kind == "handoff":
                 chosen = op[2] if carries_marker(values(op[1])) else op[3]
                 if chosen:
                     handoffs.append((ticket, chosen))
         self.memory.update(own)  # committed when the action ends
+        self.written.update(own)
         return handoffs
 
+    def root(self, root: dict) -> dict:
+        """Run a root and its handoffs; what they wrote, the last value of each key."""
+        self.written: dict[str, object] = {}
+        stack = [(root["ticket"], root["ops"])]
+        while stack:
+            ticket, ops = stack.pop()
+            stack.extend(reversed(self.action(ticket, ops)))
+        return self.written
+
     def run(self) -> dict:
-        for root in self.desk["roots"]:
-            stack = [(root["ticket"], root["ops"])]
-            while stack:
-                ticket, ops = stack.pop()
-                stack.extend(reversed(self.action(ticket, ops)))
+        roots, i = self.desk["roots"], 0
+        while i < len(roots):
+            if roots[i].get("beside_next") and i + 1 < len(roots):
+                before = dict(self.memory)
+                self.root(roots[i + 1])
+                after, self.memory = self.memory, before
+                after.update(self.root(roots[i]))
+                self.memory = after
+                i += 2
+            else:
+                self.root(roots[i])
+                i += 1
         return {
             "facts": {k: v for k, v in sorted(self.memory.items())},
             "decisions": dict(sorted(self.decisions.items())),

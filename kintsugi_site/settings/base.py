@@ -348,6 +348,9 @@ from .openapi import SPECTACULAR_SETTINGS  # noqa: E402,F401 - drf-spectacular's
 # Agents in other processes (provenance.recording.remote, provenance.recording.replay): an HTTP recording idle this long
 # expires with nothing written; a repair serves a replay's calls on a loopback server bound here.
 KINTSUGI_RECORDING_TIMEOUT_SECONDS = env.int("KINTSUGI_RECORDING_TIMEOUT_SECONDS", default=300)
+# Threads per web process serving the recording protocol (kintsugi_site.recording_entrance): each holds a
+# database connection while it serves a call.
+KINTSUGI_RECORDING_THREADS = env.int("KINTSUGI_RECORDING_THREADS", default=6)
 KINTSUGI_REPLAY_CALLBACK_HOST = env("KINTSUGI_REPLAY_CALLBACK_HOST", default="127.0.0.1")
 # The MCP endpoint (python manage.py mcp_serve): loopback by default; Host/Origin headers are checked.
 KINTSUGI_MCP_HOST = env("KINTSUGI_MCP_HOST", default="127.0.0.1")

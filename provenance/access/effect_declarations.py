@@ -97,11 +97,19 @@ def declarations(workspace_id: int) -> dict[str, EffectKindDeclaration]:
     return {d.name: d for d in EffectKindDeclaration.objects.filter(workspace_id=workspace_id)}
 
 
+def _needs(row: EffectKindDeclaration) -> tuple[str, ...]:
+    needs = MESSAGE_DETAILS if row.compensation == Compensation.MESSAGE else ()
+    return needs + ((row.target,) if row.target and row.target not in needs else ())
+
+
 def required_details(workspace: str, kind: str) -> tuple[str, ...]:
     """The details keys an effect of `kind` must carry as strings when recorded in `workspace` (by name):
     a message kind's to/subject/body, a declared target."""
     row = EffectKindDeclaration.objects.filter(workspace__name=workspace, name=kind).first()
-    if row is None:
-        return ()
-    needs = MESSAGE_DETAILS if row.compensation == Compensation.MESSAGE else ()
-    return needs + ((row.target,) if row.target and row.target not in needs else ())
+    return () if row is None else _needs(row)
+
+
+def required_details_of(workspace: str) -> dict[str, tuple[str, ...]]:
+    """required_details of every kind `workspace` declared, read at once: for a replay, whose calls are
+    answered on threads that must not open database connections of their own (provenance.recording.replay)."""
+    return {row.name: _needs(row) for row in EffectKindDeclaration.objects.filter(workspace__name=workspace)}

@@ -56,11 +56,14 @@ def _effect_signature(eff: dict) -> str:
     return json.dumps(eff, sort_keys=True)
 
 
-def apply_op(rec: ActionRecorder, record: ActionRecord, op: str, body: Any, *, perform: bool, keys: dict) -> dict:
+def apply_op(rec: ActionRecorder, record: ActionRecord, op: str, body: Any, *, perform: bool, keys: dict,
+             declared: dict[str, tuple[str, ...]] | None = None) -> dict:
     """Apply one call to the open action `record` through its ActionRecorder and return the answer.
 
     `perform` says whether effects may leave now (a live recording) or are held (a replay); `keys`
-    maps this action's idempotency keys to the effects they recorded (kept by the caller)."""
+    maps this action's idempotency keys to the effects they recorded (kept by the caller). `declared`:
+    the workspace's declared kinds' required details read beforehand (effect_declarations.
+    required_details_of), else each declared kind is looked up when recorded."""
     try:
         if op == "ingest":
             body = _body(body, {"source"})
@@ -94,13 +97,15 @@ def apply_op(rec: ActionRecorder, record: ActionRecord, op: str, body: Any, *, p
             return {"agent": agent, "position": len(record.handoffs) - 1}
         if op == "effect":
             return _effect(rec, record, _body(body, {"kind", "amount", "ticket", "currency", "details",
-                                                     "idempotency_key", "external"}), perform=perform, keys=keys)
+                                                     "idempotency_key", "external"}), perform=perform, keys=keys,
+                           declared=declared)
     except MalformedDecision as exc:
         raise InvalidCall(str(exc)) from None
     raise InvalidCall(f"unknown call {op!r}; the calls are {', '.join(OPS)} and finish")
 
 
-def _effect(rec: ActionRecorder, record: ActionRecord, body: dict, *, perform: bool, keys: dict) -> dict:
+def _effect(rec: ActionRecorder, record: ActionRecord, body: dict, *, perform: bool, keys: dict,
+            declared: dict[str, tuple[str, ...]] | None) -> dict:
     key = validation.identifier(_field(body, "idempotency_key"), field="idempotency_key",
                                 max_length=IDEMPOTENCY_KEY_MAX)
     details = body.get("details") or {}
@@ -112,7 +117,7 @@ def _effect(rec: ActionRecorder, record: ActionRecord, body: dict, *, perform: b
     # A kind the workspace declared names the details it cannot be compensated without (a message's
     # words, its target); checked only for kinds that are not built in.
     needs = (EFFECT_DETAILS.get(kind, ()) if kind in BUILT_IN or not isinstance(kind, str)
-             else required_details(rec.workspace, kind))
+             else declared.get(kind, ()) if declared is not None else required_details(rec.workspace, kind))
     missing = [name for name in needs if not isinstance(details.get(name), str)]
     if missing:
         # Checked now, not when a repair drafts its correction from them and finds nothing to correct.

@@ -16,11 +16,17 @@ and the expiry lands in the audit record, because an agent may have performed th
 Any number of recordings of a workspace are open at once; the provisional action ids of open ones
 never overlap (each action opens above every id a recording of the workspace was handed, open, committed,
 abandoned or expired: the counter on the workspace's row), so a call's action id names its recording.
+
+Where an open recording lives (provenance.recording.staging): its row in Postgres is written when an action opens,
+when an effect is recorded (durable before the agent may perform it) and when it closes; the calls that
+only stage (set, get, handoff, a finish that does not commit) are written to its staged state in Redis by
+one atomic script, with no Postgres transaction, against the process's copy of its session.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict, defaultdict
+import time
+import uuid
+from collections import defaultdict
 from datetime import timedelta
 
 from django.conf import settings
@@ -29,17 +35,19 @@ from django.utils import timezone
 
 from core.audit import trail
 from core.vocabulary import AuditAction, RecordingStatus, Via
-from provenance.recording import protocol, quarantine
+from provenance.recording import protocol, quarantine, staging
 from provenance.graph import queries, top_ids
 from provenance import validation
 from provenance.agents import registered_names
 from provenance.graph.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.recording.protocol import CallConflict, dump_record, load_record
-from provenance.recording.live import LazySources, read_ended, retired_reads, snapshot_facts, write_records
+from provenance.recording.live import LazySources, read_ended, retired_reads, write_records
 from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
+# The session a web process keeps of each open recording (tests reach _cache through this module).
+from provenance.recording.recording_copies import (  # noqa: F401
+    _by_action, _cache, _cache_lock, _forget, _new_session, _on_snapshot, _remember, _session, _snapshot)
 from provenance.recording.services import workspace_lock
-
 
 
 class RecordingClosed(CallConflict):
@@ -54,74 +62,16 @@ def _timeout() -> timedelta:
     return timedelta(seconds=settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS)
 
 
-# --- the rebuilt session, cached per process ---------------------------------------------------------------
-# Rebuilding a session reads the workspace's facts from the graph; the next call of the same recording
-# in the same process reuses it when the row's version says nothing happened elsewhere since. The row
-# is kept with it, so a call can be applied to both without reading the row again (_call_cached).
-_cache: OrderedDict[int, tuple[int, GraphRecorder, Recording]] = OrderedDict()
-_cache_lock = threading.Lock()
-CACHE_SIZE = 256
-# (workspace id, action id) -> the recording's pk, for the recordings in _cache. Action ids are never
-# handed out twice in a workspace, so an entry never turns wrong; it only outlives its cache entry.
-_by_action: dict[tuple[int, int], int] = {}
-
-
-def _new_session(ws: Workspace) -> GraphRecorder:
-    return GraphRecorder(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
-                            run_number=ws.run_number, sources=LazySources(ws), load="by_key")
-
-
-def _snapshot(state: dict) -> float:
-    return state.get("snapshot", float(state["base"][0] + 1))
-
-
-def _on_snapshot(session: GraphRecorder, state: dict) -> GraphRecorder:
-    """Number the session's new facts and effects as the recording's provisional ones and let its reads
-    see the snapshot it opened on, whatever committed since."""
-    session._loaded_ids = tuple(state["base"])
-    session.number_from(*(i + 1 for i in state["base"]))
-    session.facts = snapshot_facts(session.graph, _snapshot(state))
-    return session
-
-
-def _session(row: Recording) -> GraphRecorder:
-    with _cache_lock:
-        cached = _cache.pop(row.pk, None)
-    if cached and cached[0] == row.version:
-        return cached[1]
-    session = _on_snapshot(_new_session(row.workspace), row.state)
-    scratch: defaultdict[str, list] = defaultdict(list)
-    finished = [load_record(data) for data in row.state["records"] if data["dhash"] is not None]
-    session.facts.prefetch(w["key"] for record in finished for w in record.writes)
-    for record in finished:
-        session.commit(record, status="ok", root=record.parent is None, sink=scratch)
-    session._outgoing.clear()  # a staging session never dispatches; the commit's own session does
-    session.next_action, session.next_seq = row.state["next_action"], row.state["next_seq"]
-    return session
-
-
-def _remember(row: Recording, session: GraphRecorder) -> None:
-    with _cache_lock:
-        _cache[row.pk] = (row.version, session, row)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-        if len(_by_action) > 16 * CACHE_SIZE:
-            _by_action.clear()
-        for data in row.state["records"]:
-            _by_action[(row.workspace_id, data["id"])] = row.pk
-
-
-def _forget(row: Recording) -> None:
-    with _cache_lock:
-        _cache.pop(row.pk, None)
-
-
 # --- opening ------------------------------------------------------------------------------------------------
 def _expire_idle(ws: Workspace) -> None:
     """Close the workspace's open recordings idle too long (nothing of them is in the graph)."""
     idle = Recording.objects.select_for_update(skip_locked=True).filter(
         workspace=ws, status=RecordingStatus.OPEN, touched_at__lt=timezone.now() - _timeout())
+    now = time.time()
     for row in idle:
+        touched = staging.touched(row)
+        if touched is not None and touched > now - settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS:
+            continue  # its calls are staged: it is not idle
         _close(row, RecordingStatus.EXPIRED, actor=None, reason=f"idle for over {settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s",
                via=Via.WORKER)
 
@@ -131,6 +81,7 @@ def _close(row: Recording, status: str, *, actor, reason: str, via: str) -> None
     row.status, row.finished_at = status, timezone.now()
     row.save(update_fields=["status", "finished_at"])
     _forget(row)
+    transaction.on_commit(lambda: staging.drop(row))
     trail.record(action=AuditAction.of_recording(status), subject_type="recording", subject_id=row.pk, via=via, actor=actor,
                  reason=reason, workspace=row.workspace,
                  data={"actions": len(row.state["records"]), "effects_announced": announced[:50],
@@ -180,13 +131,14 @@ def open_action(*, token: AgentToken, agent, payload=None, parent=None) -> dict:
             _expire_idle(ws)
             session = _new_session(ws)
             state = {"base": list(session._loaded_ids), "snapshot": session.next_seq, "run_number": ws.run_number,
-                     "records": [], "keys": {}, "stack": []}
+                     "records": [], "keys": {}, "stack": [], "staged": uuid.uuid4().hex}
             session = _on_snapshot(session, state)
             agent = _resolve_agent(session, token, agent)
             aid, seq = _allocate(ws, session)
             state.update(open=aid, next_action=session.next_action, next_seq=session.next_seq)
             row = Recording.objects.create(workspace=ws, token=token, state=state, first_action=aid,
                                            touched_at=timezone.now())
+            transaction.on_commit(lambda: _release(row, ""))
         else:
             row = _locked_row(token, parent)
             session = _session(row)
@@ -218,7 +170,10 @@ def _locked_row(token: AgentToken, action_id) -> Recording:
     if isinstance(action_id, bool) or not isinstance(action_id, int):
         raise protocol.InvalidCall("action must be an integer id")
     holding = {"state__records__contains": [{"id": action_id}]}
-    row = (Recording.objects.select_for_update().select_related("workspace")
+    # Only the recording's row: FOR UPDATE over the join would lock the workspace's row too, before the
+    # commit takes the graph's lock (the lock order is the graph's, then the workspace's row), and a flag
+    # holding the graph's lock deadlocked with it at its own commit.
+    row = (Recording.objects.select_for_update(of=("self",)).select_related("workspace")
            .filter(workspace=token.workspace, status=RecordingStatus.OPEN, first_action__lte=action_id, **holding).first())
     if row is None:
         closed = (Recording.objects.filter(workspace=token.workspace, first_action__lte=action_id, **holding)
@@ -226,11 +181,27 @@ def _locked_row(token: AgentToken, action_id) -> Recording:
         if closed is not None:
             raise RecordingClosed(f"action {action_id} belongs to a recording that is {closed.status}")
         raise UnknownAction(f"no open action {action_id} in workspace {token.workspace.name!r}")
-    if row.touched_at < timezone.now() - _timeout():
+    fence, staged = staging.claim(row)  # no staged call lands until this transaction is over
+    if staged is None and row.state.get("staged"):
+        raise RecordingClosed(f"the calls staged for the recording holding action {action_id} were lost (the "
+                              f"staging store was emptied); nothing of it will be recorded: record it again")
+    if staged is not None and staged.version > row.version:
+        row.state, row.version = staged.state, staged.version
+    row.staged_touched = staged.touched if staged is not None else 0.0
+    transaction.on_commit(lambda: _release(row, fence))
+    if max(row.touched_at.timestamp(), row.staged_touched) < time.time() - _timeout().total_seconds():
         # Closed (and audited) by the next root opened in the workspace: this transaction rolls back.
         raise RecordingClosed(f"action {action_id} belongs to a recording that expired (idle for over "
                               f"{settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS}s); nothing of it was recorded")
     return row
+
+
+def _release(row: Recording, fence: str) -> None:
+    """After the row's transaction: publish its state as staged (or drop it, closed) and lower the fence."""
+    if row.status != RecordingStatus.OPEN:
+        staging.drop(row)
+        return
+    staging.release(row, version=row.version, state=row.state, token=fence)
 
 
 def _save(row: Recording, session: GraphRecorder) -> None:
@@ -257,9 +228,12 @@ def _count_quarantined(row: Recording, session: GraphRecorder, agent: str) -> No
 
 
 # --- calls --------------------------------------------------------------------------------------------------
+STAGED_OPS = ("get", "set", "handoff", "finish")  # ingest counts quarantine hits and effect must be durable: the row
+
+
 def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     """One memory, source, handoff or effect call of an open action."""
-    answer = _call_cached(token, action_id, op, body)
+    answer = _call_staged(token, action_id, op, body)
     if answer is not None:
         return answer
     with transaction.atomic():
@@ -270,14 +244,14 @@ def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     return answer
 
 
-def _call_cached(token: AgentToken, action_id, op: str, body) -> dict | None:
-    """The call applied to this process's copy of its recording and written back in one conditional
-    UPDATE, with no row lock and no transaction of its own: it lands only if the row's version is still
-    the copy's, the recording still open. None when there is no copy, or it turned out stale, or the
-    call failed: the caller then applies it as before, to the row read under its lock, which answers
-    with the authoritative result or error (a failed attempt here wrote nothing and is discarded).
-    Not for ingest, whose quarantine count is written beside the call."""
-    if op == "ingest" or isinstance(action_id, bool) or not isinstance(action_id, int):
+def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
+    """The call applied to this process's copy of its recording and staged (provenance.recording.staging) with no
+    row lock and no Postgres statement: it lands only if the staged version is still the copy's (else the
+    copy is rebuilt from what is staged, once), no writer holds the row and the recording is not idle.
+    None when there is no copy, the call is not one that only stages (an effect, an ingest, the finish
+    that commits), or it did not land, or it failed: the caller then applies it to the row read under its
+    lock, which answers with the authoritative result or error (an attempt here wrote nothing)."""
+    if op not in STAGED_OPS or isinstance(action_id, bool) or not isinstance(action_id, int):
         return None
     with _cache_lock:
         pk = _by_action.get((token.workspace_id, action_id))
@@ -285,25 +259,40 @@ def _call_cached(token: AgentToken, action_id, op: str, body) -> dict | None:
     if cached is None:
         return None
     version, session, row = cached
-    if row.workspace_id != token.workspace_id or row.touched_at < timezone.now() - _timeout():
-        return None
-    try:
-        answer = apply_call(row, session, token=token, action_id=action_id, op=op, body=body)
-    except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
-        return None
-    now = timezone.now()
-    row.version, row.touched_at = version + 1, now
-    landed = Recording.objects.filter(pk=row.pk, version=version, status=RecordingStatus.OPEN,
-                                      touched_at__gte=now - _timeout()).update(
-        state=row.state, version=row.version, touched_at=now)
-    if not landed:
-        return None  # another process's call came first (or the recording closed): the copy is dropped
-    _remember(row, session)
-    return answer
+    for attempt in range(2):
+        touched = max(row.touched_at.timestamp(), getattr(row, "staged_touched", 0.0))
+        if row.workspace_id != token.workspace_id or touched < time.time() - _timeout().total_seconds():
+            return None  # idle since its last call: the locked path closes it
+        try:
+            index, record = _open_record(row, token, action_id)
+            if op == "finish" and not (record.handoffs or row.state["stack"]):
+                return None  # the recording's last finish (it hands off nothing) commits it: under the row's lock
+            answer = (apply_finish(row, session, token=token, action_id=action_id, body=body, save=False)
+                      if op == "finish" else
+                      apply_call(row, session, token=token, action_id=action_id, op=op, body=body))
+        except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
+            return None
+        landed = staging.stage(row, version=version, state=row.state)
+        if landed == staging.WRITTEN:
+            row.version, row.staged_touched = version + 1, time.time()
+            _remember(row, session)
+            return answer
+        staged = staging.read(row) if landed == staging.STALE and attempt == 0 else None
+        if staged is None:
+            return None  # a writer holds the row, the recording is idle or closed: the locked path says which
+        # Another process staged a call since this copy was made: the copy is rebuilt from what is staged.
+        row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
+        row.state, row.version, version = staged.state, staged.version, staged.version
+        row.staged_touched = staged.touched
+        session = _session(row)
+    return None
 
 
 def finish_action(*, token: AgentToken, action_id, body) -> dict:
     """Finish the open action with its decision; the recording's last action commits it to the graph."""
+    answer = _call_staged(token, action_id, "finish", body)
+    if answer is not None:
+        return answer
     with transaction.atomic():
         row = _locked_row(token, action_id)
         session = _session(row)
@@ -322,8 +311,10 @@ def apply_call(row: Recording, session: GraphRecorder, *, token: AgentToken, act
     return answer
 
 
-def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, body) -> dict:
-    """Finish the action in the locked recording `row`: saves the row, or commits the whole recording."""
+def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, body,
+                 save: bool = True) -> dict:
+    """Finish the action in the locked recording `row`: saves the row (unless `save` is false: a finish
+    that hands off, staged), or commits the whole recording."""
     index, record = _open_record(row, token, action_id)
     protocol.finish(record, body)
     row.state["records"][index] = dump_record(record)
@@ -334,7 +325,8 @@ def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, a
     answer = {"action": record.id, "dhash": record.dhash, "recording": row.pk}
     if row.state["stack"]:
         agent, payload, parent = row.state["stack"][-1]
-        _save(row, session)
+        if save:
+            _save(row, session)
         return answer | {"committed": False, "next": {"agent": agent, "parent": parent, "payload": payload}}
     ids = _commit(row)
     return answer | {"committed": True, "next": None, "actions": ids}

@@ -42,6 +42,7 @@ from django.conf import settings
 from core import egress
 from core.errors import error_body, first_line, map_domain_error
 from provenance.recording import protocol
+from provenance.access.effect_declarations import required_details_of
 from provenance.graph.graph import GraphUnavailable
 
 CALL_PATH = re.compile(r"^/api/v1/recording/actions/(\d+)/(ingest|get|set|handoff|effect|finish|calls)/?$")
@@ -116,6 +117,9 @@ class _Replay:
         self.token = secrets.token_urlsafe(32)
         self.perform = perform
         self.keys: dict = {}
+        # Read here, on the repair's thread: the calls are answered on the callback server's threads,
+        # which never open a database connection (one each would outlive its thread).
+        self.declared = required_details_of(agent.workspace)
         self.finished = threading.Event()
         self.refused: str | None = None  # the first call the recorder refused
         self.lock = threading.Lock()
@@ -150,7 +154,8 @@ class _Replay:
                     protocol.finish(self.record, body)
                     self.finished.set()
                     return 200, {"action": action, "dhash": self.record.dhash, "committed": False, "next": None}
-                return 200, protocol.apply_op(self.rec, self.record, op, body, perform=self.perform, keys=self.keys)
+                return 200, protocol.apply_op(self.rec, self.record, op, body, perform=self.perform, keys=self.keys,
+                                              declared=self.declared)
             except Exception as exc:
                 mapped = map_domain_error(exc) if not isinstance(exc, protocol.CallConflict) else \
                     (409, "conflict", str(exc), None)

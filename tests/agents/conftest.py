@@ -38,10 +38,11 @@ class RemoteDesk:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
-    def start(self, *, serve_only: bool = False, timeout: float = 180) -> dict | None:
+    def start(self, *, serve_only: bool = False, timeout: float = 180, concurrency: int = 1) -> dict | None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
         args = [sys.executable, str(EXAMPLE), "--base-url", self.base_url, "--token", self.token,
                 "--workspace", self.workspace, "--replay-port", str(self.port), "--effects-log", str(self.effects_log)]
+        args += ["--concurrency", str(concurrency)] if concurrency > 1 else []
         self.proc = subprocess.Popen(args + (["--serve-only"] if serve_only else []), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from compensation.models import AuditEvent
 from provenance.graph import queries
 from provenance.graph.graph import workspace_graph
+from provenance.recording import staging
 from provenance.models import Recording, Workspace
 from provenance.access.onboarding import issue_agent_token, register_agent
 from provenance.recording.services import record_root
@@ -127,7 +128,10 @@ def test_an_idle_recording_expires_with_nothing_in_the_graph(setup, settings):
     post(client, f"{a}/set/", {"key": "faq/t", "value": "a"})
     post(client, f"{a}/handoff/", {"agent": "http_faq_reader", "payload": {"topic": "t"}})
     post(client, f"{a}/finish/", {"decision": {"topic": "t"}})  # the parent finished, its handoff never opened
-    Recording.objects.update(touched_at=timezone.now() - timedelta(seconds=settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS + 1))
+    idle = timezone.now() - timedelta(seconds=settings.KINTSUGI_RECORDING_TIMEOUT_SECONDS + 1)
+    Recording.objects.update(touched_at=idle)
+    for row in Recording.objects.all():  # its staged calls were as long ago
+        staging._redis().hset(staging._key(row), "t", idle.timestamp())
     assert post(client, "", {"agent": "http_faq_reader", "parent": a}, 409)["error"]["code"] == "conflict"
     _nothing_recorded(ws)
     faq_over_http(client, topic="u")  # the next root expires the idle one and records on its own
@@ -152,7 +156,7 @@ def test_a_call_on_a_stale_copy_of_its_recording_lands_on_the_row_as_it_stands(s
     with remote._cache_lock:
         remote._cache[row.pk] = current
     post(client, f"{a}/set/", {"key": "faq/first", "value": 1})  # lands; this process's copy moves on
-    assert Recording.objects.get(pk=row.pk).version == stale[0] + 1
+    assert staging.read(row).version == stale[0] + 1  # staged (provenance.recording.staging), not in the row
     with remote._cache_lock:
         remote._cache[row.pk] = stale  # now the copy from before that call is the one at hand
     post(client, f"{a}/set/", {"key": "faq/second", "value": 2})

@@ -65,3 +65,23 @@ def test_replay_endpoint_down_blocks_the_repair_and_it_resumes_to_the_same_resul
     assert healed["counts"] == {"poisoned": 1, "rerun_changed": 7, "rerun_same": 3, "skipped": 6,
                                 "superseded": 8, "new": 4}
     assert desk.performed() == performed
+
+
+def test_a_desk_recorded_by_concurrent_http_agents_through_the_recording_entrance_repairs_to_its_clean_run(
+        remote_desk):
+    """The tickets' roots recorded by six threads at once, each a recording open beside the others, through
+    the recording entrance (kintsugi_site.recording_entrance) with its calls staged (provenance.recording.staging):
+    the repair ends where the desk recorded one root at a time, in-process, ends, and verifies clean."""
+    desk = remote_desk("remote-concurrent")
+    assert desk.start(concurrency=6) == {"workspace": "remote-concurrent", "actions": 66, "source": POISONED_PAGE}
+    graph = workspace_graph("remote-concurrent")
+    assert graph.ro_query(queries.ACTION_COUNT)[0][0] == 66
+    assert graph.ro_query("MATCH (a:Action) WHERE a.snap IS NOT NULL RETURN count(a)")[0][0] > 0  # side by side
+    assert len(desk.performed()) == 15 + 24  # each refund and email performed once, none lost or doubled
+
+    desk_run(workspace="local-concurrent")
+    local = _outcome(run_repair(incident_id=open_incident("local-concurrent", POISONED_PAGE).pk))
+    remote = _outcome(run_repair(incident_id=open_incident("remote-concurrent", POISONED_PAGE).pk))
+    assert remote == local
+    assert remote["status"] == "repaired" and remote["verification"] == (0, 0, 0)
+

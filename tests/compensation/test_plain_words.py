@@ -17,7 +17,7 @@ from core.wording import counted, event_words, past, plural
 from kintsugi_site.reports import build_report, render_html
 
 pytestmark = pytest.mark.django_db
-_PATH = re.compile(r"\b(?:provenance|repairs|compensation|core|kintsugi_site)\.[a-z_]+\.[a-z_]+\b")
+_PATH = re.compile(r"\b(?:provenance|repairs|compensation|core|kintsugi_site)(?:\.[a-z_]+){2,}\b")
 _ACTIONS = {a.value for a in AuditAction if "." in a.value}
 _COUNT = re.compile(r"(?<![\d,.#:/-])\d{4,}(?= (?:cases|items|actions|tickets|rows|events|emails|refunds|effects)\b)")
 

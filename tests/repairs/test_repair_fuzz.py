@@ -1,7 +1,9 @@
 """The repair fuzzer in the suite: random agent programs (bench.fuzzdesk.programs) recorded, flagged and
-repaired, each compared with the independent reference interpreter's clean run. A bounded number of
-examples here; `python -m bench fuzz --minutes N` runs it long. Desks the fuzzer once shrank to a
-counterexample are kept in tests/repairs/fuzz_desks/ and replayed one by one."""
+repaired, each compared with the independent reference interpreter's clean run and verified twice (the
+radius check and the whole-desk replay must agree). A bounded number of examples here; `python -m bench
+fuzz --minutes N` runs it long (`--http`: over the API, tests/agents/test_fuzz_over_http.py). Desks the
+fuzzer once shrank to a counterexample, or written for a shape, are kept in tests/repairs/fuzz_desks/
+and replayed one by one."""
 from __future__ import annotations
 
 import json
@@ -27,13 +29,15 @@ def test_the_reference_runs_a_flagged_source_as_absent():
     assert [e["amount_cents"] for e in poisoned["effects"]] != [e["amount_cents"] for e in clean["effects"]]
 
 
-def test_a_recording_without_the_flagged_sources_equals_the_reference_clean_run():
+def test_a_recording_equals_the_reference_run_with_and_without_the_flagged_sources():
     """The harness reads kintsugi's state in the reference's terms: a desk recorded clean (its flagged
-    sources' text absent from the start) must read back exactly as the reference's clean run."""
+    sources' text absent from the start) must read back exactly as the reference's clean run, and
+    recorded as it is, as its poisoned run (roots recorded beside each other included)."""
     for path in KEPT:
         desk = json.loads(path.read_text())
-        ws = harness.record(desk, clean=True)
-        assert harness.state(ws) == reference.run(desk, clean=True)
+        for clean in (True, False):
+            ws = harness.record(desk, clean=clean)
+            assert harness.state(ws) == reference.run(desk, clean=clean), (path.name, clean)
 
 
 @pytest.mark.parametrize("path", KEPT, ids=[p.stem for p in KEPT])

@@ -1,0 +1,73 @@
+"""An open HTTP recording's session as a web process keeps it between calls: the session rebuilt from the
+recording's state (its snapshot, its finished actions) and reused by the next call of the same recording in
+the same process while the state's version says nothing happened elsewhere since (provenance.recording.remote)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, defaultdict
+
+from provenance.graph.graph import workspace_graph
+from provenance.recording.live import LazySources, snapshot_facts
+from provenance.models import Recording, Workspace
+from provenance.recording.protocol import load_record
+from provenance.recording.recorder import GraphRecorder
+
+# Rebuilding a session reads the workspace's facts from the graph; the next call of the same recording
+# in the same process reuses it when the row's version says nothing happened elsewhere since. The row
+# is kept with it, so a call can be applied to both without reading the row again (provenance.recording.remote's staged calls).
+_cache: OrderedDict[int, tuple[int, GraphRecorder, Recording]] = OrderedDict()
+_cache_lock = threading.Lock()
+CACHE_SIZE = 256
+# (workspace id, action id) -> the recording's pk, for the recordings in _cache. Action ids are never
+# handed out twice in a workspace, so an entry never turns wrong; it only outlives its cache entry.
+_by_action: dict[tuple[int, int], int] = {}
+
+
+def _new_session(ws: Workspace) -> GraphRecorder:
+    return GraphRecorder(graph=workspace_graph(ws.name), workspace=ws.name, effects="live",
+                            run_number=ws.run_number, sources=LazySources(ws), load="by_key")
+
+
+def _snapshot(state: dict) -> float:
+    return state.get("snapshot", float(state["base"][0] + 1))
+
+
+def _on_snapshot(session: GraphRecorder, state: dict) -> GraphRecorder:
+    """Number the session's new facts and effects as the recording's provisional ones and let its reads
+    see the snapshot it opened on, whatever committed since."""
+    session._loaded_ids = tuple(state["base"])
+    session.number_from(*(i + 1 for i in state["base"]))
+    session.facts = snapshot_facts(session.graph, _snapshot(state))
+    return session
+
+
+def _session(row: Recording) -> GraphRecorder:
+    with _cache_lock:
+        cached = _cache.pop(row.pk, None)
+    if cached and cached[0] == row.version:
+        return cached[1]
+    session = _on_snapshot(_new_session(row.workspace), row.state)
+    scratch: defaultdict[str, list] = defaultdict(list)
+    finished = [load_record(data) for data in row.state["records"] if data["dhash"] is not None]
+    session.facts.prefetch(w["key"] for record in finished for w in record.writes)
+    for record in finished:
+        session.commit(record, status="ok", root=record.parent is None, sink=scratch)
+    session._outgoing.clear()  # a staging session never dispatches; the commit's own session does
+    session.next_action, session.next_seq = row.state["next_action"], row.state["next_seq"]
+    return session
+
+
+def _remember(row: Recording, session: GraphRecorder) -> None:
+    with _cache_lock:
+        _cache[row.pk] = (row.version, session, row)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+        if len(_by_action) > 16 * CACHE_SIZE:
+            _by_action.clear()
+        for data in row.state["records"]:
+            _by_action[(row.workspace_id, data["id"])] = row.pk
+
+
+def _forget(row: Recording) -> None:
+    with _cache_lock:
+        _cache.pop(row.pk, None)

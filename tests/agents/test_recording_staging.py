@@ -1,0 +1,73 @@
+"""An open HTTP recording's calls that only stage go to its staged state (provenance.recording.staging) with no
+Postgres statement; an effect is in the row before the agent is told to perform it; a recording whose
+staged calls were lost is refused, never committed short."""
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from provenance.graph import queries
+from provenance.recording import remote
+from provenance.recording import staging
+from provenance.graph.graph import workspace_graph
+from provenance.models import AgentToken, Recording, Workspace
+from provenance.access.onboarding import issue_agent_token, register_agent
+from provenance.recording.protocol import CallConflict
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def token(django_user_model) -> AgentToken:
+    admin = django_user_model.objects.create_superuser("stager", "s@example.com", "pass-1234-kintsugi")
+    ws = Workspace.objects.create(name="staged")
+    for agent in ("staged_writer", "staged_reader"):
+        register_agent(workspace=ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin, reason="t",
+                       via="cli")
+    issued, _ = issue_agent_token(workspace=ws, label="t", actor=admin, reason="t", via="cli")
+    return AgentToken.objects.select_related("workspace").get(pk=issued.pk)
+
+
+def _statements(fn) -> tuple[object, int]:
+    with CaptureQueriesContext(connection) as ctx:
+        answer = fn()
+    return answer, len(ctx.captured_queries)
+
+
+def test_staged_calls_write_no_postgres_statement_and_an_effect_is_in_the_row_first(token):
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 1})["action"]
+    for op, body in (("set", {"key": "faq/1", "value": "one"}), ("get", {"key": "faq/1"}),
+                     ("handoff", {"agent": "staged_reader", "payload": {"n": 1}})):
+        _, statements = _statements(lambda: remote.call(token=token, action_id=a, op=op, body=body))
+        assert statements == 0, op
+    answer, statements = _statements(lambda: remote.finish_action(token=token, action_id=a,
+                                                                 body={"decision": {"n": 1}}))
+    assert statements == 0 and answer["committed"] is False  # a finish that hands off only stages
+    b = remote.open_action(token=token, agent="staged_reader", parent=a)["action"]
+    assert remote.call(token=token, action_id=b, op="get", body={"key": "faq/1"})["value"] == "one"
+    effect, statements = _statements(lambda: remote.call(token=token, action_id=b, op="effect", body={
+        "kind": "note", "amount": 0, "ticket": "t1", "external": True, "idempotency_key": "note-1"}))
+    assert effect["perform"] is True and statements > 0
+    row = Recording.objects.get(first_action=a)  # durable before the agent performs it, with what came before
+    reader = next(r for r in row.state["records"] if r["id"] == b)
+    assert reader["effects"][0]["kind"] == "note" and reader["reads"][0][0] == "faq/1"
+    assert remote.finish_action(token=token, action_id=b, body={"decision": {"read": True}})["committed"] is True
+    assert workspace_graph("staged").ro_query(queries.ACTION_COUNT)[0][0] == 2
+
+
+def test_a_recording_whose_staged_calls_were_lost_is_refused_never_committed_short(token):
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 2})["action"]
+    remote.call(token=token, action_id=a, op="set", body={"key": "faq/2", "value": "two"})
+    staging.drop(Recording.objects.get(first_action=a))  # the staging store was emptied: the set is gone
+    with pytest.raises(CallConflict, match="were lost"):
+        remote.finish_action(token=token, action_id=a, body={"decision": {"n": 2}})
+    assert workspace_graph("staged").ro_query(queries.ACTION_COUNT)[0][0] == 0
+
+
+def test_a_locked_call_locks_its_recordings_row_only_never_the_workspaces_before_the_graph_lock(token):
+    """The lock order is the graph's lock, then the workspace's row: a call that locked the workspace's row
+    with its recording's (FOR UPDATE over the join) and then committed deadlocked with a flag."""
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 3})["action"]
+    with CaptureQueriesContext(connection) as ctx:
+        remote.describe(token=token, action_id=a)
+    locking = [q["sql"] for q in ctx.captured_queries if "FOR UPDATE" in q["sql"]]
+    assert locking and all('FOR UPDATE OF "provenance_recording"' in sql for sql in locking), locking
