@@ -7,8 +7,9 @@ The admin is the production server (gunicorn, 2 uvicorn workers) on loopback wit
 UNDO_SECONDS; no Celery worker listens, so approved items stay approved (decided, waiting to go out).
 
 Runs, each on its own copy, in Debian's chromium driven by Playwright (async API, one browser):
-- two reviewers at once (the figure): each signs in, opens the incident's cases and, until no case is
-  unassigned: claims a batch of unassigned cases (ticks them, Claim), opens "my cases", approves those
+- two reviewers at once (the figure): each signs in, opens the incident's cases and, until an ask gives
+  no case (its warning says why): asks for the next batch of the incident ("Give me the next N", which
+  hands out disjoint batches under a lock, as a team gets its work), lands on its cases, approves those
   with at most APPROVE_UP_TO at stake in bulk (amount filter, Approve…, the confirmation page, Yes),
   rejects those with at least REJECT_FROM at stake in bulk with a reason, searches one remaining case by
   its ticket, opens it and approves it with `a`, approves the rest of the batch in bulk, and rejects
@@ -27,7 +28,7 @@ time per page, which is why the page loads are reported beside it.
 Checked from the database after each run: every item of the incident decided (none pending), each
 exactly once (its approvals and rejections in the audit trail minus its undos is one, the last one
 matching its status), the undone case undone once and decided again, no case taken from the reviewer
-who claimed it, no item decided by someone other than its case's reviewer, the incident's progress at
+who claimed it, no colliding claim (a case ever assigned to two reviewers, from the audit trail), no item decided by someone other than its case's reviewer, the incident's progress at
 every case decided, the three runs' outcomes alike, no error message in the admin and no
 Content-Security-Policy error on the console. A failed check makes the run exit 1.
 """
@@ -131,7 +132,8 @@ class Reviewer:
     def __init__(self, label: str, username: str, page, cases_url: str):
         self.label, self.username, self.page, self.cases_url = label, username, page, cases_url
         self.loads, self.nav_ms, self.console = 0, [], []
-        self.claimed = self.taken = self.undone = 0
+        self.claimed = self.asked = self.undone = 0
+        self.none_given: list[str] = []  # the warning of each ask that gave no case (it ends the loop)
         # Each approval's screen before the decision (a bulk confirmation, a case page): did it show the
         # body of an email that approval sends? (approvals that send an email, of those the body was shown)
         self.approvals_with_email = self.emails_shown = 0
@@ -191,8 +193,7 @@ class Reviewer:
         else:
             for key in found[:tick]:
                 await page.check(f"tr.case[data-case='{key}'] input.case-select")
-        step = "claim" if decision == "claim" else "confirmation page"
-        await self.nav(lambda: page.click(f"#cases-bulk button[value={decision}]"), step)
+        await self.nav(lambda: page.click(f"#cases-bulk button[value={decision}]"), "confirmation page")
         if decision == "approve":
             await self._email_before_approval("#bulk-messages")
         if decision in ("approve", "reject"):
@@ -220,9 +221,6 @@ class Reviewer:
     async def my_cases(self) -> None:
         await self.nav(lambda: self.page.click("#case-workload a:text-is('my cases')"), "list (filter, search)")
 
-    async def unassigned(self) -> None:
-        await self.nav(lambda: self.page.click("#case-workload a:text-is('unassigned')"), "list (filter, search)")
-
     async def one_case_by_search(self, *, undo: bool) -> str | None:
         """Search a remaining case of mine by its ticket, open it, approve it with `a` (and, if `undo`,
         take that back through the toast and approve it again). Returns its ticket."""
@@ -248,18 +246,27 @@ class Reviewer:
             await self.nav(lambda: page.click("a:text-is('all cases')"), "list (filter, search)")
         return ticket
 
+    async def next_cases(self, count: int) -> int:
+        """Ask for the next `count` cases of the incident ("Give me the next N", handed out under a lock, so
+        two reviewers asking at once get disjoint batches). Returns how many were given (0: the warning says
+        why, and the reviewer's loop ends)."""
+        page = self.page
+        if not await page.locator("#next-batch").count():
+            await self.open_cases()
+        await page.fill("#next-count", str(count))
+        await self.nav(lambda: page.click("#next-batch input[type=submit]"), "next cases")
+        self.asked += 1
+        got = re.search(r"([\d,]+) cases? given to you", " ".join(self.said))  # "1 case given", "1,204 cases given"
+        given = int(got.group(1).replace(",", "")) if got else 0
+        if not given:
+            self.none_given += [m for m in self.said if m.startswith("No cases given to you")][:1] or self.said[:1]
+        self.claimed += given
+        return given
+
     async def work_batches(self, *, batch: int, undo_once: bool) -> None:
-        """Claim a batch of unassigned cases and decide them, until none is unassigned."""
-        while True:
-            await self.unassigned()
-            if not await self.rows():
-                return
-            n = await self.bulk("claim", tick=batch)
-            got = re.search(r"([\d,]+) cases? claimed", " ".join(self.said))  # "1 case claimed", "1,204 cases claimed"
-            claimed = int(got.group(1).replace(",", "")) if got else 0
-            self.claimed += claimed
-            self.taken += n - claimed
-            await self.my_cases()
+        """Ask for the next batch of cases and decide them, until none is given."""
+        while await self.next_cases(batch):
+            # The answer is my cases of the incident (assignee=me).
             await self.filter(max=APPROVE_UP_TO, assignee="me")
             await self.bulk("approve")
             await self.filter(min=REJECT_FROM, assignee="me")
@@ -362,9 +369,17 @@ def verify(incident, *, undo_expected: bool) -> dict:
         problems.append(f"expected one undone case, found {undone_cases}")
     if not undo_expected and undone_cases:
         problems.append(f"no undo expected, found {undone_cases}")
-    taken = AuditEvent.objects.filter(incident_id=incident.pk, action=AuditAction.CASE_ASSIGNED).exclude(
-        from_status="").values_list("subject_id", "from_status", "to_status")
-    problems += [f"case {s} taken from {a} by {b}" for s, a, b in taken]
+    assigned_events = list(AuditEvent.objects.filter(incident_id=incident.pk, action=AuditAction.CASE_ASSIGNED)
+                           .order_by("seq").values_list("subject_id", "from_status", "to_status"))
+    problems += [f"case {s} taken from {a} by {b}" for s, a, b in assigned_events if a]
+    # Colliding claims: cases ever assigned to more than one reviewer (none when batches are disjoint).
+    holders: dict[str, set[str]] = {}
+    for subject, _before, after in assigned_events:
+        if after:
+            holders.setdefault(subject, set()).add(after)
+    colliding = sorted(s for s, who in holders.items() if len(who) > 1)
+    if colliding:
+        problems.append(f"{len(colliding)} case(s) assigned to more than one reviewer: {colliding[:5]}")
     assigned = dict(CaseAssignment.objects.filter(incident=incident).values_list("ticket_id", "assignee__username"))
     if assigned:
         others = [pk for pk, i in items.items() if i.decided_by and assigned.get(i.ticket_id) != i.decided_by.get_username()]
@@ -374,6 +389,7 @@ def verify(incident, *, undo_expected: bool) -> dict:
         problems.append(f"progress says {progress['cases_decided']} of {progress['cases']} cases decided")
     statuses = Counter(i.status for i in items.values())
     return {"items": len(items), "cases": progress["cases"], "cases_decided": progress["cases_decided"],
+            "colliding_claims": len(colliding), "cases_assigned": len(holders),
             "statuses": dict(statuses), "decided_by": dict(decided_by), "undone_cases": undone_cases,
             "cases_by_reviewer": dict(Counter(assigned.values())),
             "outcomes": {t: "/".join(sorted(v)) for t, v in _by_ticket(items.values()).items()},
@@ -407,11 +423,11 @@ def _summary(name: str, people: list[Reviewer], wall: float, checked: dict) -> d
             "steps": {step: {"n": len(ms), "p50_ms": common.median(ms), "p95_ms": common.pct(ms, 95)}
                       for step, ms in steps.items()},
             "per_reviewer": [{"reviewer": r.label, "seconds": r.seconds, "page_loads": r.loads,
-                              "cases_claimed": r.claimed, "claims_already_taken": r.taken, "undone": r.undone,
+                              "cases_claimed": r.claimed, "batches_asked": r.asked, "undone": r.undone,
                               "approvals_with_email": r.approvals_with_email, "emails_shown": r.emails_shown,
-                              "warnings": [m for m in r.messages if "already claimed" in m][:5]}
+                              "none_given": r.none_given[:5]}
                              for r in people],
-            "colliding_claims": sum(r.taken for r in people),
+            "colliding_claims": checked["colliding_claims"], "batches_asked": sum(r.asked for r in people),
             "approvals_with_email": sum(r.approvals_with_email for r in people),
             "emails_shown_before_approval": sum(r.emails_shown for r in people),
             "cases": checked["cases"], "items": checked["items"], "check": checked}
@@ -469,14 +485,16 @@ def run(quick: bool) -> dict:
         ["run", "reviewers", "wall s", "page loads", "per reviewer", "navigation p50 ms", "p95 ms",
          "colliding claims", "emails shown before approval", "wall vs keyboard", "loads vs keyboard", "checks"],
         [[r["run"], r["reviewers"], r["wall_s"], r["page_loads"],
-          " / ".join(f"{p['reviewer']} {p['page_loads']} in {p['seconds']:.0f}s" for p in r["per_reviewer"]),
+          " / ".join(f"{p['reviewer']} {p['page_loads']} in {p['seconds']:.0f}s"
+                     + (f" ({p['cases_claimed']} cases, {p['batches_asked']} asks)" if p["batches_asked"] else "")
+                     for p in r["per_reviewer"]),
           r["nav_p50_ms"], r["nav_p95_ms"], r["colliding_claims"],
           f"{r['emails_shown_before_approval']} of {r['approvals_with_email']}",
           f"{r['wall_s'] / base_row['wall_s']:.2f}x",
           f"{r['page_loads'] / base_row['page_loads']:.2f}x", "ok" if not r["check"]["problems"] else "FAILED"]
          for r in rows],
         [f"setup {setup_s:.0f}s (three desks of {size['tickets']:,} tickets recorded, flagged, repaired with drafting)",
-         f"plan: claim {size['batch']} unassigned cases at a time; approve <= ${APPROVE_UP_TO} at stake in bulk; "
+         f"plan: ask for the next {size['batch']} cases (\"Give me the next N\") until none is given; approve <= ${APPROVE_UP_TO} at stake in bulk; "
          f"reject >= ${REJECT_FROM} in bulk with a reason; one case searched by ticket and approved with `a`; the "
          "rest in bulk; the first reviewer undoes its `a` once through the toast and approves again",
          "wall: the machine's time from the first sign-in to the last decision (a person adds reading time per page "

@@ -20,6 +20,7 @@ def test_reviewers_quick_decide_every_case_once_with_one_undo_and_count_their_pa
     for run in r["runs"]:
         check = run["check"]
         assert check["problems"] == [], (run["run"], check["problems"])
+        assert run["colliding_claims"] == check["colliding_claims"] == 0, run["run"]
         assert check["cases"] > 0 and check["cases_decided"] == check["cases"]
         assert set(check["statuses"]) <= {"approved", "rejected"} and sum(check["statuses"].values()) == check["items"]
         assert run["page_loads"] >= run["navigations"] > 0 and run["wall_s"] > 0
@@ -32,6 +33,10 @@ def test_reviewers_quick_decide_every_case_once_with_one_undo_and_count_their_pa
     assert [p["reviewer"] for p in two["per_reviewer"]] == ["ana", "ben"]
     assert all(p["page_loads"] > 0 and p["cases_claimed"] > 0 for p in two["per_reviewer"])
     assert sum(p["cases_claimed"] for p in two["per_reviewer"]) == two["cases"]  # each case claimed once
+    assert two["check"]["cases_assigned"] == two["cases"]
+    # Each reviewer asked until an ask gave nothing, and read why.
+    assert all(p["batches_asked"] >= 2 and p["none_given"] and p["none_given"][-1].startswith("No cases given to you")
+               for p in two["per_reviewer"]), two["per_reviewer"]
     assert len(two["check"]["cases_by_reviewer"]) == 2 and sum(two["check"]["cases_by_reviewer"].values()) == two["cases"]
     assert [p["undone"] for p in two["per_reviewer"]] == [1, 0] and len(two["check"]["undone_cases"]) == 1
     assert runs["one reviewer, case by case (keyboard)"]["check"]["undone_cases"] == []
@@ -44,9 +49,16 @@ def _problems(incident, **kw) -> list[str]:
     return verify(incident, **kw)["problems"]
 
 
+def verify_colliding(incident) -> int:
+    from bench.reviewers import verify
+
+    return verify(incident, undo_expected=True)["colliding_claims"]
+
+
 def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases(repaired_desk, db, settings):
     """The red cases of the bench's check: it holds for an incident decided once per item with one undo,
-    and names a pending item, an item decided twice, a missing undo and a case taken from its claimer."""
+    and names a pending item, an item decided twice, a missing undo and a case taken from its claimer
+    (a colliding claim: the case was assigned to two reviewers)."""
     from compensation.delivery import approval
     from compensation.review import assignments
     from compensation.models import CompensationItem
@@ -71,6 +83,7 @@ def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases
     approval.undo(item=first, actor=reviewer, reason="wrong", via="admin")
     approve_item(item=CompensationItem.objects.get(pk=first.pk), actor=reviewer, reason="ok after all", via="admin")
     assert _problems(incident, undo_expected=True) == []
+    assert verify_colliding(incident) == 0
     assert _problems(incident, undo_expected=False) == [f"no undo expected, found ['{first.ticket_id}']"]
 
     doubled = items[1]
@@ -83,3 +96,5 @@ def test_the_reviewers_check_catches_pending_doubled_undone_and_taken_over_cases
     assert f"item #{doubled.pk} ({doubled.ticket_id}) decided 2x, undone 0x" in found
     assert f"case {incident.pk}/t08 taken from {reviewer.username} by {people.lead_reviewer.username}" in found
     assert any("decided by someone other than their case's reviewer" in p for p in found)
+    assert verify_colliding(incident) == 1
+    assert f"1 case(s) assigned to more than one reviewer: ['{incident.pk}/t08']" in found
