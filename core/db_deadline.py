@@ -60,8 +60,10 @@ def _deadline(execute, sql, params, many, context):
 
 
 def _on_connection(sender, connection, **kwargs) -> None:
+    # First in the list, not last: a connection opened inside another wrapper's context (pghistory's, for a
+    # request) must not have that context's closing pop() take this one off instead of its own.
     if connection.alias == "default" and _deadline not in connection.execute_wrappers:
-        connection.execute_wrappers.append(_deadline)
+        connection.execute_wrappers.insert(0, _deadline)
 
 
 def install(statement_timeout_seconds: float) -> None:
