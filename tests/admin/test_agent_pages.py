@@ -129,7 +129,7 @@ def test_another_team_s_workspace_and_registration_are_out_of_reach(teams, clien
     assert "b_triage" not in listing and b.name not in listing
 
 
-def test_an_issued_key_is_shown_once_escaped_and_stops_authenticating_when_revoked(teams, client):
+def test_an_issued_key_is_shown_once_escaped_and_stops_authenticating_when_revoked(teams, client, django_capture_on_commit_callbacks):
     a, _, people, _, _ = teams
     client.force_login(people["admin"])
     assert _register(client, a, name="desk_faq", replay="http://127.0.0.1:9/replay").status_code == 302
@@ -160,10 +160,14 @@ def test_an_issued_key_is_shown_once_escaped_and_stops_authenticating_when_revok
 
     recorder = APIClient()
     recorder.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    opened = recorder.post("/api/v1/recording/actions/", {"agent": "desk_faq", "payload": {"topic": "x"}}, format="json")
+    # The staged copy of a recording is published after its row commits (provenance.recording.staging).
+    with django_capture_on_commit_callbacks(execute=True):
+        opened = recorder.post("/api/v1/recording/actions/", {"agent": "desk_faq", "payload": {"topic": "x"}},
+                               format="json")
     assert opened.status_code == 201, opened.content
-    assert recorder.post(f"/api/v1/recording/actions/{opened.json()['action']}/abandon/", {"reason": "a test"},
-                         format="json").status_code == 200
+    abandoned = recorder.post(f"/api/v1/recording/actions/{opened.json()['action']}/abandon/", {"reason": "a test"},
+                              format="json")
+    assert abandoned.status_code == 200, abandoned.content
 
     revoke = reverse("admin:provenance_agenttoken_revoke", args=[token.pk])
     assert client.get(revoke).status_code == 200
