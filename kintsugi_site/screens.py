@@ -78,6 +78,10 @@ SCREENS = [
     Screen("provenance_ticket_changelist", LEAD, lambda d: _url("provenance_ticket_changelist"), "#result_list"),
     Screen("provenance_ticket_change", LEAD, lambda d: _url("provenance_ticket_change", d.rows["ticket"]), "#content-main"),
     Screen("app_list", LEAD, lambda d: _url("app_list", "repairs"), "#content-main"),
+    Screen("compensation_messagetemplate_changelist", LEAD, lambda d: _url("compensation_messagetemplate_changelist"),
+           "#template-workspaces"),
+    Screen("compensation_messagetemplate_workspace", LEAD,
+           lambda d: _url("compensation_messagetemplate_workspace", d.workspace.pk), "#template-form"),
     # The reviewer: the inbox, an incident's cases, a case, the bulk confirmation, the per-item pages.
     Screen("compensation_compensationitem_cases", REVIEWER, lambda d: _url("compensation_compensationitem_cases"),
            "#case-inbox", "inbox", label="inbox"),
@@ -132,6 +136,7 @@ NOT_SCREENS = {
     "compensation_compensationitem_deliver_again": "a form's POST (item page)",
     "compensation_compensationitem_message": "the exact message as plain text, not HTML",
     "compensation_auditevent_export": "a download (CSV, JSON)",
+    "compensation_messagetemplate_change": "a redirect to the workspace's template page",
 }
 # Pages a superuser or a Workspace admin works in: people, groups, API tokens, agents, recording tokens,
 # the delivery connectors.

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q, Sum
 
+from compensation.drafting import kinds
 from compensation.models import CaseAssignment, CompensationItem
 from core.money import format_totals
 from core.vocabulary import IncidentStatus
@@ -92,7 +93,7 @@ def inbox(*, user, limit: int = INBOX_LIMIT) -> list[InboxRow]:
                                              pending=Count("ticket_id", distinct=True, filter=Q(status=St.PENDING)))}
     money: dict[int, dict[str, int]] = {pk: {} for pk in ids}
     for incident_id, currency, cents in (CompensationItem.objects.filter(
-            incident_id__in=ids, status=St.PENDING, kind__in=CompensationItem.MONEY_KINDS).order_by()
+            incident_id__in=ids, status=St.PENDING, kind__in=kinds.MONEY).order_by()
             .values_list("incident_id", "currency").annotate(cents=Sum("amount_cents"))):
         money[incident_id][currency] = cents or 0
     pending = CompensationItem.objects.filter(incident_id=OuterRef("incident_id"), ticket_id=OuterRef("ticket_id"),
