@@ -61,6 +61,9 @@ DESKS = 5
 # seconds; each fault strikes FAULT_AFTER_FLAG_S after its desk's flag was answered, the repair under way.
 DESK_TICKETS = {"quick": None, "full": 600}
 FAULT_AFTER_FLAG_S = 0.5
+# Where the worker is told to hold a repair (repairs.faults.fault_point "pause:walked") so that a new
+# fault strikes a repair in progress: on a quiet machine a soak desk's repair is done before a fixed delay.
+HOLD_FILE: Path | None = None
 APPROVALS_PER_DESK = 15
 WARMUP_S = 3.0
 # The server's deadlines and the healer's pace, shortened so that faults of a minute heal within it.
@@ -115,12 +118,15 @@ class Stack:
     (started by common.setup, stopped and restarted here by the faults)."""
 
     def __init__(self, tmp: Path):
+        global HOLD_FILE
         self.tmp, self.procs = tmp, {}
         self.port = common._free_port()
+        HOLD_FILE = tmp / "hold-the-repair"
 
     def env(self) -> dict:
         return dict(os.environ, **SERVER_ENV, KINTSUGI_WEB_PORT=str(self.port),
-                    KINTSUGI_BEAT_SCHEDULE_FILE=str(self.tmp / "celerybeat-schedule"))
+                    KINTSUGI_BEAT_SCHEDULE_FILE=str(self.tmp / "celerybeat-schedule"),
+                    KINTSUGI_FAULT_FILE=str(HOLD_FILE))
 
     def start(self) -> None:
         from kintsugi_site.demo import web_server_command
@@ -380,6 +386,22 @@ class Recorder:
             await _sleep(stop, PAUSE_S[self.mode])
 
 
+async def _held(path: Path, limit: float) -> float | None:
+    """Seconds until the worker says it holds the repair (None: it never did within `limit`; the fault
+    then strikes whatever is running, and its row says no incident was open)."""
+    start = time.time()
+    while time.time() - start < limit:
+        if path.exists() and path.read_text().startswith("paused:"):
+            return time.time() - start
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def _release(path: Path, after: float) -> None:
+    await asyncio.sleep(after)
+    path.unlink(missing_ok=True)
+
+
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
@@ -481,15 +503,18 @@ class Operator:
             if kind == "kill_falkordb":
                 extra = await asyncio.to_thread(soak_faults.grow_aof, self.stores["falkordb"], self.mode)
                 common.log(f"soak: append-only file grown: {extra}")
+            HOLD_FILE.write_text("pause:walked")  # the repair waits after its walk until the strike
             await self.flag(http, desk)
-            await asyncio.sleep(FAULT_AFTER_FLAG_S)
+            extra["held_s"] = await _held(HOLD_FILE, limit=120.0)
             began = time.time()
             common.log(f"soak: {FAULT_LABELS[kind]}")
+            release = asyncio.create_task(_release(HOLD_FILE, after=0.3))  # let it go into the fault
             if kind == "freeze_postgres":
-                extra = await soak_faults.freeze_postgres(min(seconds, soak_faults.SECONDS[kind][self.mode]))
+                extra.update(await soak_faults.freeze_postgres(min(seconds, soak_faults.SECONDS[kind][self.mode])))
             else:
                 name = "falkordb" if kind == "kill_falkordb" else "broker"
                 extra.update(await soak_faults.kill_and_supervise(self.stores[name], name))
+            await release
         ended = time.time()
         flagged = next((f["incident"] for f in self.flags if f["desk"] == desk), None)
         self.faults.append({"kind": kind, "label": FAULT_LABELS[kind], "began": began, "ended": ended,
