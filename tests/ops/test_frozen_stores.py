@@ -271,11 +271,12 @@ print(json.dumps({"status": answer.status_code, "seconds": took, "retry_after": 
 def test_a_database_that_freezes_under_an_open_connection_costs_a_request_its_deadline_not_the_freeze():
     """The server-side statement_timeout cannot fire in a stopped server: before the watchdog
     (core.db_deadline) the request waited until the server was thawed (THAW_AFTER), then answered."""
-    from django.db import connection
+    from django.conf import settings
 
-    db = connection.settings_dict
-    url = f"postgresql://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    env = dict(os.environ, DATABASE_URL=url, KINTSUGI_PROCESS="web", THAW_AFTER="20",
+    from tests.helpers import database_url
+
+    owner = settings.DATABASES["owner"]  # over TCP or the embedded server's socket, as the workers reach it
+    env = dict(os.environ, DATABASE_URL=database_url(owner, owner["NAME"]), KINTSUGI_PROCESS="web", THAW_AFTER="20",
                KINTSUGI_WEB_STATEMENT_TIMEOUT_SECONDS="1", DJANGO_SETTINGS_MODULE="kintsugi_site.settings.test")
     done = subprocess.run([sys.executable, "-c", FROZEN_MID_REQUEST], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
