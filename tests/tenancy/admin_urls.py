@@ -11,10 +11,11 @@ import json
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
+
+from kintsugi_site.screens import admin_url_names  # every URL name of the admin site
 
 # Models whose object URLs (change, history, delete) take a workspace's object; value: B's object pk.
 OBJECT_MODELS = {
@@ -203,20 +204,6 @@ def requests_for(name: str, b) -> list[Request] | None:
                 Request("POST", reverse("admin:auth_user_password_change", args=[b.user.pk]),
                         {"password1": "x-Very-long-1234", "password2": "x-Very-long-1234"})]
     return None
-
-
-def admin_url_names() -> list:
-    """Every named (and unnamed) URL of the admin site, from the resolver."""
-    names = []
-
-    def walk(patterns):
-        for p in patterns:
-            if hasattr(p, "url_patterns"):
-                walk(p.url_patterns)
-            else:
-                names.append(p.name)
-    walk(admin.site.urls[0])
-    return names
 
 
 def unknown_admin_urls(known=requests_for, b=None) -> list:
