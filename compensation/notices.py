@@ -20,6 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from compensation.delivery.connectors.base import DeliveryFailure, connector
+from compensation.delivery.connectors.webhook import post
 from compensation.delivery_models import WorkspaceConnector
 from compensation.models import CompensationItem
 from core import locks, secret_registry
@@ -80,8 +81,6 @@ def _email(incident: Incident, event: dict, people: list) -> list[str]:
 def _webhooks(incident: Incident, event: dict) -> list[str]:
     """Each distinct webhook the workspace chose, once; returns the kinds whose webhook took the event."""
     hook = connector("webhook")
-    from compensation.delivery.connectors.webhook import post
-
     reached, seen = [], set()
     for row in WorkspaceConnector.objects.filter(workspace_id=incident.workspace_id, connector=hook.name).order_by("kind"):
         target = (row.options.get("url"), row.options.get("secret_env"))
