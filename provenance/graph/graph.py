@@ -12,7 +12,8 @@ from Postgres on every `workspace_graph()` call, never cached in the process, so
 
 Every write leaves a stamp beside its graph (a hash `~stamp:<graph>`): `epoch`, a fresh random token
 after any write that may change existing nodes or edges; `hwm`, the highest action id of the
-recorder's finished append-only flushes; `pending`, 1 while such a flush is being written.
+recorder's append-only flushes, sent right behind each (provenance.graph.pipelined); `pending`, 1 while
+an append written in several queries is being written (the recorder's flush is one query).
 provenance.graph.mirror keeps an in-process copy of the graph's topology and trusts it exactly as long as
 the stamp says nothing but appends happened since it was read.
 """

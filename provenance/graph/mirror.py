@@ -242,14 +242,13 @@ def _current(graph: Graph, key: tuple[str, str]) -> Topology:
     try:
         if cached is not None and cached.epoch == epoch:
             if hwm != cached.hwm:
-                cached.hwm = hwm
                 cached.load(graph, cached.cursor)
-                cached.cursor = _cursor(graph, cached, hwm, pending)
+                cached.cursor, cached.hwm = _cursor(graph, cached, hwm, pending)
             current = cached
         else:
             current = Topology(epoch=epoch, hwm=hwm)
             current.load(graph, -1)
-            current.cursor = _cursor(graph, current, hwm, pending)
+            current.cursor, current.hwm = _cursor(graph, current, hwm, pending)
     except BaseException:
         with _lock:  # a merge that stopped half-way leaves a copy nobody may trust
             _cache.pop(key, None)
@@ -262,14 +261,21 @@ def _current(graph: Graph, key: tuple[str, str]) -> Topology:
     return current
 
 
-def _cursor(graph: Graph, topo: Topology, hwm: int, pending: bool) -> int:
-    """Where the next merge starts: after everything read, unless a flush may have been half-way
-    through the read (one was pending before it, or finished during it): then after the last finished
-    flush, so its actions are fetched again."""
+def _cursor(graph: Graph, topo: Topology, hwm: int, pending: bool) -> tuple[int, int]:
+    """Where the next merge starts, and the hwm the copy holds: after everything read, unless a flush may
+    have been half-way through the read (one was pending before it, or finished during it): then after
+    the last finished flush, so its actions are fetched again.
+
+    A stamp whose hwm is above every action read claims actions the graph does not hold: a flush whose
+    query failed after its stamp was sent with it (provenance.graph.pipelined), or a recording's nodes
+    removed after it failed. It is trusted no further than what was read, and not kept: the next
+    question merges again, so a later write of those very ids (the next writer numbers from the graph's
+    highest) is fetched even if its stamp names the same hwm."""
     _, hwm_after, pending_after = graph.stamp()
+    held = hwm if hwm <= topo.max_id else -1
     if pending or pending_after or hwm_after != hwm:
-        return hwm
-    return max(hwm, topo.max_id)
+        return min(hwm, topo.max_id), held
+    return topo.max_id, held
 
 
 def forget() -> None:

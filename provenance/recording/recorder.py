@@ -4,8 +4,9 @@ Agents call `rec.ingest`, `rec.get`, `rec.set`, `rec.handoff`, `rec.effect` and 
 call). A GraphRecorder executes agents against a mirror of the workspace's facts, so each read is
 resolved in memory (the latest active version written before the reader's seq, as the article's
 read-resolution query does) and its READ and FEEDS edges are queued with it. Writes go to FalkorDB in
-UNWIND batches: one Cypher round trip per op caps a recorder near 2,000 ops/s, batches go past 5,000
-without changing what any read returns.
+UNWIND batches, every kind of row of a flush in one query (provenance.graph.flush_query): one Cypher
+round trip per op caps a recorder near 2,000 ops/s, batches go past 5,000 without changing what any
+read returns.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from provenance import validation
-from provenance.graph import contained_view, graph_debts, queries, top_ids
+from provenance.graph import contained_view, flush_query, graph_debts, pipelined, queries, top_ids
 from provenance.recording.action_record import ActionRecord, Read  # noqa: F401 - Read: part of the recorder's API
 from provenance.agents import NAME_PATTERN, get_agent, registered_names
 from provenance.recording.decisions import MalformedDecision, check_decision, decision_hash, now_iso  # noqa: F401 - part of the recorder's API
@@ -172,15 +173,19 @@ class GraphRecorder:
 
     # --- state ---
     def _load(self) -> None:
-        top = top_ids.max_ids(self.graph)
-        self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
-        self.number_from(*(i + 1 for i in self._loaded_ids))
+        self.start_above(top_ids.max_ids(self.graph))
         if self._by_key:
             self.facts = KeyedFactIndex(self.graph, below=self._below)
         else:
             for f in self.graph.ro_query(queries.LOAD_FACTS):
                 if self._below is None or f.seq < self._below:
                     self.facts.add_version(FactVersion.from_row(f))
+
+    def start_above(self, top) -> None:
+        """Number from above the graph's highest ids `top` (a rows.MaxIds), counted as loaded: what
+        discard() removes is above them."""
+        self._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
+        self.number_from(*(i + 1 for i in self._loaded_ids))
 
     def number_from(self, action: int, fact: int, effect: int) -> None:
         """Give new actions, facts and effects ids from these on (a part of a repair walked beside others
@@ -359,37 +364,23 @@ class GraphRecorder:
         except GraphUnavailable:  # most likely the failure being handled (the caller raises it): owe the ranges
             graph_debts.owe(workspace=self.workspace, loaded=self._loaded_ids, flushed=self._flushed)
 
-    _ORDER = (
-        ("actions", queries.CREATE_ACTIONS),
-        ("handoffs", queries.CREATE_HANDOFFS),
-        ("ingests", queries.CREATE_INGESTS),
-        ("facts", queries.CREATE_FACTS),
-        ("reads", queries.CREATE_READS),
-        ("feeds", queries.CREATE_FEEDS),
-        ("effects", queries.CREATE_EFFECTS),
-    )
-
     def flush(self) -> None:
-        """Write queued graph rows, then dispatch live effects (Postgres rows in the caller's
-        transaction, so a failed graph write leaves no ledger or outbox row behind)."""
+        """Write queued graph rows in one round trip (one query and its stamp, provenance.graph.pipelined),
+        then dispatch live effects (Postgres rows in the caller's transaction, so a failed graph write
+        leaves no ledger or outbox row behind)."""
         from provenance.recording.effects import dispatch_effects
 
         # Everything a flush writes hangs off the actions it creates (ids above every earlier flush's),
-        # so it is an append for the topology mirrors, stamped once the last of its rows is written.
+        # so it is an append for the topology mirrors, stamped with its highest action in the same script.
         top = max((r["id"] for r in self._pending.get("actions", ())), default=None)
         self._flushed = graph_debts.flushed_tops(self._pending, self._flushed)  # before the write: its answer may be lost
-        if top is not None:
-            self.graph.mark_appending()
-        try:
-            for kind, cypher in self._ORDER:
-                rows = self._pending.pop(kind, None)
-                if rows:
-                    self.graph.query(cypher, {"rows": rows}, append=top is not None)
-        except BaseException:
-            self.graph.mark_changed()
-            raise
-        if top is not None:
-            self.graph.mark_appended(top)
+        pending, self._pending = self._pending, defaultdict(list)
+        if any(pending.values()):
+            try:
+                pipelined.write(self.graph, flush_query.FLUSH, flush_query.params(pending), through_action=top)
+            except BaseException:
+                self.graph.mark_changed()
+                raise
         get_client().flush()
         outgoing, self._outgoing = self._outgoing, []
         dispatch_effects(workspace=self.workspace, run_number=self.run_number, effects=outgoing)
