@@ -68,10 +68,19 @@ def repairing(session) -> tuple[int, ...]:
 
 def marks_of(graph: Graph, fact_ids) -> dict[int, tuple[int, ...]]:
     """{fact id: incidents} of those of `fact_ids` that are contained now."""
+    asked = ask_marks(fact_ids)
+    return marks_from(graph.ro_query(*asked)) if asked is not None else {}
+
+
+def ask_marks(fact_ids) -> tuple[str, dict] | None:
+    """The query marks_of() sends and its parameters (None: no ids), for a caller that sends it in a
+    pipeline with others; its rows go to marks_from()."""
     ids = sorted(set(fact_ids))
-    if not ids:
-        return {}
-    return {r.id: tuple(r.contained) for r in graph.ro_query(cq.CONTAINED_OF, {"ids": ids})}
+    return (cq.CONTAINED_OF, {"ids": ids}) if ids else None
+
+
+def marks_from(rows) -> dict[int, tuple[int, ...]]:
+    return {r.id: tuple(r.contained) for r in rows}
 
 
 def ended_since(incidents) -> bool:

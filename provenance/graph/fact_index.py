@@ -118,13 +118,20 @@ class KeyedFactIndex(FactIndex):
     def prefetch(self, keys) -> None:
         """Read the keys in `keys` not read yet, in one round trip (a batch or a commit knows up front
         which keys it touches)."""
-        missing = sorted({k for k in keys if k not in self._loaded})
-        if missing:
-            self._load_heads(missing)
+        asked = self.ask_heads(keys)
+        if asked is not None:
+            self.take_heads(asked[1], self._graph.ro_query(*asked))
 
-    def _load_heads(self, keys: list[str]) -> None:
-        self._loaded.update(keys)
-        for row in self._graph.ro_query(queries.LOAD_FACT_HEADS, {"keys": keys, "below": self._below}):
+    def ask_heads(self, keys) -> tuple[str, dict] | None:
+        """The query prefetch() sends for `keys` and its parameters (None: every key is read), for a
+        caller that sends it in a pipeline with others; its rows go to take_heads()."""
+        missing = sorted({k for k in keys if k not in self._loaded})
+        return (queries.LOAD_FACT_HEADS, {"keys": missing, "below": self._below}) if missing else None
+
+    def take_heads(self, params: dict, rows) -> None:
+        """What LOAD_FACT_HEADS answered for the keys in `params`."""
+        self._loaded.update(params["keys"])
+        for row in rows:
             self._max_version[row.key] = max(self._max_version.get(row.key, 0), row.top)
             if row.fact is not None:
                 fv = FactVersion.from_row(row.fact)
@@ -140,7 +147,7 @@ class KeyedFactIndex(FactIndex):
 
     def _ensure(self, key: str) -> None:
         if key not in self._loaded:
-            self._load_heads([key])
+            self.prefetch([key])
 
     def add_version(self, fv: FactVersion) -> None:
         self._ensure(fv.key)

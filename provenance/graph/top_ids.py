@@ -31,14 +31,26 @@ _lock = threading.Lock()
 def max_ids(graph) -> rows.MaxIds:
     """What queries.MAX_IDS answers (each id the higher of the graph's maximum and the reservation's),
     for `graph` (provenance.graph.graph.Graph)."""
-    key = (graph.url, graph.name)
+    cypher, params = ask(graph)
+    return answer(graph, params, graph.ro_query(cypher, params))
+
+
+def ask(graph) -> tuple[Query, dict]:
+    """The query max_ids() sends and its parameters (the floors this process saw), for a caller that
+    sends it in a pipeline with others (provenance.graph.pipelined); its rows go to answer()."""
     with _lock:
-        floors = _floors.get(key, (0, 0, 0))
-    a, f, e, ra, rf, re_ = graph.ro_query(ABOVE, dict(zip("afe", floors)))[0]
-    if any(found is None and floor > 0 for found, floor in zip((a, f, e), floors)):
+        floors = _floors.get((graph.url, graph.name), (0, 0, 0))
+    return ABOVE, dict(zip("afe", floors))
+
+
+def answer(graph, params: dict, result: list) -> rows.MaxIds:
+    """max_ids() from what ask()'s query answered (one more round trip, the full scan, when the floors
+    were above everything the graph still holds)."""
+    a, f, e, ra, rf, re_ = result[0]
+    if any(found is None and params[k] > 0 for found, k in zip((a, f, e), "afe")):
         a, f, e, ra, rf, re_ = graph.ro_query(ABOVE, {"a": 0, "f": 0, "e": 0})[0]
     with _lock:
-        _floors[key] = (a or 0, f or 0, e or 0)
+        _floors[(graph.url, graph.name)] = (a or 0, f or 0, e or 0)
     return rows.MaxIds(*(found if reserved is None or (found or 0) >= reserved else reserved
                          for found, reserved in ((a, ra), (f, rf), (e, re_))))
 

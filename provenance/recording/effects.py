@@ -52,7 +52,7 @@ def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dic
     """`effects`: (effect row, details) pairs as the recorder queued them."""
     if not effects:
         return
-    ws = Workspace.objects.get(name=workspace)
+    ws = None  # read once a kind has a dispatcher: effects the agents perform themselves need no row
     by_kind: dict[str, list] = defaultdict(list)
     for row, details in effects:
         by_kind[row["kind"]].append((row, details, idempotency_key(workspace, run_number, row["id"])))
@@ -62,4 +62,5 @@ def dispatch_effects(*, workspace: str, run_number: int, effects: list[tuple[dic
         if dispatch is None:
             log.debug("%d %s effects recorded; no dispatcher: the agent performs them", len(by_kind[kind]), kind)
             continue
+        ws = ws or Workspace.objects.get(name=workspace)
         dispatch(ws, run_number, by_kind[kind])

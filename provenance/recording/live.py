@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.db import transaction
-from django.db.models import F
 
-from provenance.graph import contained_view, queries, top_ids
+from provenance.graph import contained_view, pipelined, queries, top_ids
 
 from provenance.recording import quarantine
 from provenance.graph.fact_index import KeyedFactIndex
@@ -59,19 +58,19 @@ class SnapshotRecording:
     def __init__(self, workspace: Workspace, *, sources: dict[str, str] | None = None):
         self.workspace = workspace
         self.graph = workspace_graph(workspace.name)
-        self.sources = dict(workspace.sources.values_list("source_id", "content")) if sources is None else sources
+        self.sources = WorkspaceSources(workspace) if sources is None else sources
         self.root: tuple[str, dict] | None = None
-        self._open()
+        # The row the caller read says which desk run the graph holds: a desk run replacing it before the
+        # commit makes the commit run the recording again (_stale), on a fresh snapshot.
+        self._open(workspace.run_number)
 
-    def _open(self) -> None:
-        self.run_number = Workspace.objects.filter(pk=self.workspace.pk).values_list("run_number", flat=True).get()
+    def _open(self, run_number: int) -> None:
+        self.run_number = run_number
         self.session = _InMemoryRecorder(graph=self.graph, workspace=self.workspace.name, sources=self.sources,
                                 run_number=self.run_number)
         # A flagged source stays out of every recording from the moment of its flag (provenance.recording.quarantine).
         self.session.quarantined = quarantine.held(workspace=self.workspace)
-        top = top_ids.max_ids(self.graph)
-        self.session._loaded_ids = (top.action or 0, top.fact or 0, top.effect or 0)
-        self.session.number_from(*(i + 1 for i in self.session._loaded_ids))
+        self.session.start_above(top_ids.max_ids(self.graph))
         self.first = tuple(self.session.next_ids)
         self.snapshot = self.session.next_seq
         # (A repair applied while it runs is found at commit: _stale.)
@@ -86,28 +85,33 @@ class SnapshotRecording:
     def ops(self) -> int:
         return self.session.ops
 
-    def _stale(self) -> bool:
-        if self.run_number != Workspace.objects.filter(pk=self.workspace.pk).values_list("run_number", flat=True).get():
-            return True  # a desk run replaced the graph the snapshot was taken of
-        return retired_reads(self.graph, self.session.staged, self.first[1]) or read_ended(self.session.staged)
+    def _stale(self, run_number: int) -> bool:
+        """Whether what the recording read has changed under it, as far as Postgres says (a repair that
+        retired a version it read is found by write_records, in the graph)."""
+        return run_number != self.run_number or read_ended(self.session.staged)
 
     def commit(self, *, wait_seconds: int = 600) -> list[int]:
         """Write the recording after everything committed so far; returns its action ids. Waits for a
-        repair that is applying (it holds the graph only that long) rather than failing."""
+        repair that is applying (it holds the graph only that long) rather than failing.
+
+        Postgres: the graph's lock and then one statement that counts the actions into the workspace's
+        row and answers its run number (provenance.recording.services.workspace_lock); a stale recording
+        rolls that back and runs again."""
         from provenance.recording.services import workspace_lock  # the lock's one implementation, beside its users
 
         for _ in range(RERUNS):
             with transaction.atomic():
-                workspace_lock(self.workspace, wait_seconds=wait_seconds)
-                if not self._stale():
-                    ids = self._write()
-                    Workspace.objects.filter(pk=self.workspace.pk).update(action_count=F("action_count") + len(ids))
+                run_number = workspace_lock(self.workspace, wait_seconds=wait_seconds,
+                                            add_actions=len(self.session.staged))
+                ids = None if self._stale(run_number) else self._write()
+                if ids is not None:
                     return ids
-            self._open()  # outside the lock: the agents think again on a fresh snapshot
+                transaction.set_rollback(True)  # nothing written: the count goes back with the transaction
+            self._open(run_number)  # outside the lock: the agents think again on a fresh snapshot
             self.run(*self.root)
         raise StaleRecording(f"workspace {self.workspace.name!r} kept changing under this recording; record it again")
 
-    def _write(self) -> list[int]:
+    def _write(self) -> list[int] | None:
         return write_records(graph=self.graph, workspace=self.workspace.name, run_number=self.run_number,
                              sources=self.sources, records=self.session.staged, first=self.first,
                              snapshot=self.snapshot)
@@ -126,21 +130,44 @@ def read_ended(records: list[ActionRecord]) -> bool:
     return contained_view.ended_since({i for rec in records for r in rec.reads for i in r.contained})
 
 
-def retired_reads(graph, records: list[ActionRecord], first_fact: int) -> bool:
-    """Whether a repair has retired a fact version these records read of their snapshot."""
-    read = sorted({r.fact_id for rec in records for r in rec.reads if r.fact_id is not None and r.fact_id < first_fact})
-    return bool(read) and bool(graph.ro_query(queries.RETIRED_FACTS, {"ids": read}))
+def _commit_reads(graph, base: GraphRecorder, records: list[ActionRecord], fact0: int) -> bool:
+    """What the commit reads of the graph under its lock, in one round trip: the graph's highest ids (the
+    recording is numbered above them), whether a repair retired a version of the snapshot the records
+    read, the versions they read that a flag contained since, and the versions of the keys they write.
+    Fills `base` with them; False when a read version was retired (nothing else is taken)."""
+    read = sorted({r.fact_id for rec in records for r in rec.reads if r.fact_id is not None and r.fact_id < fact0})
+    asked = {"top": top_ids.ask(graph)}
+    if read:
+        asked["retired"] = (queries.RETIRED_FACTS, {"ids": read})
+        asked["marks"] = contained_view.ask_marks(read)
+    heads = base.facts.ask_heads(w["key"] for record in records for w in record.writes)
+    if heads is not None:
+        asked["heads"] = heads
+    answers = dict(zip(asked, pipelined.read(graph, asked.values())))
+    if answers.get("retired"):
+        return False
+    base.start_above(top_ids.answer(graph, asked["top"][1], answers["top"]))
+    base.contained_facts = contained_view.marks_from(answers.get("marks", ()))
+    if heads is not None:
+        base.facts.take_heads(heads[1], answers["heads"])
+    return True
 
 
 def write_records(*, graph, workspace: str, run_number: int, sources, records: list[ActionRecord],
-                  first: tuple[int, int, int], snapshot: float, effect_ids: list | None = None) -> list[int]:
+                  first: tuple[int, int, int], snapshot: float, effect_ids: list | None = None) -> list[int] | None:
     """Number a recording's records after everything committed (under the graph's lock, which the caller
     holds) and write them in one flush; `first`: the provisional ids its actions, facts and effects were
-    numbered from (facts: every own fact id is at or above first[1]); `snapshot`: the seq its reads' snapshot ended at. Returns the final action ids.
-    `effect_ids`, if given, receives each record's final effect ids, in the record's order."""
+    numbered from (facts: every own fact id is at or above first[1]); `snapshot`: the seq its reads' snapshot ended at. Returns the final action ids,
+    or None with nothing written when a repair has retired a version of the snapshot they read.
+    `effect_ids`, if given, receives each record's final effect ids, in the record's order.
+
+    The graph: one round trip of reads (_commit_reads), one of the write (GraphRecorder.flush)."""
     base = GraphRecorder(graph=graph, workspace=workspace, sources=sources, effects="live",
-                            run_number=run_number, load="by_key")
+                            run_number=run_number, load=False)
+    base.facts = KeyedFactIndex(graph)
     _, fact0, _ = first
+    if not _commit_reads(graph, base, records, fact0):
+        return None
     df = base.next_fact - fact0
     if records and min(r.id for r in records) >= base.next_action:
         # Nothing committed over its provisional ids: they stay (an agent over HTTP was told them).
@@ -158,12 +185,6 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
             return r  # of the snapshot: committed ids
         return Read(r.key, r.fact_id + df, final_id.get(r.writer, r.writer), r.contained)
 
-    # Versions it read that a flag contained since (under the graph's lock: no flag meanwhile).
-    base.contained_facts = contained_view.marks_of(graph, (r.fact_id for record in records for r in record.reads
-                                                        if r.fact_id is not None and r.fact_id < fact0))
-
-    # Under the graph's lock: the written keys' versions in one round trip, not one per key.
-    base.facts.prefetch(w["key"] for record in records for w in record.writes)
     ids = []
     try:
         for record in records:
@@ -183,6 +204,23 @@ def write_records(*, graph, workspace: str, run_number: int, sources, records: l
         base.discard()
         raise
     return ids
+
+
+class WorkspaceSources(dict):
+    """A workspace's sources, all read from Postgres the first time an action of the recording ingests
+    one: a root that ingests nothing reads none of them."""
+
+    def __init__(self, ws: Workspace):
+        super().__init__()
+        self._ws, self._read = ws, False
+
+    def __missing__(self, source_id: str) -> str:
+        if not self._read:
+            self._read = True
+            self.update(self._ws.sources.values_list("source_id", "content"))
+            if source_id in self:
+                return self[source_id]
+        raise KeyError(source_id)
 
 
 class LazySources(dict):

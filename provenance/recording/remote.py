@@ -42,7 +42,7 @@ from provenance.agents import registered_names
 from provenance.graph.graph import workspace_graph
 from provenance.models import AgentToken, Recording, Workspace
 from provenance.recording.protocol import CallConflict, dump_record, load_record
-from provenance.recording.live import LazySources, read_ended, retired_reads, write_records
+from provenance.recording.live import LazySources, read_ended, write_records
 from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
 # The session a web process keeps of each open recording (tests reach _cache through this module).
 from provenance.recording.recording_copies import (  # noqa: F401
@@ -295,8 +295,7 @@ def finish_action(*, token: AgentToken, action_id, body) -> dict:
         return answer
     with transaction.atomic():
         row = _locked_row(token, action_id)
-        session = _session(row)
-        return apply_finish(row, session, token=token, action_id=action_id, body=body)
+        return apply_finish(row, None, token=token, action_id=action_id, body=body)
 
 
 def apply_call(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, op: str, body) -> dict:
@@ -311,15 +310,20 @@ def apply_call(row: Recording, session: GraphRecorder, *, token: AgentToken, act
     return answer
 
 
-def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, action_id, body,
+def apply_finish(row: Recording, session: GraphRecorder | None, *, token: AgentToken, action_id, body,
                  save: bool = True) -> dict:
     """Finish the action in the locked recording `row`: saves the row (unless `save` is false: a finish
-    that hands off, staged), or commits the whole recording."""
+    that hands off, staged), or commits the whole recording. `session`: the recording's session, None to
+    build it only if the finish does not commit (the commit writes the recording from its row)."""
     index, record = _open_record(row, token, action_id)
+    commits = not (record.handoffs or row.state["stack"])
+    if session is None and not commits:
+        session = _session(row)  # of the row as it stands, before this finish
     protocol.finish(record, body)
     row.state["records"][index] = dump_record(record)
-    session.commit(record, status="ok", root=record.parent is None, sink=defaultdict(list))
-    session._outgoing.clear()
+    if not commits:
+        session.commit(record, status="ok", root=record.parent is None, sink=defaultdict(list))
+        session._outgoing.clear()
     row.state["stack"].extend([a, p, record.id] for a, p in reversed(record.handoffs))
     row.state["open"] = None
     answer = {"action": record.id, "dhash": record.dhash, "recording": row.pk}
@@ -334,28 +338,28 @@ def apply_finish(row: Recording, session: GraphRecorder, *, token: AgentToken, a
 
 def _commit(row: Recording) -> list[int]:
     """Write the finished recording to the graph, as provenance.recording.live commits an in-process one: all of
-    it or nothing, numbered after everything committed so far."""
-    ws = Workspace.objects.get(pk=row.workspace_id)
-    workspace_lock(ws, wait_seconds=600)  # before the workspace's row; a repair applying is waited for
-    ws = Workspace.objects.select_for_update().get(pk=ws.pk)
+    it or nothing, numbered after everything committed so far. Postgres: the graph's lock with the
+    workspace's count (provenance.recording.services.workspace_lock), then the row closed."""
+    ws = row.workspace  # read with the row (_locked_row); its run number is read again under the lock
     records = [load_record(r) for r in row.state["records"]]
+    # Before the workspace's row: a repair applying is waited for.
+    run_number = workspace_lock(ws, wait_seconds=600, add_actions=len(records))
     base = row.state["base"]
     graph = workspace_graph(ws.name)
-    if (ws.run_number != row.state.get("run_number", ws.run_number) or retired_reads(graph, records, base[1] + 1)
-            or read_ended(records)):
+    made: list[list[int]] = []
+    ids = None
+    if run_number == row.state.get("run_number", run_number) and not read_ended(records):
+        ids = write_records(graph=graph, workspace=ws.name, run_number=run_number, sources=LazySources(ws),
+                            records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
+                            snapshot=_snapshot(row.state), effect_ids=made)
+    if ids is None:  # nothing written
         _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
         raise CallConflict("memory this recording read was repaired (or the desk replaced) while it was open; "
                            "nothing of it was recorded: record the root action again")
-    made: list[list[int]] = []
-    ids = write_records(graph=graph, workspace=ws.name, run_number=ws.run_number, sources=LazySources(ws),
-                        records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
-                        snapshot=_snapshot(row.state), effect_ids=made)
     # The agent's own idempotency key of each effect, by the effect's final id: what a compensation of
     # that effect names when it reaches the team again (effect_keys below).
     row.state["effect_keys"] = {str(made[i][index]): key for i, record in enumerate(records)
                                 for key, index in row.state["keys"].get(str(record.id), {}).items()}
-    ws.action_count += len(records)
-    ws.save(update_fields=["action_count"])
     row.status, row.finished_at = RecordingStatus.COMMITTED, timezone.now()
     row.version += 1
     row.save(update_fields=["status", "finished_at", "version", "state"])

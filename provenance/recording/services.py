@@ -48,25 +48,46 @@ class WorkspaceBusy(DomainError, RuntimeError):
         return {"retry_after": self.retry_after}
 
 
-def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30) -> None:
+def workspace_lock(workspace: Workspace, *, wait_seconds: int = 30, add_actions: int = 0) -> int:
     """Serialise graph writers of one workspace (recording, repairs) until the transaction ends.
-    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy.
+    Waits at most `wait_seconds` for another writer, then refuses with WorkspaceBusy. Returns the
+    workspace's run number as it stands under the lock; `add_actions`: counted into its action_count in
+    the same statement (a commit's bookkeeping: the caller rolls back if it writes nothing after all).
 
     Lock order: this lock first, then the workspace's row (and audit chains). A repair holds this lock
-    and then updates the row; a writer waiting here while holding the row would deadlock with it."""
+    and then updates the row; a writer waiting here while holding the row would deadlock with it.
+
+    Statements: two when the graph is free (the common case: the lock taken without waiting, then the
+    row), four more when it waits (a timeout, and a savepoint so that a caller may go on after
+    WorkspaceBusy). The second is a statement of its own because it must see a debt the last holder
+    committed before it let go (provenance.graph.graph_debts): a statement sees what was committed
+    when it began."""
     with connection.cursor() as cur:
-        cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
-        try:
-            with transaction.atomic():
-                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WORKSPACE_LOCK, workspace.pk])
-        except OperationalError:
-            raise WorkspaceBusy(f"workspace {workspace.name!r} is busy (a repair or another recording is writing "
-                                f"its graph); try again in {WorkspaceBusy.retry_after} s") from None
-        # The lock's last statement also asks whether a failed recording left nodes owed to the graph
-        # (provenance.graph_debts): paid here, before this writer reads the graph's top ids.
-        cur.execute(f"SELECT set_config('lock_timeout', '0', true), {graph_debts.OWED_SQL}", [workspace.name])
-        if cur.fetchone()[1]:
+        cur.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [WORKSPACE_LOCK, workspace.pk])
+        if not cur.fetchone()[0]:
+            cur.execute("SET LOCAL lock_timeout = %s", [f"{int(wait_seconds * 1000)}ms"])
+            try:
+                with transaction.atomic():
+                    cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [WORKSPACE_LOCK, workspace.pk])
+            except OperationalError:
+                raise WorkspaceBusy(f"workspace {workspace.name!r} is busy (a repair or another recording is "
+                                    f"writing its graph); try again in {WorkspaceBusy.retry_after} s") from None
+        # Whether a failed recording left nodes owed to the graph (provenance.graph.graph_debts): paid
+        # here, before this writer reads the graph's top ids.
+        table = Workspace._meta.db_table
+        checks = f"run_number, set_config('lock_timeout', '0', true), {graph_debts.OWED_SQL}"
+        if add_actions:
+            cur.execute(f"UPDATE {table} SET action_count = action_count + %s WHERE id = %s RETURNING {checks}",
+                        [add_actions, workspace.pk, workspace.name])
+        else:
+            cur.execute(f"SELECT {checks} FROM {table} WHERE id = %s", [workspace.name, workspace.pk])
+        found = cur.fetchone()
+        if found is None:
+            raise Workspace.DoesNotExist(f"workspace {workspace.name!r} is gone")
+        run_number, _, owed = found
+        if owed:
             graph_debts.settle(workspace.name)
+    return run_number
 
 
 def settle_owed(*, workspace: Workspace, wait_seconds: int = 30) -> bool:
@@ -214,9 +235,9 @@ def record_root(*, workspace: str, agent: str, payload: str | dict, actor=None) 
     if not isinstance(payload, dict):
         raise MalformedPayload("payload must be a JSON object")
     validation.payload(payload)
-    ping(workspace=ws.name)
     # The agents run on a snapshot holding nothing; only the commit takes the graph's lock, briefly
-    # (provenance.recording.live). A failure before the commit leaves nothing anywhere.
+    # (provenance.recording.live). A failure before the commit leaves nothing anywhere; a graph that is
+    # away fails the snapshot's first read, before any agent runs.
     recording = SnapshotRecording(ws)
     try:
         try:
