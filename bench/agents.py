@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from bench import agents_clients, agents_concurrent, agents_open, agents_thinking, common
+from bench import agents_clients, agents_concurrent, agents_open, agents_thinking, commit_costs, commit_write_forms, common
 from core.db_roles import OWNER_ALIAS, split_roles
 
 ROOTS = {"full": 200, "quick": 15}  # quick: the concurrent rows follow, and the run must stay short
@@ -115,11 +115,12 @@ def _concurrent_keys(admin, count: int) -> list[str]:
 
 
 def run(quick: bool, *, same_workspace: bool = False) -> dict:
+    from django.conf import settings
     from django.contrib.auth import get_user_model
 
     from kintsugi_client import Client
     from provenance.graph.graph import workspace_graph
-    from provenance.models import Workspace
+    from provenance.models import AgentToken, Workspace
     from provenance.access.onboarding import issue_agent_token, register_agent
     from provenance.recording.recorder import GraphRecorder
     from provenance.recording.services import record_root
@@ -137,7 +138,7 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     for agent in [*REMOTE, *(a for names in agents_clients.AGENTS.values() for a in names)]:
         register_agent(workspace=http_ws, name=agent, replay="http://127.0.0.1:9/replay", actor=admin,
                        reason="bench", via="cli")
-    _, key = issue_agent_token(workspace=http_ws, label="bench", actor=admin, reason="bench", via="cli")
+    token, key = issue_agent_token(workspace=http_ws, label="bench", actor=admin, reason="bench", via="cli")
 
     rows, out = [], {"roots": roots, "ops": roots * OPS_PER_ROOT}
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -192,6 +193,14 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=20)
+    # Counted in this process, through the services the API calls, after the timings (its roots land in
+    # the HTTP workspace the rows above counted).
+    costs = commit_costs.per_root(AgentToken.objects.select_related("workspace").get(pk=token.pk),
+                                  workspace=names["record_root"], writer="bench_remote_writer",
+                                  reader="bench_remote_reader", local_writer="bench_local_writer",
+                                  falkordb_url=settings.FALKORDB_URL)
+    out["costs"] = {phase: {"statements": c.statements, "round_trips": c.round_trips} for phase, c in costs.items()}
+    out["write_forms"] = commit_write_forms.run(quick)
 
     base = out["ops"] / out["record_root_s"]
     for label, key_s in (("in-process, one session", "session_s"), ("in-process, record_root", "record_root_s"),
@@ -234,4 +243,9 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
                  ["per_call: a request per call; calls: open, one read, the thinking, then the rest in one "
                   "POST …/actions/{id}/calls/ per action", "target: all committed within 2 s"])
     agents_open.report(out["open_root"])
+    common.table("what one root costs, phase by phase (the root of the rows above, counted in-process)",
+                 ["phase", "Postgres statements", "FalkorDB round trips"], commit_costs.report(costs),
+                 ["open, staged call: the most any of a root's two opens and six staged calls cost; HTTP root: all "
+                  "ten calls; counted through the services the API calls, without the entrance's own (its token's "
+                  "look-up)", "a round trip: one send to FalkorDB (a pipeline or a script is one)"])
     return out

@@ -46,10 +46,12 @@ def read(graph: Graph, queries: Iterable[tuple[str, dict | None]]) -> list[list[
     return out
 
 
-def write(graph: Graph, cypher: str, params: dict | None, *, through_action: int | None) -> None:
+def write(graph: Graph, cypher: str, params: dict | None, *, through_action: int | None) -> float:
     """One write and its stamp in one round trip. `through_action`: the highest action id it appends
     (everything it adds hangs off actions above the stamp's hwm), the stamp's new hwm; None for a write
-    that may change existing nodes or edges, which gives the graph a new epoch whether or not it lands."""
+    that may change existing nodes or edges, which gives the graph a new epoch whether or not it lands.
+    Returns FalkorDB's own execution time of the query, ms."""
+    from falkordb.query_result import QueryResult
     from redis.exceptions import ResponseError
 
     graph._ensure_schema()
@@ -73,3 +75,4 @@ def write(graph: Graph, cypher: str, params: dict | None, *, through_action: int
             except GraphUnavailable:
                 pass  # the mirrors' own guard holds (provenance.graph.mirror)
         raise failed
+    return QueryResult(graph._graph, reply).run_time_ms
