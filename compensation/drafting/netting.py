@@ -35,6 +35,8 @@ class PlannedItem:
     effects: list[dict] = field(default_factory=list)  # RepairEffect-shaped dicts: effect_id, role, kind, ...
     situation: str = ""  # what the email has to explain
     netting: dict = field(default_factory=dict)
+    # The per-ticket messages one customer's message stands for (compensation.drafting.grouping); empty otherwise.
+    sections: list["PlannedItem"] = field(default_factory=list)
 
     @property
     def compensates(self) -> bool:
