@@ -15,7 +15,7 @@ and `$explanation` becomes a numbered entry per ticket (the customer's own subje
 cost, never a ticket id), each with its correction and its corrected answer; `$corrected_answer` is
 then empty (each answer is in its entry), and `$refunded`, `$kept` and `$back` are the totals per
 currency. A section whose money item a reviewer rejected (`money_refused`) says the refund stays as it
-is: the message says only what actually happens (compensation.review.grouped_messages re-renders it).
+is: the message says only what actually happens (compensation.delivery.grouped_messages rewrites it).
 
 Money is written in the customer's locale (`facts["locale"]`: the ticket's, else the workspace's, else
 KINTSUGI_MESSAGE_LOCALE), e.g. 1.234,50 € for de_DE: core.money.format_money.

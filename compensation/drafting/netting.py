@@ -11,6 +11,8 @@ Netting, per ticket of an incident:
   corrected answer (compensation.drafting.customer_message), never a correction and a second message.
 - replacement emails of tickets with nothing invalidated to correct stay `replacement_email` items;
   replacement refunds without anything invalidated stay `replacement_refund`.
+- a customer with messages on several tickets still gets ONE message: compensation.drafting.grouping
+  merges them after this per-ticket netting (money items stay per ticket).
 - effects of any other kind (compensation.drafting.effect_kinds: kinds registered without netting, and kinds
   nobody registered, which fall back to a manual compensation) become one item each, carrying the effect.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.functional import cached_property
 
@@ -275,15 +276,17 @@ def cases(*, user, incident: Incident | None = None, status: str | None = None) 
 def case(*, user, incident_id: int, ticket: str) -> Case | None:
     """One case, if `user` may see it, with its ticket's before → after and its items' edits; None
     otherwise (as for a case that does not exist)."""
-    items = list(tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
-                 .filter(incident_id=incident_id, ticket_id=ticket).select_related("incident", "decided_by", "delivery")
-                 .defer("incident__plan", "incident__verification"))
+    # With, in the same query, the customer's one message about several tickets when another case holds it.
+    rows = list(tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
+                .filter(Q(ticket_id=ticket) | Q(kind__in=list(kinds.MESSAGES), facts__tickets__contains=[ticket]),
+                        incident_id=incident_id)
+                .select_related("incident", "decided_by", "delivery").defer("incident__plan", "incident__verification")
+                .order_by("pk"))
+    items = [i for i in rows if i.ticket_id == ticket]
     if not items:
         return None
     found = _build(items)[0]
-    found.message_elsewhere = list(
-        CompensationItem.objects.filter(incident_id=incident_id, kind__in=kinds.MESSAGES, facts__tickets__contains=[ticket])
-        .exclude(ticket_id=ticket).order_by("pk"))
+    found.message_elsewhere = [i for i in rows if i.ticket_id != ticket]
     diffs = edit_diffs(items)
     for entry in found.items:
         entry.edits = diffs.get(entry.item.pk, [])

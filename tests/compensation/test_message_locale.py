@@ -86,3 +86,19 @@ def test_the_workspace_and_the_ticket_choose_how_money_is_written(canonical):
     assert reversal.draft["amount_cents"] == 5500  # stored money stays integer cents
     # The drafted items of the incident keep the locale they were written in.
     assert incident.compensation_items.get(kind=K.CORRECTION_EMAIL, ticket_id="t04").facts["locale"] == "en_US"
+
+
+@pytest.mark.django_db
+def test_the_lead_sets_the_locale_on_the_template_page(canonical, client):
+    ws, people = canonical.incident.workspace, canonical.people
+    url = f"/admin/compensation/messagetemplate/workspace/{ws.pk}/"
+    client.force_login(people.lead)
+    page = client.get(url).content.decode()
+    assert 'id="locale-form"' in page and "€1,234.50" in page  # the deployment's en_US, shown as a sample
+    client.post(url, {"step": "locale", "locale": "de_DE", "reason": "German customers"})
+    ws.refresh_from_db()
+    assert ws.message_locale == "de_DE" and "1.234,50\xa0€" in client.get(url).content.decode()
+    client.force_login(people.reviewer)  # a reviewer may not: refused, nothing changes
+    client.post(url, {"step": "locale", "locale": "fr_FR", "reason": "x"})
+    ws.refresh_from_db()
+    assert ws.message_locale == "de_DE"
