@@ -264,9 +264,15 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
             trail.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
         superseded, planned, carried_paths = planned_items(incident=incident, effects=effects, lock=True)
         existing = set(items.values_list("draft_key", flat=True))
+        # An item whose every effect an item of this incident already holds is drafted already, under
+        # another grouping (a customer's tickets grouped otherwise since: a ticket that arrived, an
+        # address that changed): drafting it again would send the customer a second message.
+        held = set(CompensationItem.effects.through.objects.filter(compensationitem__in=items)
+                   .values_list("repaireffect_id", flat=True))
         # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
         # wait only for the short write part.
-        drafted = draft_planned(planned=[p for p in planned if draft_key(incident, p) not in existing],
+        drafted = draft_planned(planned=[p for p in planned if draft_key(incident, p) not in existing
+                                         and not (p.effects and all(e["repair_effect"] in held for e in p.effects))],
                                 incident=incident)
         # Loaded once: building each item's path from a fresh query made drafting quadratic.
         index = _outcome_index(incident, part_tickets) if drafted else None

@@ -15,7 +15,8 @@ grouped: each still moves against its own ticket's payment.
 Idempotent like the rest of drafting: the grouped item's draft key is its lead ticket and every effect
 id it carries, so drafting again (after a crash, a catch-up, a second worker) finds it. Drafting parts
 are split by customer (compensation.drafting.drafts), so one customer's tickets are always drafted
-together. Limits: a ticket added to the workspace after its item was drafted is not merged into an
+together; and drafting skips an item whose every effect is already held, so tickets grouped otherwise
+since (an address changed) never make a second message. Limits: a ticket added to the workspace after its item was drafted is not merged into an
 existing message of the same customer (its own message stays); a message a person already decided
 is never merged again.
 """

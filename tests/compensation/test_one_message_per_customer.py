@@ -115,6 +115,19 @@ def test_drafting_again_whole_or_in_parts_after_a_crash_adds_nothing(desk):
     assert set(incident.compensation_items.values_list("draft_key", flat=True)) == keys
 
 
+def test_a_customer_grouped_otherwise_since_gets_no_second_message(desk):
+    """A ticket whose address changed after drafting regroups the plan (new draft keys: red case), yet
+    drafting again adds nothing: every effect is already held by an item of the incident."""
+    incident = desk.incident
+    Ticket.objects.filter(workspace=incident.workspace, ticket_id="t07").update(customer_email="someone@else.example")
+    effects = [_effect_dict(e) for e in incident.effects.all()]
+    _, planned, _ = planned_items(incident=incident, effects=effects, lock=False)
+    keys = set(incident.compensation_items.values_list("draft_key", flat=True))
+    new = [p for p in planned if draft_key(incident, p) not in keys]
+    assert sorted(p.ticket for p in new) == ["t05", "t07"]  # {t05, t06} and t07 alone: keys never drafted
+    assert draft_compensations(incident=incident) == 8 and incident.compensation_items.count() == 8
+
+
 def test_a_rejected_reversal_rewrites_the_message_to_say_only_what_happens(desk):
     incident, message, reviewer = desk.incident, desk.message, desk.people.reviewer
     t06 = incident.compensation_items.get(kind=K.REFUND_REVERSAL, ticket_id="t06")
