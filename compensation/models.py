@@ -6,7 +6,8 @@ Kinds of item (what `review_queue` lists as "kind"):
   are netted into this one item for the difference (a full refund that should have been partial).
 - `correction_email`: a customer email that already left on a now-invalid decision; executing it sends
   the correction. When the ticket's refund was netted, the replacement confirmation is folded into it:
-  one email that explains the difference.
+  one email that explains the difference. A customer with several tickets in the incident gets one
+  for all of them, on their first ticket (compensation.drafting.grouping; `facts["tickets"]`).
 - `replacement_refund` / `replacement_email`: effects the repair itself produced (re-runs, new actions).
   They were held, never sent, and wait for approval in the same queue.
 - `manual_compensation`: an effect of a kind kintsugi cannot undo or perform (one nobody registered in

@@ -22,7 +22,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from compensation.delivery import approval, deliveries, gates, sequencing
+from compensation.delivery import approval, deliveries, gates, grouped_messages, sequencing
 from compensation.delivery.connectors import TemporaryFailure, connector
 from core.audit import trail
 from core.vocabulary import AuditAction, Via
@@ -53,6 +53,13 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
             # Changed after its approval: what would leave is not what a person approved.
             trail.lock_chain(item.incident.workspace_id)
             approval.void(item, via=via, actor=actor)
+            return item
+        if grouped_messages.stale(item):
+            # A customer's message about several tickets whose money was decided otherwise since its
+            # approval: written again (and reopened), never sent in the older words.
+            trail.lock_chain(item.incident.workspace_id)
+            grouped_messages.rewrite(item, via=via, actor=actor,
+                                     reason="a money item it explains was decided since: written again before sending")
             return item
         if sequencing.waits_for(item) is not None:
             # An email that explains a money item still undecided: approving that item enqueues it again.

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compensation.drafting import customers, effect_kinds, kinds, templates
-from compensation.delivery import gates, sequencing
+from compensation.delivery import gates, grouped_messages, sequencing
 from compensation.delivery.approval import content_hash
 from core.audit import trail
 from core.broker import send
@@ -235,8 +235,13 @@ def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None
     """After a money item is rejected: its emails say something that will not happen now. Pending ones
     are marked; approved ones still held are reopened, so none waits for an approval that cannot come."""
     problem = sequencing.rejection_problem(money)
+    # A customer's one message about several tickets is written again to say only what happens now.
+    rewritten = grouped_messages.rewrite_for(money, actor=actor, via=via, reason=f"{problem.split(':')[0]}: the "
+                                             f"customer's message now says that ticket's refund stays as it is")
     for email in (sequencing.explaining_emails(money).select_for_update()
-                  .filter(status__in=(St.PENDING, St.APPROVED), executed_at__isnull=True)):
+                  .filter(status__in=(St.PENDING, St.APPROVED), executed_at__isnull=True).exclude(pk__in=rewritten)):
+        if sequencing.grouped_tickets(email) and not email.edited:
+            continue  # kintsugi's own grouped text, already saying what happens: nothing to mark
         fields = dict(valid=False, problems=[*email.problems, problem])
         if email.status == St.APPROVED:
             # Its execution key stays: approved again later, it is still sent at most once.

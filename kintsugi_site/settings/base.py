@@ -287,6 +287,9 @@ KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
 # seconds is long enough to catch a wrong click from the toast and short enough that money still moves
 # at once as far as a customer can tell.
 KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=10)
+# How money is written in customer messages (a babel locale) when neither the ticket nor the workspace
+# names one: compensation.drafting.customers.message_locale.
+KINTSUGI_MESSAGE_LOCALE = env("KINTSUGI_MESSAGE_LOCALE", default="en_US")
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")
