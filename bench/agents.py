@@ -209,8 +209,9 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
                   f"uvicorn workers on loopback", "HTTP protocol is the Python client library (kintsugi_client.Desk) "
                   "with plain agent functions, call by call (Client(buffer=0)); background batching holds set and "
                   "handoff back and sends them with the next call that needs an answer (7 requests per root); the "
-                  "framework rows run the same writer and reader through their "
-                  "integrations; set+get roots are one action that sets a fact and reads it back (2 ops)",
+                  "framework and TypeScript rows run the same writer and reader through their integrations and "
+                  "in Node, each call by call and batching; set+get roots are one action that sets a fact and "
+                  "reads it back (2 ops)",
                   *client_notes, "server CPU ms/op: the web workers' CPU seconds over the row (/proc/<pid>/stat of "
                   "gunicorn's workers) per op; in-process rows: the recording process's own CPU per op",
                   f"load average {common.load_avg()}"])
