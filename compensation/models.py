@@ -260,3 +260,4 @@ class ReviewPolicy(models.Model):
 # Delivery (connectors, each item's way out and its attempts) keeps its models in a module of its own.
 from compensation.delivery_models import Delivery, DeliveryAttempt, ProviderEvent, WorkspaceConnector  # noqa: E402,F401
 from compensation.template_models import MessageTemplate  # noqa: E402,F401
+from compensation.notice_models import ReviewNotice  # noqa: E402,F401

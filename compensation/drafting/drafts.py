@@ -20,7 +20,7 @@ from core.audit import trail
 from compensation.drafting.customers import ticket_facts, workspace_locale
 from compensation.drafting.kinds import MONEY, spec as kinds_spec
 from compensation.drafting.netting import PlannedItem, plan_items
-from compensation.models import CompensationItem
+from compensation.models import CompensationItem, ReviewNotice
 from compensation.drafting.transitions import set_status as _set_status
 from compensation.drafting.validation import validate_draft
 from core import locks
@@ -297,6 +297,10 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                 valid=not d.problems, problems=d.problems,
             ))
         copy_create(new_items, with_ids=True)  # COPY, not INSERT: see core.bulk
+        if new_items:
+            # The reviewers are owed a notice from the commit of the first items on (compensation.notices):
+            # written here, in the items' own transaction, it cannot be lost to a broker that refuses its task.
+            ReviewNotice.objects.bulk_create([ReviewNotice(incident=incident)], ignore_conflicts=True)
         copy_rows(CompensationItem.effects.through, ({"compensationitem_id": item.pk, "repaireffect_id": e["repair_effect"]}
                                                      for item, d in zip(new_items, drafted) for e in d.planned.effects))
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)

@@ -218,6 +218,9 @@ CELERY_BEAT_SCHEDULE = {
     "heal-outages": {"task": "repairs.tasks.heal_outages_task", "schedule": KINTSUGI_SWEEP_SECONDS,
                      # A sweep that waited behind an outage is stale by the next one: never let them pile up.
                      "options": {"expires": KINTSUGI_SWEEP_SECONDS}},
+    # Review notices still owed (compensation.notices): their task was refused by the broker, or lost.
+    "review-notices": {"task": "compensation.tasks.send_owed_notices", "schedule": KINTSUGI_SWEEP_SECONDS,
+                       "options": {"expires": KINTSUGI_SWEEP_SECONDS}},
 }
 # Beat's record of when each entry last ran lives with the rest of the local state, not in the checkout.
 CELERY_BEAT_SCHEDULE_FILENAME = env("KINTSUGI_BEAT_SCHEDULE_FILE", default=str(
