@@ -9,7 +9,8 @@ Execution then runs in three steps:
    (compensation.delivery.deliveries: Stripe, SMTP, a signed webhook, the team's agent, or the demo's sandbox
    ledger, outbox and manual record: compensation.delivery.connectors); each connector is safe to repeat with
    the key, and adds to the `item.executed` row what it alone knows (the manual record: what a person did);
-   an item still in its undo window waits, and one whose content no longer matches the hash stored at
+   an item still in its undo window waits (an email also while the approval of the money item it explains
+   may still be undone), and one whose content no longer matches the hash stored at
    its approval is not executed: the approval is void and the item is pending again
    (compensation.delivery.approval);
 3. lock the item again and mark it executed (once: a concurrent or repeated run finds it executed).
@@ -60,6 +61,10 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
         if not outdated and sequencing.waits_for(item) is not None:
             # An email that explains a money item still undecided: approving that item enqueues it again.
             return item
+        if not outdated and _undoable(item) is not None:
+            # And one whose money item's approval may still be taken back: the approval enqueued the email
+            # with the undo window as its countdown, so it comes again once the window has closed.
+            return item
         if not outdated:
             item.execution_attempts += 1
             item.save(update_fields=["execution_attempts", "updated_at"])
@@ -83,6 +88,13 @@ def execute_item(*, item_id: int, via: str = Via.WORKER, actor=None) -> Compensa
                      from_status=St.APPROVED, to_status=St.EXECUTED,
                      data={"idempotency_key": item.execution_key, "attempts": item.execution_attempts, **outcome})
     return item
+
+
+def _undoable(item: CompensationItem) -> CompensationItem | None:
+    """An approved money item `item` (an email) explains whose approval can still be undone: sent now, the
+    email would announce money that an undo and a rejection then keep from moving."""
+    return next((m for m in sequencing.explained_items(item) if m.status == St.APPROVED and approval.in_undo_window(m)),
+                None)
 
 
 def _put_right(*, item_id: int, via: str, actor) -> CompensationItem:
