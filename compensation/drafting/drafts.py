@@ -118,7 +118,8 @@ def _planned_facts(planned: PlannedItem, tickets: dict, incident: Incident, loca
     for s in planned.sections:
         facts = _facts(s, tickets.get(s.ticket), incident, locale)
         sections.append((facts, grouping.section_facts(s, facts, tickets.get(s.ticket))))
-    return {**grouping.grouped_facts(planned, sections), "source": incident.source_id}
+    return {**grouping.grouped_facts(planned, sections), "source": incident.source_id,
+            "locale": grouping.customer_locale([tickets.get(s.ticket) for s in planned.sections], locale)}
 
 
 def _model_request(planned: PlannedItem, facts: dict, template=None) -> tuple[ModelTask, dict] | None:

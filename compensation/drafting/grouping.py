@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from compensation.drafting.netting import PlannedItem
+from core.money import locale_name
 from core.vocabulary import ItemKind as K
 from provenance.models import Ticket
 
@@ -100,6 +101,13 @@ def grouped_facts(planned: PlannedItem, sections: list[tuple[dict, dict]]) -> di
                           default=None),
     })
     return facts
+
+
+def customer_locale(tickets, fallback: str) -> str:
+    """The locale a customer's one message writes money in: that of the first of their tickets (in the
+    message's order) that names one, else `fallback` (the workspace's). Not the lead ticket's alone: a
+    customer whose locale only a later ticket names would read every amount the workspace's way."""
+    return next((locale_name(t.locale) for t in tickets if t is not None and t.locale), fallback)
 
 
 def is_grouped(facts: dict) -> bool:

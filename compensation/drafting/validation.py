@@ -117,9 +117,13 @@ def text_problems(text: str, *, field: str, facts: dict) -> list[str]:
 def _limits(facts: dict) -> dict[str, int | None]:
     """The most the text may name, per currency it may name: what the customer paid (or, refunded more
     than once, what left in total: a figure of the repair's own). A customer's message about several
-    tickets (compensation.drafting.grouping) may name each ticket's, in each ticket's currency."""
+    tickets (compensation.drafting.grouping) may name what their tickets in each currency paid together:
+    a template's `$back` or `$refunded` is the total per currency (compensation.drafting.customer_message),
+    and bounded by the largest ticket alone, any customer with two tickets in one currency got a message
+    nobody could approve."""
+    sections = facts.get("sections") or ()
     out: dict[str, int | None] = {}
-    for part in [facts, *(facts.get("sections") or ())]:
+    for part in sections if len(sections) > 1 else [facts]:
         code = part.get("currency") or facts.get("currency") or "USD"
         limit = part.get("paid_cents")
         if limit is not None and (part.get("refunded_cents") or 0) > limit:
@@ -127,7 +131,7 @@ def _limits(facts: dict) -> dict[str, int | None]:
         if code not in out:
             out[code] = limit
         elif out[code] is not None:  # an unknown payment (no ticket) bounds nothing, as for one ticket
-            out[code] = None if limit is None else max(out[code], limit)
+            out[code] = None if limit is None else out[code] + limit
     return out
 
 
