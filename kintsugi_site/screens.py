@@ -308,8 +308,18 @@ EMAIL_SCREENS = {"compensation_compensationitem_case": "#case-messages .message-
                  "compensation_compensationitem_cases_bulk": "#bulk-messages .message-body"}
 
 
+# A stylesheet the page links that did not load (a 404, or text served as HTML): an unstyled page has
+# nothing wide and nothing overlapping, so the measures above would pass it.
+UNSTYLED = """() => [...document.querySelectorAll('link[rel=stylesheet]')]
+  .filter(l => { try { return !l.sheet || l.sheet.cssRules.length === 0; } catch (e) { return false; } })
+  .map(l => l.getAttribute('href'))"""
+
+
 def problems(page, screen: Screen) -> list[str]:
     """What is wrong with the screen open in `page` (empty: nothing)."""
+    missing = page.evaluate(UNSTYLED)
+    if missing:
+        return [f"unstyled: {', '.join(missing[:3])} did not load"]
     found = page.evaluate(MEASURE)
     out = [f"{found['overflow']} px wider than the window"
            + (f" ({', '.join(found['wide'])} past its edge)" if found["wide"] else "")] if found["overflow"] > 1 else []
