@@ -89,6 +89,68 @@ def amount_of(text: str, currency: str, locale: str = LOCALE) -> Decimal:
         return -value if negative else value
 
 
+class InexactAmount(ValueError):
+    """An amount of hundredths that the currency cannot carry exactly (¥1,234.50: yen have no minor
+    unit). Money is never rounded on its way out: the item is refused for a person to correct."""
+
+
+def exact_in_currency(cents: int, currency: str) -> bool:
+    """Whether `cents` is a whole number of the currency's own smallest unit (babel's digits, those
+    format_money writes): 123500 JPY is ¥1,235 exactly, 123450 JPY is not (format_money shows ¥1,235)."""
+    digits = min(get_currency_precision((currency or "").upper()), 2)
+    return cents % 10 ** (2 - digits) == 0
+
+
+def inexact_problem(cents: int, currency: str) -> str | None:
+    """The reviewer's words for an amount exact_in_currency refuses, or None when it is exact."""
+    if exact_in_currency(cents, currency):
+        return None
+    code = (currency or "").upper()
+    unit = "whole units" if get_currency_precision(code) == 0 else "tenths"
+    return (f"{input_amount(cents)} {code} cannot be paid exactly: {code} is counted in {unit} "
+            f"(it would read {format_money(cents, code)})")
+
+
+# Stripe's `amount` counts the currency's smallest unit as Stripe defines it, which is ISO's (and babel's)
+# except where its docs say otherwise: https://docs.stripe.com/currencies ("Minor units in API amounts",
+# "Zero-decimal", "Three-decimal", "Special cases"). Babel agrees on every code of these two lists.
+STRIPE_ZERO_DECIMAL = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
+# Stripe requires the last digit of a three-decimal amount to be 0: hundredths ×10 always end in 0.
+STRIPE_THREE_DECIMAL = frozenset("BHD JOD KWD OMR TND".split())
+# Every other currency is two-decimal to Stripe ("unless otherwise noted"), even where ISO/babel count
+# none (ISK, IQD, LAK, ...: Stripe takes ISK as hundredths divisible by 100) or three (LYD): those
+# amounts go as hundredths, and exact_in_currency keeps them whole where babel says the unit is whole.
+
+
+def minor_units(cents: int, currency: str) -> int:
+    """kintsugi's hundredths of `currency` as Stripe's `amount`: 123500 JPY → 1235 (¥1,235), 7500 USD →
+    7500 ($75.00), 1230 KWD → 12300 (KWD 12.300). InexactAmount when the currency cannot carry the
+    amount exactly (123450 JPY, ¥1,234.50), so nothing is sent rounded."""
+    if isinstance(cents, bool) or not isinstance(cents, int):
+        raise TypeError(f"money is an integer number of cents, not {type(cents).__name__}")
+    code = (currency or "").upper()
+    problem = inexact_problem(cents, code)
+    if problem or (code in STRIPE_ZERO_DECIMAL and cents % 100):
+        raise InexactAmount(problem or f"{input_amount(cents)} {code} is not a whole amount of {code}")
+    if code in STRIPE_ZERO_DECIMAL:
+        return cents // 100
+    if code in STRIPE_THREE_DECIMAL:
+        return cents * 10
+    return cents
+
+
+def cents_of_minor_units(amount: int, currency: str) -> int:
+    """Stripe's `amount` in `currency` as kintsugi's hundredths (minor_units' inverse); InexactAmount for
+    a three-decimal amount with a thousandth (KWD 12.345), which hundredths cannot hold."""
+    code = (currency or "").upper()
+    if code in STRIPE_ZERO_DECIMAL:
+        return amount * 100
+    if code in STRIPE_THREE_DECIMAL:
+        if amount % 10:
+            raise InexactAmount(f"{amount} thousandths of {code} is not a whole number of hundredths")
+        return amount // 10
+    return amount
+
 
 def format_totals(totals: dict[str, int] | list[dict], *, empty: str = "no money") -> str:
     """Totals per currency as one line: `{"EUR": 500, "USD": 7500}` → "€5.00, $75.00"; also takes the

@@ -3,7 +3,8 @@
 A draft is untrusted text. It may be approved only when every check passes:
 - the recipient is exactly the ticket's customer;
 - money: never above what the customer paid, never above what the netting allows, never zero or
-  negative, in the ticket's currency; amounts written in the text obey the same limits;
+  negative, in the ticket's currency, a whole number of that currency's smallest unit (no fractional
+  yen); amounts written in the text obey the same limits;
 - the payment reference is the ticket's own;
 - no markup, no script-capable URL schemes (javascript:, data:, vbscript:, file:), and no link, domain or
   email address that does not appear in the ticket itself;
@@ -18,7 +19,7 @@ import re
 from compensation.drafting.kinds import ITEM_KINDS
 from babel.numbers import NumberFormatError, get_currency_precision, parse_decimal
 
-from core.money import LOCALE, format_money, locale_name
+from core.money import LOCALE, format_money, inexact_problem, locale_name
 
 MAX_SUBJECT = 200
 MAX_BODY = 4000
@@ -162,6 +163,10 @@ def _money_problems(draft: dict, facts: dict) -> list[str]:
         return ["amount: not an amount of money"]
     if amount <= 0:
         problems.append("amount: must be more than zero")
+    # A reviewer reads the amount in the currency's own digits (¥1,235 for 123450) and a payment provider
+    # takes it in them: an amount between two of its units is refused here, where a person can correct it.
+    if problem := inexact_problem(amount, currency or ""):
+        problems.append(f"amount: {problem}")
     paid = facts.get("paid_cents")
     if paid is not None and amount > paid:
         problems.append(f"amount: {format_money(amount, currency)} is above the {format_money(paid, currency)} "
