@@ -57,6 +57,28 @@ def _session(row: Recording) -> GraphRecorder:
     return session
 
 
+def caught_up(session: GraphRecorder, old: dict, new: dict) -> bool:
+    """Bring `session`, built from the recording's state `old`, to its later state `new` when `new` only
+    adds to `old` (calls of the open action, actions finished after those it holds): the actions finished
+    since are committed to it, as _session commits them all. False: `new` is not such a state, rebuild.
+    What another web process staged is most often a call or two of the open action, which the session
+    does not hold (its action's record is in the state): then nothing is read from the graph."""
+    held = [data["id"] for data in old["records"] if data["dhash"] is not None]
+    finished = [data for data in new["records"] if data["dhash"] is not None]
+    if [data["id"] for data in finished[:len(held)]] != held or old["base"] != new["base"] or \
+            _snapshot(old) != _snapshot(new):
+        return False
+    added = [load_record(data) for data in finished[len(held):]]
+    if added:
+        session.facts.prefetch(w["key"] for record in added for w in record.writes)
+        scratch: defaultdict[str, list] = defaultdict(list)
+        for record in added:
+            session.commit(record, status="ok", root=record.parent is None, sink=scratch)
+        session._outgoing.clear()
+    session.next_action, session.next_seq = new["next_action"], new["next_seq"]
+    return True
+
+
 def _remember(row: Recording, session: GraphRecorder) -> None:
     with _cache_lock:
         _cache[row.pk] = (row.version, session, row)

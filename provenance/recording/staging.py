@@ -47,15 +47,17 @@ local staged = redis.call('HMGET', KEYS[1], 'v', 's', 't')
 if staged[1] then redis.call('HSET', KEYS[1], 'f', ARGV[1]) end
 return staged
 """
-# KEYS[1]; ARGV: version, state, fence token, TTL. Writes the state unless a newer one is there; lowers
-# the fence only if it is this writer's. (`t` is a staged call's: the row keeps its own touched_at.)
+# KEYS[1], and KEYS[2] the open action's index key when one is open; ARGV: version, state, fence token,
+# TTL, the row's touched_at, the hash's name (the index's value). Writes the state (and the row's touched_at,
+# `r`) unless a newer one is there; lowers the fence only if it is this writer's. (`t` is a staged call's.)
 RELEASE = """
 local v = redis.call('HGET', KEYS[1], 'v')
 if not v or tonumber(ARGV[1]) >= tonumber(v) then
-  redis.call('HSET', KEYS[1], 'v', ARGV[1], 's', ARGV[2])
+  redis.call('HSET', KEYS[1], 'v', ARGV[1], 's', ARGV[2], 'r', ARGV[5])
 end
 if ARGV[3] == '' or redis.call('HGET', KEYS[1], 'f') == ARGV[3] then redis.call('HDEL', KEYS[1], 'f') end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[4]) end
 return 1
 """
 WRITTEN, STALE, FENCED, IDLE = 1, 0, -1, -2
@@ -69,6 +71,15 @@ class Staged(NamedTuple):
     version: int
     state: dict
     touched: float
+    row_touched: float | None = None  # the row's touched_at when its writer published this state
+
+
+class Located(NamedTuple):
+    """An open recording found by one of its actions' ids, as staged: what a web process holding no copy
+    of it needs to rebuild one (provenance.recording.remote)."""
+
+    pk: int
+    staged: Staged
 
 
 def _redis():
@@ -83,10 +94,20 @@ def _redis():
         return _client
 
 
+def _prefix() -> str:
+    return settings.CACHES["default"].get("KEY_PREFIX", "")
+
+
 def _key(row) -> str:
     # The row's id and the staging id its state was given when it opened: a key no other recording (of
     # another database that reused the id) can hold.
-    return f"{settings.CACHES['default'].get('KEY_PREFIX', '')}:recording:{row.pk}:{row.state.get('staged')}"
+    return f"{_prefix()}:recording:{row.pk}:{row.state.get('staged')}"
+
+
+def _action_key(workspace_id: int, action_id: int) -> str:
+    # Which recording holds an action: written when the action opens, so that a web process that holds
+    # no copy of the recording (its calls reach the other workers too) finds what is staged of it.
+    return f"{_prefix()}:recording-action:{workspace_id}:{action_id}"
 
 
 def _ttl() -> int:
@@ -102,10 +123,26 @@ def stage(row, *, version: int, state: dict) -> int:
 
 def read(row) -> Staged | None:
     """What is staged, without a fence (None: nothing, or a writer holds the row)."""
-    v, s, t, f = _redis().hmget(_key(row), "v", "s", "t", "f")
+    return _read(_key(row))
+
+
+def _read(key: str) -> Staged | None:
+    v, s, t, f, r = _redis().hmget(key, "v", "s", "t", "f", "r")
     if v is None or f is not None:
         return None
-    return Staged(int(v), json.loads(s), float(t or 0))
+    return Staged(int(v), json.loads(s), float(t or 0), float(r) if r is not None else None)
+
+
+def locate(workspace_id: int, action_id: int) -> Located | None:
+    """The open recording holding `action_id` in the workspace and what is staged of it, found without
+    Postgres; None: not known here, or a writer holds it (the row, under its lock, answers)."""
+    name = _redis().get(_action_key(workspace_id, action_id))
+    if name is None:
+        return None
+    staged = _read(name.decode())
+    if staged is None or staged.row_touched is None:
+        return None
+    return Located(int(name.decode().rsplit(":", 2)[1]), staged)
 
 
 def claim(row) -> tuple[str, Staged | None]:
@@ -117,14 +154,18 @@ def claim(row) -> tuple[str, Staged | None]:
 
 
 def release(row, *, version: int, state: dict, token: str = "") -> None:
-    """After the row's transaction committed: publish what it wrote and lower this writer's fence."""
+    """After the row's transaction committed: publish what it wrote and lower this writer's fence; the
+    open action, if one is, is indexed (locate)."""
     _redis()
-    _scripts["release"](keys=[_key(row)], args=[version, json.dumps(state), token, _ttl()])
+    key = _key(row)
+    index = [_action_key(row.workspace_id, state["open"])] if state.get("open") is not None else []
+    _scripts["release"](keys=[key, *index], args=[version, json.dumps(state), token, _ttl(),
+                                                  row.touched_at.timestamp(), key])
 
 
 def drop(row) -> None:
     """The recording is closed (committed, abandoned, expired): nothing of it is staged any more."""
-    _redis().delete(_key(row))
+    _redis().delete(_key(row), *(_action_key(row.workspace_id, r["id"]) for r in row.state.get("records", ())))
 
 
 def touched(row) -> float | None:

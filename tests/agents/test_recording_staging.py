@@ -71,3 +71,58 @@ def test_a_locked_call_locks_its_recordings_row_only_never_the_workspaces_before
         remote.describe(token=token, action_id=a)
     locking = [q["sql"] for q in ctx.captured_queries if "FOR UPDATE" in q["sql"]]
     assert locking and all('FOR UPDATE OF "provenance_recording"' in sql for sql in locking), locking
+
+
+def _forget_every_copy() -> None:
+    """This process as another web worker sees it: no copy of any recording."""
+    with remote._cache_lock:
+        remote._cache.clear()
+        remote._by_action.clear()
+
+
+def test_a_process_without_a_copy_stages_from_what_is_staged_with_no_postgres_statement(token):
+    """A recording's calls reach every web worker: one that holds no copy of it makes one from what is
+    staged (found by the action's id), not from the row under its lock."""
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 4})["action"]
+    remote.call(token=token, action_id=a, op="set", body={"key": "faq/4", "value": "four"})
+    _forget_every_copy()
+    answer, statements = _statements(lambda: remote.call(token=token, action_id=a, op="get", body={"key": "faq/4"}))
+    assert answer == {"key": "faq/4", "value": "four", "found": True} and statements == 0
+    # And once the writer hands off and finishes elsewhere, its reader's first call here too.
+    remote.call(token=token, action_id=a, op="handoff", body={"agent": "staged_reader", "payload": {"n": 4}})
+    remote.finish_action(token=token, action_id=a, body={"decision": {"n": 4}})
+    b = remote.open_action(token=token, agent="staged_reader", parent=a)["action"]
+    _forget_every_copy()
+    answer, statements = _statements(lambda: remote.call(token=token, action_id=b, op="get", body={"key": "faq/4"}))
+    assert answer["value"] == "four" and statements == 0
+    assert remote.finish_action(token=token, action_id=b, body={"decision": {"read": True}})["committed"] is True
+    assert workspace_graph("staged").ro_query(queries.ACTION_COUNT)[0][0] == 2
+
+
+def test_red_without_the_actions_index_a_process_without_a_copy_takes_the_rows_lock(token):
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 5})["action"]
+    row = Recording.objects.get(first_action=a)
+    staging._redis().delete(staging._action_key(row.workspace_id, a))
+    _forget_every_copy()
+    answer, statements = _statements(lambda: remote.call(token=token, action_id=a, op="set",
+                                                         body={"key": "faq/5", "value": "five"}))
+    assert answer["written"] is True and statements > 0
+
+
+def test_a_stale_copy_is_brought_up_to_what_another_process_staged_without_reading_the_graph(token, monkeypatch):
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 6})["action"]
+    remote.call(token=token, action_id=a, op="set", body={"key": "faq/6", "value": "six"})
+    with remote._cache_lock:  # this process's copy, kept aside while "another process" stages a call
+        pk = remote._by_action[(token.workspace_id, a)]
+        kept = remote._cache.pop(pk)
+    _forget_every_copy()
+    remote.call(token=token, action_id=a, op="set", body={"key": "faq/6b", "value": "six b"})
+    _forget_every_copy()
+    remote._remember(kept[2], kept[1])  # back to the stale copy
+    rebuilt = []
+    monkeypatch.setattr("provenance.recording.recording_copies._on_snapshot",
+                        lambda *args: rebuilt.append(1))
+    assert remote.call(token=token, action_id=a, op="get", body={"key": "faq/6b"})["value"] == "six b"
+    assert rebuilt == []  # caught up, not rebuilt
+    staged = staging.read(Recording.objects.get(first_action=a))
+    assert [w["key"] for w in staged.state["records"][0]["writes"]] == ["faq/6", "faq/6b"]
