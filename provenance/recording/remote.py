@@ -290,7 +290,9 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
                       apply_call(row, session, token=token, action_id=action_id, op=op, body=body))
         except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
             return None  # the copy may hold part of the call: dropped, the locked path rebuilds it
-        landed = staging.stage(row, version=version, state=row.state)
+        # A set, get or handoff changed only its action's record (apply_call): only that is written.
+        landed = staging.stage(row, version=version, state=row.state,
+                               record=None if op == "finish" else row.state["records"][index])
         if landed == staging.WRITTEN:
             row.version, row.staged_touched = version + 1, time.time()
             _remember(row, session)

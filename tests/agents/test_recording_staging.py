@@ -126,3 +126,23 @@ def test_a_stale_copy_is_brought_up_to_what_another_process_staged_without_readi
     assert rebuilt == []  # caught up, not rebuilt
     staged = staging.read(Recording.objects.get(first_action=a))
     assert [w["key"] for w in staged.state["records"][0]["writes"]] == ["faq/6", "faq/6b"]
+
+
+def test_a_call_of_the_open_action_writes_its_record_alone_and_what_is_staged_reads_back_whole(token):
+    """A set, get or handoff stages the open action's record (`o`), not the whole recording again; what is
+    read back (by another worker, or by the row's writer under its lock) is the state the copy holds."""
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 7})["action"]
+    row = Recording.objects.get(first_action=a)
+    redis_client, key = staging._redis(), staging._key(row)
+    for op, body in (("set", {"key": "faq/7", "value": "seven"}), ("get", {"key": "faq/7"}),
+                     ("handoff", {"agent": "staged_reader", "payload": {"n": 7}})):
+        remote.call(token=token, action_id=a, op=op, body=body)
+        assert redis_client.hexists(key, "o"), op
+        assert "faq/7" not in redis_client.hget(key, "s").decode()  # the state as the open wrote it
+        with remote._cache_lock:
+            held = remote._cache[row.pk][2].state
+        assert staging.read(row).state == held, op
+    remote.finish_action(token=token, action_id=a, body={"decision": {"n": 7}})  # the whole state again
+    assert not redis_client.hexists(key, "o") and "faq/7" in redis_client.hget(key, "s").decode()
+    b = remote.open_action(token=token, agent="staged_reader", parent=a)["action"]  # claimed: merged
+    assert remote.call(token=token, action_id=b, op="get", body={"key": "faq/7"})["value"] == "seven"
