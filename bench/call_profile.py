@@ -71,9 +71,10 @@ class InProcessClient:
         return answer["status"], json.loads(answer["body"])
 
 
-async def _roots(client: InProcessClient, roots: int, first: int, timings, profile=None) -> None:
+async def _roots(client: InProcessClient, roots: int, first: int, timings, profile=None,
+                 profiled=STAGED) -> None:
     async def timed(label: str, path: str, body: dict, want: int = 200) -> dict:
-        staged = profile is not None and label in STAGED
+        staged = profile is not None and label in profiled
         c0 = time.process_time()
         if staged:
             profile.enable()
@@ -117,7 +118,7 @@ def _key(admin) -> str:
     return issue_agent_token(workspace=ws, label="bench", actor=admin, reason="bench", via="cli")[1]
 
 
-def run(*, roots: int, profile: bool, threaded: bool) -> dict:
+def run(*, roots: int, profile: bool, threaded: bool, profiled=STAGED) -> dict:
     from django.contrib.auth import get_user_model
 
     from bench import common
@@ -140,7 +141,7 @@ def run(*, roots: int, profile: bool, threaded: bool) -> dict:
     # wall time: on a shared box a round trip's wait is someone else's CPU.
     prof = cProfile.Profile(time.process_time) if profile else None
     if prof is not None:
-        asyncio.run(_roots(client, roots, roots, defaultdict(list), prof))
+        asyncio.run(_roots(client, roots, roots, defaultdict(list), prof, profiled))
     rows = [[label, len(v), statistics.median(v) * 1000, statistics.mean(v) * 1000] for label, v in timings.items()]
     staged = [x for label in STAGED for x in timings[label]]
     rows.append(["staged calls together", len(staged), statistics.median(staged) * 1000,
@@ -202,12 +203,19 @@ def main() -> None:
     parser.add_argument("--roots", type=int, default=100)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--threaded", action="store_true")
+    parser.add_argument("--profile-requests", default=",".join(STAGED),
+                        help=f"which requests --profile covers (default: the staged ones); of: open, effect, "
+                             f"finish (commits), {', '.join(STAGED)}")
     parser.add_argument("--redis", action="store_true", help="also time the STAGE script's client, sync and async")
     args = parser.parse_args()
     from bench import common
 
+    # A pool of Postgres connections, as the bench's web server has (bench.agents): without one every
+    # request that reads the database would pay for a new connection.
+    os.environ.setdefault("KINTSUGI_DB_POOL_MAX_SIZE", "8")
     common.setup()
-    run(roots=args.roots, profile=args.profile, threaded=args.threaded)
+    run(roots=args.roots, profile=args.profile, threaded=args.threaded,
+        profiled=tuple(args.profile_requests.split(",")))
     if args.redis:
         common.table("the STAGE script's round trip: client CPU per call", ["client", "calls", "CPU ms per call"],
                      redis_clients(), [f"load average {common.load_avg()}"])
