@@ -46,6 +46,8 @@ def _session(row: Recording) -> GraphRecorder:
         cached = _cache.pop(row.pk, None)
     if cached and cached[0] == row.version:
         return cached[1]
+    if cached and cached[0] < row.version and caught_up(cached[1], cached[2].state, row.state):
+        return cached[1]  # another worker's calls since: the copy brought up to them, not rebuilt
     session = _on_snapshot(_new_session(row.workspace), row.state)
     scratch: defaultdict[str, list] = defaultdict(list)
     finished = [load_record(data) for data in row.state["records"] if data["dhash"] is not None]

@@ -284,6 +284,15 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
             # untouched, is handed back for it instead of being rebuilt from the graph there.
             _remember(row, session)
             return None
+        if op == "finish" and attempt == 0 and staging.version(row) != version:
+            # A finish commits its action into the session, which a stale copy could not take back: the
+            # copy is brought up to what is staged first (or the locked path answers, if a writer holds it).
+            staged = staging.read(row)
+            if staged is None:
+                _remember(row, session)
+                return None
+            row, session, version = _refreshed(row, session, staged)
+            continue
         try:
             answer = (apply_finish(row, session, token=token, action_id=action_id, body=body, save=False)
                       if op == "finish" else
@@ -302,13 +311,19 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
             return None  # a writer holds the row, the recording is idle or closed: the locked path says which
         # Another process staged a call since this copy was made: the copy is brought up to what is staged
         # (a set, get or handoff tried on it changed its state, not its session), else rebuilt from it.
-        fresh = op != "finish" and caught_up(session, row.state, staged.state)
-        row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
-        row.state, row.version, version = staged.state, staged.version, staged.version
-        row.staged_touched = staged.touched
-        if not fresh:
-            session = _session(row)
+        row, session, version = _refreshed(row, session, staged, rebuild=op == "finish")
     return None
+
+
+def _refreshed(row: Recording, session: GraphRecorder, staged: staging.Staged, *,
+               rebuild: bool = False) -> tuple[Recording, GraphRecorder, int]:
+    """The copy (row, session) brought up to `staged`, what another process staged since it was made;
+    rebuilt from it when it cannot be (or `rebuild`: the session took a call that did not land)."""
+    fresh = not rebuild and caught_up(session, row.state, staged.state)
+    row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
+    row.state, row.version = staged.state, staged.version
+    row.staged_touched = staged.touched
+    return row, (session if fresh else _session(row)), staged.version
 
 
 def _copy_from_staging(token: AgentToken, action_id: int) -> tuple[int, GraphRecorder, Recording] | None:

@@ -156,6 +156,13 @@ def _read(key: str) -> Staged | None:
     return Staged(int(v), _state(s, o), float(t or 0), float(r) if r is not None else None)
 
 
+def version(row) -> int | None:
+    """The staged version, if a staged call may land on it now (None: nothing staged, or a writer holds
+    the row)."""
+    v, f = _redis().hmget(_key(row), "v", "f")
+    return int(v) if v is not None and f is None else None
+
+
 def locate(workspace_id: int, action_id: int) -> Located | None:
     """The open recording holding `action_id` in the workspace and what is staged of it, found without
     Postgres; None: not known here, or a writer holds it (the row, under its lock, answers)."""

@@ -146,3 +146,33 @@ def test_a_call_of_the_open_action_writes_its_record_alone_and_what_is_staged_re
     assert not redis_client.hexists(key, "o") and "faq/7" in redis_client.hget(key, "s").decode()
     b = remote.open_action(token=token, agent="staged_reader", parent=a)["action"]  # claimed: merged
     assert remote.call(token=token, action_id=b, op="get", body={"key": "faq/7"})["value"] == "seven"
+
+
+def test_a_finish_on_a_stale_copy_brings_it_up_first_and_the_locked_path_reuses_a_stale_copy(token, monkeypatch):
+    """Neither a staged finish nor a call under the row's lock rebuilds a copy from the graph because
+    another worker staged calls since it was made: the copy takes them."""
+    a = remote.open_action(token=token, agent="staged_writer", payload={"n": 8})["action"]
+    remote.call(token=token, action_id=a, op="handoff", body={"agent": "staged_reader", "payload": {"n": 8}})
+    with remote._cache_lock:
+        pk = remote._by_action[(token.workspace_id, a)]
+        kept = remote._cache.pop(pk)
+    _forget_every_copy()
+    remote.call(token=token, action_id=a, op="set", body={"key": "faq/8", "value": "eight"})  # "elsewhere"
+    _forget_every_copy()
+    remote._remember(kept[2], kept[1])
+    rebuilt = []
+    on_snapshot = remote._on_snapshot
+    monkeypatch.setattr("provenance.recording.recording_copies._on_snapshot",
+                        lambda *args: rebuilt.append(1) or on_snapshot(*args))
+    done = remote.finish_action(token=token, action_id=a, body={"decision": {"n": 8}})
+    assert done["committed"] is False and rebuilt == []
+    # The copy is stale again; the reader's open takes the row's lock and reuses it.
+    with remote._cache_lock:
+        kept = remote._cache.pop(pk)
+    _forget_every_copy()
+    staged = staging.read(Recording.objects.get(first_action=a))
+    staging.stage(kept[2], version=staged.version, state=staged.state)  # a call staged elsewhere
+    remote._remember(kept[2], kept[1])
+    b = remote.open_action(token=token, agent="staged_reader", parent=a)["action"]
+    assert rebuilt == []
+    assert remote.call(token=token, action_id=b, op="get", body={"key": "faq/8"})["value"] == "eight"
