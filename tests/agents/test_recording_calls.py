@@ -284,3 +284,23 @@ def test_a_committing_finish_reuses_the_processs_copy_instead_of_rebuilding_it(d
                         lambda *args: rebuilt.append(1) or on_snapshot(*args))
     status, _, body = lean(f"/api/v1/recording/actions/{a}/finish/", {"decision": {"n": 7}}, key)
     assert status == 200 and json.loads(body)["committed"] is True and rebuilt == []
+
+
+def test_a_connection_the_lean_path_opened_for_a_token_lookup_is_closed_after_the_call(desk, entrances):
+    """The lean path runs no request cycle, so nothing else closes what it opened (a pool thread would
+    keep the connection, or a pool slot, for as long as it lives)."""
+    from django.db import connection
+
+    lean, _, _ = entrances
+    key = desk["key"]
+    a = _open(lean, key, 8)
+    body = json.dumps({"key": "faq/8"}).encode()
+    call = dict(method="POST", path=f"/api/v1/recording/actions/{a}/get/", query=b"", body=body, scheme="http",
+                headers=[(b"content-type", b"application/json"), (b"authorization", f"Bearer {key}".encode()),
+                         (b"content-length", str(len(body)).encode())])
+    connection.close()
+    with onboarding._tokens_lock:
+        onboarding._tokens.clear()  # the token is looked up in Postgres again
+    answered = recording_calls.answer(**call)
+    assert answered is not None and answered[0] == 200
+    assert connection.connection is None
