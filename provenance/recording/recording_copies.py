@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, defaultdict
+from datetime import datetime, timezone as dt_timezone
 
+from core.vocabulary import RecordingStatus
 from provenance.graph.graph import workspace_graph
+from provenance.recording import staging
 from provenance.recording.live import LazySources, snapshot_facts
 from provenance.models import Recording, Workspace
 from provenance.recording.protocol import load_record
@@ -79,6 +82,32 @@ def caught_up(session: GraphRecorder, old: dict, new: dict) -> bool:
         session._outgoing.clear()
     session.next_action, session.next_seq = new["next_action"], new["next_seq"]
     return True
+
+
+def refreshed(row: Recording, session: GraphRecorder, staged: staging.Staged, *,
+               rebuild: bool = False) -> tuple[Recording, GraphRecorder, int]:
+    """The copy (row, session) brought up to `staged`, what another process staged since it was made;
+    rebuilt from it when it cannot be (or `rebuild`: the session took a call that did not land)."""
+    fresh = not rebuild and caught_up(session, row.state, staged.state)
+    row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
+    row.state, row.version = staged.state, staged.version
+    row.staged_touched = staged.touched
+    return row, (session if fresh else _session(row)), staged.version
+
+
+def copy_from_staging(token, action_id: int) -> tuple[int, GraphRecorder, Recording] | None:
+    """A copy of the open recording holding `action_id` made from what is staged of it, for a web process
+    that holds none (its earlier calls reached other workers): its session rebuilt as _session rebuilds
+    one, from the graph, with no Postgres statement. None: not staged, or a writer holds it."""
+    located = staging.locate(token.workspace_id, action_id)
+    if located is None:
+        return None
+    staged = located.staged
+    row = Recording(pk=located.pk, workspace=token.workspace, state=staged.state, version=staged.version,
+                    first_action=staged.state["records"][0]["id"], status=RecordingStatus.OPEN,
+                    touched_at=datetime.fromtimestamp(staged.row_touched, tz=dt_timezone.utc))
+    row.staged_touched = staged.touched
+    return staged.version, _session(row), row
 
 
 def _remember(row: Recording, session: GraphRecorder) -> None:

@@ -20,15 +20,15 @@ abandoned or expired: the counter on the workspace's row), so a call's action id
 Where an open recording lives (provenance.recording.staging): its row in Postgres is written when an action opens,
 when an effect is recorded (durable before the agent may perform it) and when it closes; the calls that
 only stage (set, get, handoff, a finish that does not commit) are written to its staged state in Redis by
-one atomic script, with no Postgres transaction, against the process's copy of its session (a process
-that holds none makes one from what is staged: the recording's calls reach every web worker).
+one atomic script, with no Postgres transaction, against the process's copy of its session (or a copy of
+what is staged, in a process that holds none).
 """
 from __future__ import annotations
 
 import time
 import uuid
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -47,7 +47,8 @@ from provenance.recording.live import LazySources, read_ended, retired_reads, wr
 from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
 # The session a web process keeps of each open recording (tests reach _cache through this module).
 from provenance.recording.recording_copies import (  # noqa: F401
-    _by_action, _cache, _cache_lock, _forget, _new_session, _on_snapshot, _remember, _session, _snapshot, caught_up)
+    _by_action, _cache, _cache_lock, _forget, _new_session, _on_snapshot, _remember, _session, _snapshot,
+    copy_from_staging, refreshed)
 from provenance.recording.services import workspace_lock
 
 
@@ -234,7 +235,7 @@ STAGED_OPS = ("get", "set", "handoff", "finish")  # ingest counts quarantine hit
 
 def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     """One memory, source, handoff or effect call of an open action."""
-    answer = _call_staged(token, action_id, op, body)
+    answer = staged_call(token=token, action_id=action_id, op=op, body=body)
     if answer is not None:
         return answer
     with transaction.atomic():
@@ -246,26 +247,19 @@ def call(*, token: AgentToken, action_id, op: str, body) -> dict:
 
 
 def staged_call(*, token: AgentToken, action_id, op: str, body) -> dict | None:
-    """A call answered if it only stages (see _call_staged); None: nothing was written, and `call` or
-    `finish_action` answers it (kintsugi_site.recording_calls answers the plain staged calls so)."""
-    return _call_staged(token, action_id, op, body)
-
-
-def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
-    """The call applied to this process's copy of its recording and staged (provenance.recording.staging) with no
-    row lock and no Postgres statement: it lands only if the staged version is still the copy's (else the
-    copy is brought up to what is staged, once), no writer holds the row and the recording is not idle. A
-    process holding no copy makes one from what is staged (_copy_from_staging).
-    None when nothing is staged of it, the call is not one that only stages (an effect, an ingest, the
-    finish that commits), or it did not land, or it failed: the caller then applies it to the row read
-    under its lock, which answers with the authoritative result or error (an attempt here wrote nothing)."""
+    """The call applied to this process's copy of its recording (or one made from what is staged) and staged
+    (provenance.recording.staging) with no row lock and no Postgres statement: it lands only if the staged
+    version is still the copy's (else the copy is brought up to it, once), no writer holds the row and the
+    recording is not idle. None when nothing is staged of it, the call is not one that only stages (an
+    effect, an ingest, the finish that commits), or it did not land, or it failed: the caller then applies
+    it to the row read under its lock, which answers with the authoritative result or error."""
     if op not in STAGED_OPS or isinstance(action_id, bool) or not isinstance(action_id, int):
         return None
     with _cache_lock:
         pk = _by_action.get((token.workspace_id, action_id))
         cached = _cache.pop(pk, None) if pk is not None else None
     if cached is None:
-        cached = _copy_from_staging(token, action_id)
+        cached = copy_from_staging(token, action_id)
         if cached is None:
             return None
     version, session, row = cached
@@ -280,18 +274,15 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
             _remember(row, session)
             return None
         if op == "finish" and not (record.handoffs or row.state["stack"]):
-            # The recording's last finish (it hands off nothing) commits it, under the row's lock: the copy,
-            # untouched, is handed back for it instead of being rebuilt from the graph there.
-            _remember(row, session)
+            _remember(row, session)  # a finish that commits takes the row's lock: the copy is handed back for it
             return None
         if op == "finish" and attempt == 0 and staging.version(row) != version:
-            # A finish commits its action into the session, which a stale copy could not take back: the
-            # copy is brought up to what is staged first (or the locked path answers, if a writer holds it).
+            # A finish commits its action into the session, which a stale copy could not take back: caught up first.
             staged = staging.read(row)
             if staged is None:
                 _remember(row, session)
                 return None
-            row, session, version = _refreshed(row, session, staged)
+            row, session, version = refreshed(row, session, staged)
             continue
         try:
             answer = (apply_finish(row, session, token=token, action_id=action_id, body=body, save=False)
@@ -311,39 +302,13 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
             return None  # a writer holds the row, the recording is idle or closed: the locked path says which
         # Another process staged a call since this copy was made: the copy is brought up to what is staged
         # (a set, get or handoff tried on it changed its state, not its session), else rebuilt from it.
-        row, session, version = _refreshed(row, session, staged, rebuild=op == "finish")
+        row, session, version = refreshed(row, session, staged, rebuild=op == "finish")
     return None
-
-
-def _refreshed(row: Recording, session: GraphRecorder, staged: staging.Staged, *,
-               rebuild: bool = False) -> tuple[Recording, GraphRecorder, int]:
-    """The copy (row, session) brought up to `staged`, what another process staged since it was made;
-    rebuilt from it when it cannot be (or `rebuild`: the session took a call that did not land)."""
-    fresh = not rebuild and caught_up(session, row.state, staged.state)
-    row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
-    row.state, row.version = staged.state, staged.version
-    row.staged_touched = staged.touched
-    return row, (session if fresh else _session(row)), staged.version
-
-
-def _copy_from_staging(token: AgentToken, action_id: int) -> tuple[int, GraphRecorder, Recording] | None:
-    """A copy of the open recording holding `action_id` made from what is staged of it, for a web process
-    that holds none (its earlier calls reached other workers): its session rebuilt as _session rebuilds
-    one, from the graph, with no Postgres statement. None: not staged, or a writer holds it."""
-    located = staging.locate(token.workspace_id, action_id)
-    if located is None:
-        return None
-    staged = located.staged
-    row = Recording(pk=located.pk, workspace=token.workspace, state=staged.state, version=staged.version,
-                    first_action=staged.state["records"][0]["id"], status=RecordingStatus.OPEN,
-                    touched_at=datetime.fromtimestamp(staged.row_touched, tz=dt_timezone.utc))
-    row.staged_touched = staged.touched
-    return staged.version, _session(row), row
 
 
 def finish_action(*, token: AgentToken, action_id, body) -> dict:
     """Finish the open action with its decision; the recording's last action commits it to the graph."""
-    answer = _call_staged(token, action_id, "finish", body)
+    answer = staged_call(token=token, action_id=action_id, op="finish", body=body)
     if answer is not None:
         return answer
     with transaction.atomic():
