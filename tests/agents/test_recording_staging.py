@@ -2,6 +2,7 @@
 Postgres statement; an effect is in the row before the agent is told to perform it; a recording whose
 staged calls were lost is refused, never committed short."""
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -176,3 +177,49 @@ def test_a_finish_on_a_stale_copy_brings_it_up_first_and_the_locked_path_reuses_
     b = remote.open_action(token=token, agent="staged_reader", parent=a)["action"]
     assert rebuilt == []
     assert remote.call(token=token, action_id=b, op="get", body={"key": "faq/8"})["value"] == "eight"
+
+
+class _Workers:
+    """Two web processes' copies of recordings in this one: each call is served by the one named, with
+    the copies it made itself (none, current or stale), as gunicorn's workers serve a recording's calls."""
+
+    def __init__(self):
+        self.held = {"a": ({}, {}), "b": ({}, {})}
+        self.serving = "a"
+        _forget_every_copy()
+
+    def serve(self, worker: str) -> None:
+        with remote._cache_lock:
+            self.held[self.serving] = (dict(remote._cache), dict(remote._by_action))
+            remote._cache.clear(), remote._by_action.clear()
+            cache, by_action = self.held[worker]
+            remote._cache.update(cache), remote._by_action.update(by_action)
+        self.serving = worker
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(workers=st.lists(st.sampled_from("ab"), min_size=9, max_size=9))
+def test_a_recordings_calls_served_by_either_worker_record_what_one_worker_records(token, workers):
+    served, n = _Workers(), len(Recording.objects.all())
+    steps = iter(workers)
+
+    def on(worker_call):
+        served.serve(next(steps))
+        return worker_call()
+
+    a = on(lambda: remote.open_action(token=token, agent="staged_writer", payload={"n": n}))["action"]
+    on(lambda: remote.call(token=token, action_id=a, op="set", body={"key": f"faq/{n}", "value": n}))
+    on(lambda: remote.call(token=token, action_id=a, op="set", body={"key": "shared", "value": n}))
+    on(lambda: remote.call(token=token, action_id=a, op="handoff",
+                           body={"agent": "staged_reader", "payload": {"n": n}}))
+    assert on(lambda: remote.finish_action(token=token, action_id=a, body={"decision": {"n": n}}))["next"]
+    b = on(lambda: remote.open_action(token=token, agent="staged_reader", parent=a))["action"]
+    assert on(lambda: remote.call(token=token, action_id=b, op="get", body={"key": f"faq/{n}"}))["value"] == n
+    assert on(lambda: remote.call(token=token, action_id=b, op="get", body={"key": "shared"}))["value"] == n
+    done = on(lambda: remote.finish_action(token=token, action_id=b, body={"decision": {"read": n}}))
+    assert done["committed"] is True
+    records = Recording.objects.get(first_action=a).state["records"]
+    assert [w["key"] for w in records[0]["writes"]] == [f"faq/{n}", "shared"]
+    assert [(r[0], r[2]) for r in records[1]["reads"]] == [(f"faq/{n}", a), ("shared", a)]  # the writer's versions
+    assert records[0]["handoffs"] == [["staged_reader", {"n": n}]]
+    _forget_every_copy()
