@@ -3,7 +3,9 @@
 runs the admin-pages benchmark (not part of "all": its 38,000-ticket desk alone takes minutes); `python -m bench desk
 [--quick]` the review desk's pages beside their baselines; `python -m bench reviewers [--quick]` has two reviewers
 work a 1,500-ticket incident's cases in chromium (claims, filters, bulk decisions, one undo) beside one reviewer
-alone and the keyboard case by case, with wall time and page loads; `python -m bench what_if [--sizes ...] [--quick]` times the
+alone and the keyboard case by case, with wall time and page loads; `python -m bench review-lock [--quick]` times two
+reviewers' bulk approvals on one workspace's audit chain beside one alone and beside deciding item by item with
+the chain's lock first; `python -m bench what_if [--sizes ...] [--quick]` times the
 what-if of a flag against the real repair's walk on the same desk; `python -m bench multihost [--quick]` runs kintsugi
 on network-namespace test hosts and loses a worker host mid-repair (root; see bench/multihost.py); `python -m bench
 agents [--quick] [--same-workspace]` times recording over HTTP against recording in-process, and 1, 20 and 100
@@ -54,7 +56,7 @@ ORDER = ("recorder", "radius", "repair", "workers")
 FAULTS = ("freeze_falkordb", "stop_falkordb", "freeze_broker", "stop_broker", "kill_broker", "kill_falkordb",
           "freeze_postgres", "agent_down")  # bench.soak.FAULTS, without importing Django here
 EXTRA = ("admin", "desk", "reviewers", "what_if", "multihost", "agents", "scale", "delivery", "live", "soak",
-         "fuzz", "tau2", "restart", "remote-incidents")  # run only when named
+         "fuzz", "tau2", "restart", "remote-incidents", "review-lock")  # run only when named
 
 
 def _git_commit() -> str:

@@ -7,7 +7,9 @@ ops as GraphRecorder.ops counts them, 10 HTTP requests (open, calls, finish, for
 - `in-process, record_root`: provenance.recording.services.record_root per root (a transaction, the workspace
   lock and a flush each: what the `record` command does per call);
 - `HTTP protocol`: kintsugi_client against gunicorn with uvicorn workers on loopback, one client, each
-  root staged until its reader finishes and then committed (also one transaction and flush per root).
+  root staged until its reader finishes and then committed (also one transaction and flush per root);
+  its connection kept open, beside the same client opening a connection per request (keep_alive=0), a
+  root of each in turn.
 Then the time to open a root with 0 and N earlier recordings in the workspace (bench.agents_open).
 """
 from __future__ import annotations
@@ -166,18 +168,31 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
     server = _server(port)
     server_cpu = lambda: common.children_cpu_seconds(server.pid)  # noqa: E731 - the gunicorn workers' CPU
     try:
-        # Call by call (`http_s`), then with the client's background batching (`http_batched_s`).
-        for key_s, buffer, first in (("http_s", 0, -1), ("http_batched_s", 64, roots)):
-            desk = _http_desk(Client(f"http://127.0.0.1:{port}", key, buffer=buffer))
-            if first < 0:
-                desk.run_root("bench_remote_writer", {"n": -1})  # warm the workers (imports, connections)
-            t0, cpu0 = time.perf_counter(), server_cpu()
-            for n in range(first if first >= 0 else 0, (first if first >= 0 else 0) + roots):
-                desk.run_root("bench_remote_writer", {"n": n})
-            out[key_s], out[key_s.replace("_s", "_cpu_s")] = time.perf_counter() - t0, server_cpu() - cpu0
-            common.log(f"HTTP, one client, buffer {buffer}: {out[key_s]:.1f}s")
+        # Call by call, the connection kept open (`http_s`) beside a connection per request (`http_close_s`,
+        # keep_alive=0: the client before it kept one), a root of each in turn so that both meet the same
+        # load; then with the client's background batching (`http_batched_s`).
+        url = f"http://127.0.0.1:{port}"
+        pair = {"http_s": _http_desk(Client(url, key, buffer=0)),
+                "http_close_s": _http_desk(Client(url, key, buffer=0, keep_alive=0))}
+        for desk in pair.values():
+            desk.run_root("bench_remote_writer", {"n": -1})  # warm the workers (imports, connections)
+        for key_s in pair:
+            out[key_s] = out[key_s.replace("_s", "_cpu_s")] = 0.0
+        for n in range(roots):
+            for offset, (key_s, desk) in zip((0, 2 * roots), pair.items()):
+                t0, cpu0 = time.perf_counter(), server_cpu()
+                desk.run_root("bench_remote_writer", {"n": n + offset})
+                out[key_s] += time.perf_counter() - t0
+                out[key_s.replace("_s", "_cpu_s")] += server_cpu() - cpu0
+        desk = _http_desk(Client(url, key, buffer=64))
+        t0, cpu0 = time.perf_counter(), server_cpu()
+        for n in range(roots, 2 * roots):
+            desk.run_root("bench_remote_writer", {"n": n})
+        out["http_batched_s"], out["http_batched_cpu_s"] = time.perf_counter() - t0, server_cpu() - cpu0
+        common.log(f"HTTP, one client: kept {out['http_s']:.1f}s, a connection per request {out['http_close_s']:.1f}s, "
+                   f"batching {out['http_batched_s']:.1f}s")
         actions = workspace_graph(names["http"]).ro_query("MATCH (a:Action) RETURN count(a)")[0][0]
-        assert actions == 2 * (2 * roots + 1), actions
+        assert actions == 2 * (3 * roots + 2), actions
         client_rows, client_notes, out["clients"] = agents_clients.run(
             base=f"http://127.0.0.1:{port}", key=key, roots=roots, ops_per_root=OPS_PER_ROOT,
             base_ops_per_s=roots * OPS_PER_ROOT / out["record_root_s"], server_cpu=server_cpu)
@@ -204,7 +219,8 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
 
     base = out["ops"] / out["record_root_s"]
     for label, key_s in (("in-process, one session", "session_s"), ("in-process, record_root", "record_root_s"),
-                         ("HTTP protocol", "http_s"), ("HTTP protocol, background batching", "http_batched_s")):
+                         ("HTTP protocol", "http_s"), ("HTTP protocol, a connection per request", "http_close_s"),
+                         ("HTTP protocol, background batching", "http_batched_s")):
         ops_s = out["ops"] / out[key_s]
         out[key_s.replace("_s", "_ops_per_s")] = ops_s
         # In-process, the recording process is the server: its own CPU per op; over HTTP, the web workers'.
@@ -216,10 +232,13 @@ def run(quick: bool, *, same_workspace: bool = False) -> dict:
                  ["path", "roots", "ops", "seconds", "ops/s", "x record_root", "target", "server CPU ms/op"], rows,
                  [f"HTTP: {out['http_requests_per_s']:.0f} requests/s (10 per root), one client, gunicorn with 2 "
                   f"uvicorn workers on loopback", "HTTP protocol is the Python client library (kintsugi_client.Desk) "
-                  "with plain agent functions, call by call (Client(buffer=0)); background batching holds set and "
+                  "with plain agent functions, call by call (Client(buffer=0)), its connection kept open; a "
+                  "connection per request is the same client with keep_alive=0 (as it was before it kept one), a "
+                  "root of each in turn; background batching holds set and "
                   "handoff back and sends them with the next call that needs an answer (7 requests per root); the "
-                  "framework rows run the same writer and reader through their "
-                  "integrations; set+get roots are one action that sets a fact and reads it back (2 ops)",
+                  "framework and TypeScript rows run the same writer and reader through their integrations and "
+                  "in Node, each call by call and batching; set+get roots are one action that sets a fact and "
+                  "reads it back (2 ops)",
                   *client_notes, "server CPU ms/op: the web workers' CPU seconds over the row (/proc/<pid>/stat of "
                   "gunicorn's workers) per op; in-process rows: the recording process's own CPU per op",
                   f"load average {common.load_avg()}"])

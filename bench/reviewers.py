@@ -506,8 +506,8 @@ def run(quick: bool) -> dict:
                  ["step", "navigations", "p50 ms", "p95 ms", "keyboard run p50 ms"],
                  [[step, v["n"], v["p50_ms"], v["p95_ms"], base_row["steps"].get(step, {}).get("p50_ms")]
                   for step, v in sorted(two["steps"].items(), key=lambda kv: -kv[1]["n"] * kv[1]["p50_ms"])],
-                 ["bulk decision (Yes): one confirmation's cases decided item by item through the services, each in its "
-                  "own transaction under the workspace's audit-chain lock (two reviewers of one workspace queue on it)"])
+                 ["bulk decision (Yes): one confirmation's cases decided in one short transaction per 50 cases "
+                  "(compensation.review.decisions), under the workspace's audit-chain lock only for its writes"])
     for r in rows:
         for p in r["check"]["problems"][:20]:
             common.log(f"reviewers: {r['run']}: {p}")

@@ -1,6 +1,6 @@
 """Deciding, claiming and assigning many cases at once from the case list. Thin: the cases are read by
-compensation.review.case_queue, each one is decided by compensation.review.case_decisions (so every item still goes
-through approve_item / reject_item: four-eyes, the Reviewer role, tenancy and the audit record), and
+compensation.review.case_queue, decided by compensation.review.case_decisions (so every item still meets the
+checks of a decision alone: four-eyes, the Reviewer role, tenancy and the audit record), and
 assignments are compensation.review.assignments'. Approving or rejecting always shows a confirmation page
 first: how many cases and items, the money, and what would leave."""
 from __future__ import annotations
@@ -139,14 +139,14 @@ class CaseBulkViews:
                 messages.error(request, f"Nothing approved: {exc}")
                 return self._bulk_confirm(request, decision=decision, found=found, reason=reason)
         decided, refused, done = 0, 0, []
-        for case in found:
-            try:
-                result = case_decisions.decide_case(case=case, actor=request.user, decision=decision, reason=reason,
-                                                    via=VIA, shown=case.shown_digest if shown else None)
-            except (PermissionError, ValueError) as exc:
-                messages.error(request, f"Case {case.ticket} refused: {exc}")
-                refused += len(case.pending)
-                continue
+        try:
+            # CHUNK_CASES cases per transaction: the workspace's audit chain is held for one short write each.
+            results = case_decisions.decide_cases(cases=found, actor=request.user, decision=decision, reason=reason,
+                                                  via=VIA, shown=shown is not None)
+        except (PermissionError, ValueError) as exc:
+            messages.error(request, f"Refused: {exc}")
+            return HttpResponseRedirect(back)
+        for case, result in zip(found, results):
             decided += len(result.decided)
             done += result.decided
             refused += len(result.refused)

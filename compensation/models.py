@@ -6,7 +6,8 @@ Kinds of item (what `review_queue` lists as "kind"):
   are netted into this one item for the difference (a full refund that should have been partial).
 - `correction_email`: a customer email that already left on a now-invalid decision; executing it sends
   the correction. When the ticket's refund was netted, the replacement confirmation is folded into it:
-  one email that explains the difference.
+  one email that explains the difference. A customer with several tickets in the incident gets one
+  for all of them, on their first ticket (compensation.drafting.grouping; `facts["tickets"]`).
 - `replacement_refund` / `replacement_email`: effects the repair itself produced (re-runs, new actions).
   They were held, never sent, and wait for approval in the same queue.
 - `manual_compensation`: an effect of a kind kintsugi cannot undo or perform (one nobody registered in
@@ -259,3 +260,4 @@ class ReviewPolicy(models.Model):
 # Delivery (connectors, each item's way out and its attempts) keeps its models in a module of its own.
 from compensation.delivery_models import Delivery, DeliveryAttempt, ProviderEvent, WorkspaceConnector  # noqa: E402,F401
 from compensation.template_models import MessageTemplate  # noqa: E402,F401
+from compensation.notice_models import ReviewNotice  # noqa: E402,F401

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
+from compensation import notices
 from core.audit import trail
 from core.vocabulary import AuditAction, Via
 from compensation.drafting.drafts import compensation_count, draft_planned, draft_repair, planned_items
@@ -32,10 +33,18 @@ def draft_planned_repair(sender, incident, wait, **kwargs) -> bool:
     done = draft_repair(incident=incident, wait=wait)
     if done:  # every part drafted: the repair's `compensations` count is final
         type(incident).objects.filter(pk=incident.pk).update(compensations=compensation_count(incident=incident))
-        # The cases are ready for review: tell the workspace's reviewers once the drafts are committed.
+        # The cases are ready for review: tell the workspace's reviewers once the drafts are committed. The
+        # notice is owed since the first items committed (compensation.notices): the task gets one sweep
+        # interval to send it, and a notice whose task the broker refused is the sweep's at once.
         pk = incident.pk
-        transaction.on_commit(lambda: send(notify_reviewers, pk, what=f"the review notice of incident {pk}"))
+        notices.expect_task(pk)
+        transaction.on_commit(lambda: _send_notice(pk))
     return done
+
+
+def _send_notice(incident_id: int) -> None:
+    if send(notify_reviewers, incident_id, what=f"the review notice of incident {incident_id}") is not None:
+        notices.due_now(incident_id)
 
 
 @receiver(stores_back, dispatch_uid="compensation.execute_waiting_items")

@@ -29,3 +29,12 @@ def notify_reviewers(incident_id: int) -> dict | None:
     from compensation.notices import notify_reviewers as notify
 
     return notify(incident_id=incident_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def send_owed_notices() -> list[int]:
+    """The beat schedule's sweep of review notices still owed (the broker refused their task, or the worker
+    that took it died before it was sent): sends them here. Safe to run twice."""
+    from compensation.notices import send_owed_notices as sweep
+
+    return sweep()

@@ -14,7 +14,9 @@ from django.urls import path, reverse
 from compensation.drafting import customer_message
 from compensation.drafting import templates
 from compensation.drafting.customer_message import Template
+from compensation.drafting.customers import workspace_locale
 from compensation.models import MessageTemplate
+from core.money import format_money
 from core.admin_rows import WrittenByServices
 from core.vocabulary import AuditAction, Via
 from provenance.access import capabilities
@@ -74,6 +76,11 @@ class MessageTemplateAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin)
             incident = next((i for i in incidents if str(i.pk) == form["incident"]), None)
             step = request.POST.get("step", "preview")
             try:
+                if step == "locale":
+                    chosen = templates.set_locale(workspace=workspace, locale=request.POST.get("locale", ""),
+                                                  actor=request.user, reason=form["reason"], via=VIA)
+                    messages.success(request, f"Money in new messages is written for {chosen or 'the default locale'}.")
+                    return HttpResponseRedirect(here)
                 if step == "save":
                     row = templates.set_template(workspace=workspace, subject=form["subject"], body=form["body"],
                                                  actor=request.user, reason=form["reason"], via=VIA)
@@ -100,7 +107,8 @@ class MessageTemplateAdmin(WrittenByServices, WorkspaceScoped, admin.ModelAdmin)
             "version": version, "form": form, "placeholders": customer_message.PLACEHOLDERS.items(),
             "incidents": incidents, "incident": incident, "rows": rows,
             "approved": templates.approved_any(incident) if incident is not None else False,
-            "action_url": here,
+            "action_url": here, "locale": workspace.message_locale, "default_locale": workspace_locale(None),
+            "locale_sample": format_money(123450, "EUR", workspace_locale(workspace)),
             "history_url": reverse("admin:compensation_auditevent_changelist")
                            + f"?action__exact={AuditAction.MESSAGE_TEMPLATE_CHANGED.value}",
         }

@@ -25,8 +25,12 @@ The protocol's batch forms are helpers too: `rec.calls([...])` / `rec.get_many(k
 one action in one request) and `client.record_batch(RecordingBatch(...))` (a whole finished recording
 in one request; kintsugi_client.batch).
 
-The modules: client (Client, KintsugiError), recorder (RemoteRecorder), desk (Desk), batch
-(RecordingBatch), signing and replay_secret (replays), compensations, langgraph and agents_sdk.
+Each thread keeps its connection to kintsugi open from request to request (kintsugi_client.connections,
+which also says when a request is ever sent twice: only when kintsugi cannot have run it, or running
+it twice records what running it once does).
+
+The modules: client (Client, KintsugiError), connections (keep-alive), recorder (RemoteRecorder), desk
+(Desk), batch (RecordingBatch), signing and replay_secret (replays), compensations, langgraph and agents_sdk.
 """
 from __future__ import annotations
 

@@ -20,6 +20,12 @@ this action's payload plus the tool's arguments.
 
 The agent's final output is its recorded decision: a pydantic model or dict as it is, text that is a
 JSON object parsed, other text as {"output": text}. Tracing is off in the runs (RunConfig).
+
+`write_memory` and handoffs are held back by the recorder and sent with the action's next call that
+needs an answer (kintsugi_client.recorder). A refusal of one of them ends the run at the next tool
+that calls kintsugi, raised to your program as the KintsugiError: it is not handed to the model as a
+tool's error text, since nothing of the action can be recorded past it. Other tool failures are told
+to the model as the SDK tells them.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, function_tool
+from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, default_tool_error_function, function_tool
 
 from kintsugi_client import Client, Desk, RemoteRecorder
 
@@ -50,7 +56,16 @@ def recorder(ctx: RunContextWrapper[KintsugiContext]) -> RemoteRecorder:
     return ctx.context.rec
 
 
-@function_tool
+def _refusal_ends_the_run(ctx: RunContextWrapper[Any], error: Exception) -> str:
+    """A kintsugi tool's failure: the refusal of a call the recorder held back is raised out of the run;
+    anything else is told to the model as the SDK's default tells it."""
+    rec = ctx.context.rec if isinstance(ctx.context, KintsugiContext) else None
+    if rec is not None and rec.failure is not None:
+        raise rec.failure
+    return default_tool_error_function(ctx, error)
+
+
+@function_tool(failure_error_function=_refusal_ends_the_run)
 def read_memory(ctx: RunContextWrapper[KintsugiContext], key: str) -> str:
     """Read a fact from the desk's memory; its value as JSON, null if there is none.
 
@@ -60,7 +75,7 @@ def read_memory(ctx: RunContextWrapper[KintsugiContext], key: str) -> str:
     return json.dumps(recorder(ctx).get(key))
 
 
-@function_tool
+@function_tool(failure_error_function=_refusal_ends_the_run)
 def write_memory(ctx: RunContextWrapper[KintsugiContext], key: str, value: str) -> str:
     """Write a fact to the desk's memory.
 
@@ -76,7 +91,7 @@ def write_memory(ctx: RunContextWrapper[KintsugiContext], key: str, value: str) 
     return "written"
 
 
-@function_tool
+@function_tool(failure_error_function=_refusal_ends_the_run)
 def read_source(ctx: RunContextWrapper[KintsugiContext], source_id: str) -> str:
     """Read a source document (a policy page, a note); empty if it is unknown or quarantined.
 
@@ -138,8 +153,13 @@ def run_agent(agent: Agent, rec: RemoteRecorder, payload: dict, *, run_config: R
               max_turns: int = 10, prefix: str = "") -> dict:
     """Run `agent` with the SDK's Runner inside the action `rec` records; its decision. The input is
     the payload as JSON. Blocking: call it from a thread without a running event loop."""
-    result = Runner.run_sync(agent, json.dumps(payload), context=KintsugiContext(rec, payload, prefix), max_turns=max_turns,
-                             run_config=run_config or RunConfig(tracing_disabled=True))
+    try:
+        result = Runner.run_sync(agent, json.dumps(payload), context=KintsugiContext(rec, payload, prefix),
+                                 max_turns=max_turns, run_config=run_config or RunConfig(tracing_disabled=True))
+    except Exception as exc:
+        if rec.failure is None or exc is rec.failure:
+            raise
+        raise rec.failure from exc  # the SDK wraps a tool's exception; the refusal is what went wrong
     return _decision(result.final_output)
 
 

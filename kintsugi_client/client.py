@@ -7,10 +7,10 @@ import json
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from kintsugi_client import connections
 
 __all__ = ["Client", "KintsugiError", "effect_body"]
 
@@ -55,12 +55,14 @@ class Client:
     """`max_wait`: the most seconds one call spends waiting out rate limits (429 with Retry-After, e.g.
     flagging at 30 a minute); a wait that would go past it raises the 429 at once instead.
     `buffer`: how many calls whose answer the agent does not use (set, handoff) a recorder holds back
-    and sends in the background (kintsugi_client.recorder); 0 sends each call as it is made."""
+    and sends in the background (kintsugi_client.recorder); 0 sends each call as it is made.
+    `keep_alive`: the seconds an idle connection still carries the next request (each thread keeps its
+    own; kintsugi_client.connections says when a request is ever sent twice); 0: a connection per request."""
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 60.0, max_wait: float = 60.0,
-                 buffer: int = BUFFER):
+                 buffer: int = BUFFER, keep_alive: float = connections.KEEP_ALIVE):
         self.base_url, self.token, self.timeout, self.max_wait = base_url.rstrip("/"), token, timeout, max_wait
-        self.buffer = buffer
+        self.buffer, self.keep_alive = buffer, keep_alive
         self._sending: ThreadPoolExecutor | None = None
         self._sending_lock = threading.Lock()
 
@@ -86,21 +88,22 @@ class Client:
 
     def _request_once(self, method: str, path: str, body: Any) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
-            "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
+        status, headers, raw = connections.exchange(
+            method, f"{self.base_url}{path}", data, {
+                "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+                "Accept": "application/json"},
+            timeout=self.timeout, keep_alive=self.keep_alive, replayable=connections.idempotent(method, path, body))
+        if not 200 <= status < 300:
             try:
                 error = json.loads(raw)["error"]
             except (ValueError, KeyError, TypeError):
-                error = {"code": "http_error", "message": raw[:200].decode("utf-8", "replace"), "details": None}
-            failure = KintsugiError(exc.code, error.get("code", ""), error.get("message", ""), error.get("details"))
-            failure.retry_after = _seconds(exc.headers.get("Retry-After"))
-            raise failure from None
+                message = raw[:200].decode("utf-8", "replace")
+                if 300 <= status < 400:  # not followed: the token would go wherever it points
+                    message = f"redirected to {headers.get('Location')!r} (point base_url there): {message}"
+                error = {"code": "http_error", "message": message, "details": None}
+            failure = KintsugiError(status, error.get("code", ""), error.get("message", ""), error.get("details"))
+            failure.retry_after = _seconds(headers.get("Retry-After"))
+            raise failure
         return json.loads(raw) if raw else None
 
     # --- onboarding (a person's API token; the Workspace admin role) ---

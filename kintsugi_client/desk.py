@@ -7,6 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping
 
+from kintsugi_client import connections
 from kintsugi_client.client import Client, KintsugiError
 from kintsugi_client.recorder import RemoteRecorder
 from kintsugi_client.signing import ForgedReplay, SeenReplays, verify_request
@@ -28,7 +29,7 @@ class Desk:
     `replay_secret`: the `krs_` secret kintsugi signs replays with, one for every agent here, or a
     mapping of agent name to its registration's secret. serve_replays needs it.
     `replay_client(base_url, token)`: builds the client a replay's calls go through (yours, to observe
-    or wrap them); by default a Client with this desk's client's timeout and buffer."""
+    or wrap them); by default a Client with this desk's client's timeout, buffer and keep_alive."""
 
     def __init__(self, client: Client, *, replay_secret: str | Mapping[str, str] | None = None,
                  perform: Callable[[str, dict, dict], None] | None = None,
@@ -37,7 +38,8 @@ class Desk:
         self.replay_secret = replay_secret
         self.replay_client = replay_client or (lambda base_url, token: Client(
             base_url, token, timeout=self.client.timeout, max_wait=self.client.max_wait,
-            buffer=getattr(self.client, "buffer", 0)))
+            buffer=getattr(self.client, "buffer", 0),
+            keep_alive=getattr(self.client, "keep_alive", connections.KEEP_ALIVE)))
         self.perform = perform or (lambda agent, payload, effect: None)  # your real side effects
         self.seen = SeenReplays()
         self._server: ThreadingHTTPServer | None = None

@@ -11,14 +11,14 @@ call-by-call would record.
 A held-back call the server refuses is never lost silently: the refusal (KintsugiError, naming the
 call) is raised by the next call of the action, by its finish, or by flush(); after it every call
 of that action raises it again (nothing later may be recorded past a gap). Calls still held at exit
-are sent then; a refusal there is logged to stderr ("kintsugi_client").
+are sent then, whether or not anything still refers to their recorder; a refusal there is logged to
+stderr ("kintsugi_client").
 """
 from __future__ import annotations
 
 import atexit
 import logging
 import threading
-import weakref
 from concurrent.futures import Future
 from typing import Any
 
@@ -27,7 +27,10 @@ from kintsugi_client.client import Client, KintsugiError, effect_body
 __all__ = ["RemoteRecorder"]
 
 log = logging.getLogger("kintsugi_client")
-_HOLDING: "weakref.WeakSet[RemoteRecorder]" = weakref.WeakSet()  # recorders with calls not yet sent
+# Recorders with calls not yet sent, held strongly: an agent that let go of its recorder (a desk's agent
+# function returns, a node's run ends) still has those calls sent at exit; a recorder leaves the set when
+# its calls are taken.
+_HOLDING: "set[RemoteRecorder]" = set()
 
 
 class RemoteRecorder:
@@ -43,6 +46,11 @@ class RemoteRecorder:
         self._sending: Future | None = None  # at most one batch in flight: the buffer stays bounded
         self._failure: BaseException | None = None
         self._lock = threading.Lock()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The refusal of a call this action held back (every later call of the action raises it), if any."""
+        return self._failure
 
     # --- the protocol's calls ---
     def ingest(self, source_id: str) -> str | None:
@@ -128,10 +136,10 @@ class RemoteRecorder:
     def _answer(self, op: str, body: dict) -> dict:
         with self._lock:
             self._settle()
-            if not self._held:
-                return self._client.call(self.action_id, op, body)  # as call by call: one plain request
             held, self._held = self._held, []
-            _HOLDING.discard(self)
+            _HOLDING.discard(self)  # a batch sent in the background has landed (settled): nothing is left
+            if not held:
+                return self._client.call(self.action_id, op, body)  # as call by call: one plain request
             try:
                 return self._client.calls(self.action_id, held + [{"op": op, **body}])[-1]
             except Exception as exc:
@@ -164,6 +172,10 @@ class RemoteRecorder:
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
+            # Told to the program now: what is still held can never land (nothing is recorded past the
+            # gap), and the exit has nothing left to tell.
+            self._held = []
+            _HOLDING.discard(self)
             raise self._failure
 
 

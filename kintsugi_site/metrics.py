@@ -125,6 +125,11 @@ def _review():
         amount.add_metric([name], cents or 0)
         delivery.add_metric([name], failed.get(name, 0))
     yield from (count, amount, delivery)
+    from compensation.models import ReviewNotice
+
+    owed = ReviewNotice.objects.filter(settled_at__isnull=True, incident__compensations__isnull=False).count()
+    yield GaugeMetricFamily("kintsugi_review_notices_owed", "Incidents whose reviewers are still owed the notice "
+                            "that their cases are ready (the sweep sends them).", value=owed)
 
 
 def _recording():

@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import io
 from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 
 from asgiref.wsgi import WsgiToAsgiInstance
 from django.conf import settings
 from django.core.handlers.exception import convert_exception_to_response
 from django.core.handlers.wsgi import WSGIHandler
 from django.utils.module_loading import import_string
+
+from kintsugi_site import recording_calls
 
 PREFIX = "/api/v1/recording/"
 URLCONF = "kintsugi_site.recording_urls"
@@ -98,6 +101,13 @@ class RecordingApp:
         await send({"type": "http.response.body", "body": body})
 
     def _respond(self, scope, body: bytes):
+        lean = None if scope.get("root_path") else recording_calls.answer(
+            method=scope["method"], path=scope["path"], query=scope.get("query_string", b""), headers=scope["headers"],
+            body=body, scheme=scope.get("scheme", "http"))
+        if lean is not None:
+            status, headers, content = lean
+            return {"type": "http.response.start", "status": status,
+                    "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]}, [content]
         adapter = WsgiToAsgiInstance(None)
         adapter.scope = scope
         environ = adapter.build_environ(scope, io.BytesIO(body))
@@ -115,8 +125,40 @@ class RecordingApp:
         return answer["start"], chunks
 
 
+def lean_wsgi(handler):
+    """A WSGI app answering the staged calls it can (kintsugi_site.recording_calls), the rest through `handler`."""
+
+    def application(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "POST" and not environ.get("SCRIPT_NAME"):
+            length = environ.get("CONTENT_LENGTH") or ""
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            if length.isdigit() and (limit is None or int(length) <= limit):
+                body = environ["wsgi.input"].read(int(length))
+                environ["wsgi.input"] = io.BytesIO(body)  # read again by Django if declined here
+                lean = recording_calls.answer(
+                    method="POST", path=environ.get("PATH_INFO", ""), query=environ.get("QUERY_STRING", "").encode(
+                        "latin-1"), headers=_wsgi_headers(environ), body=body, scheme=environ.get("wsgi.url_scheme",
+                                                                                                   "http"))
+                if lean is not None:
+                    status, headers, content = lean
+                    start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+                    return [content]
+        return handler(environ, start_response)
+
+    return application
+
+
+def _wsgi_headers(environ) -> list[tuple[bytes, bytes]]:
+    headers = [(name[5:].lower().replace("_", "-").encode("latin-1"), value.encode("latin-1"))
+               for name, value in environ.items() if name.startswith("HTTP_")]
+    headers += [(name.lower().replace("_", "-").encode("latin-1"), environ[name].encode("latin-1"))
+                for name in ("CONTENT_TYPE", "CONTENT_LENGTH") if name in environ]
+    return headers
+
+
 def wsgi_dispatch(full, lean):
     """A WSGI app sending the recording protocol's paths to `lean`, everything else to `full`."""
+    lean = lean_wsgi(lean)
 
     def application(environ, start_response):
         app = lean if is_recording(environ.get("PATH_INFO", "")) else full

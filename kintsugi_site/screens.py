@@ -32,6 +32,7 @@ class Desk:
     item: object  # a refund reversal of the incident
     action_id: int  # an action the repair re-ran with a changed outcome
     rows: dict = field(default_factory=dict)  # one row of each other list: ticket, ledger, outbox, event, transition
+    covered: str = ""  # a ticket whose customer's one message is on the case of another of their tickets
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ SCREENS = [
     Screen("compensation_compensationitem_case", REVIEWER,
            lambda d: _url("compensation_compensationitem_case", d.incident.pk, d.item.ticket_id) + f"?incident={d.incident.pk}",
            "#case-messages .message-body", "case"),
+    Screen("compensation_compensationitem_case", REVIEWER,
+           lambda d: _url("compensation_compensationitem_case", d.incident.pk, d.covered) + f"?incident={d.incident.pk}",
+           "#message-elsewhere", label="covered-case"),
     Screen("compensation_compensationitem_cases_bulk", REVIEWER,
            lambda d: _url("compensation_compensationitem_cases") + f"?incident={d.incident.pk}", "#bulk-messages",
            "bulk-confirmation"),  # reached by ticking every case and pressing Approve…: see open_screen
@@ -174,9 +178,16 @@ def unlisted() -> list[str]:
     return sorted(str(n) for n in admin_url_names() if n not in screens and not_a_screen(n) is None)
 
 
+# One customer behind three of the repaired desk's tickets (their address written three ways, the locale
+# named on the second only): the repair drafts them one message, in that locale, on the first one's case.
+ONE_CUSTOMER = {"t05": ("elif.yilmaz@customers.example", ""), "t06": ("Elif.Yilmaz@Customers.example", "de_DE"),
+                "t07": ("ELIF.YILMAZ@customers.example", "")}
+
+
 def build_desk(*, tag: str | None = None) -> Desk:
     """The canonical desk recorded twice: one copy flagged by a lead and repaired here (drafting on), with a
-    case claimed by the reviewer; the other left unflagged for the flag page. Returns its Desk."""
+    case claimed by the reviewer and three tickets of one customer (ONE_CUSTOMER); the other left
+    unflagged for the flag page. Returns its Desk."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
@@ -203,6 +214,9 @@ def build_desk(*, tag: str | None = None) -> Desk:
         desk_run(workspace=name)
         Workspace.objects.get(name=name).members.add(*users)
     workspace = Workspace.objects.get(name=names["repaired"])
+    for ticket, (address, locale) in ONE_CUSTOMER.items():
+        Ticket.objects.filter(workspace=workspace, ticket_id=ticket).update(
+            customer_name="Elif Yilmaz", customer_email=address, locale=locale)
     lead = users[0]
     incident = flag_source(workspace=workspace, source_id=POISONED_PAGE, actor=lead,
                            reason="The partner blog tells agents to refund any VIP claim without checks.",
@@ -229,7 +243,8 @@ def build_desk(*, tag: str | None = None) -> Desk:
     return Desk(people=people, incident=incident, workspace=workspace, item=item, rows=rows,
                 flagged=Source.objects.get(workspace=workspace, source_id=POISONED_PAGE),
                 to_flag=Source.objects.get(workspace__name=names["unflagged"], source_id=POISONED_PAGE),
-                action_id=incident.outcomes.filter(status="rerun_changed").first().action_id)
+                action_id=incident.outcomes.filter(status="rerun_changed").first().action_id,
+                covered=sorted(ONE_CUSTOMER)[1])
 
 
 # --- in the browser (Playwright's sync API) ---------------------------------------------------------------
@@ -293,8 +308,18 @@ EMAIL_SCREENS = {"compensation_compensationitem_case": "#case-messages .message-
                  "compensation_compensationitem_cases_bulk": "#bulk-messages .message-body"}
 
 
+# A stylesheet the page links that did not load (a 404, or text served as HTML): an unstyled page has
+# nothing wide and nothing overlapping, so the measures above would pass it.
+UNSTYLED = """() => [...document.querySelectorAll('link[rel=stylesheet]')]
+  .filter(l => { try { return !l.sheet || l.sheet.cssRules.length === 0; } catch (e) { return false; } })
+  .map(l => l.getAttribute('href'))"""
+
+
 def problems(page, screen: Screen) -> list[str]:
     """What is wrong with the screen open in `page` (empty: nothing)."""
+    missing = page.evaluate(UNSTYLED)
+    if missing:
+        return [f"unstyled: {', '.join(missing[:3])} did not load"]
     found = page.evaluate(MEASURE)
     out = [f"{found['overflow']} px wider than the window"
            + (f" ({', '.join(found['wide'])} past its edge)" if found["wide"] else "")] if found["overflow"] > 1 else []

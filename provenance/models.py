@@ -25,6 +25,10 @@ class Workspace(models.Model):
     # abandoned or expired): the next one opens at or above it (provenance.recording.remote). Moved only under the
     # row's lock, and never by a save of the whole row (save, below).
     next_provisional_action = models.BigIntegerField(default=0, editable=False)
+    message_locale = models.CharField(
+        "customer message locale", max_length=16, blank=True,
+        help_text="How money is written in this workspace's customer messages (e.g. en_US, de_DE); empty: the "
+                  "deployment's KINTSUGI_MESSAGE_LOCALE. A ticket's own locale wins. Set on the message template page.")
     falkordb_server = models.CharField(
         "FalkorDB server", max_length=255, blank=True, editable=False, default=new_workspace_server,
         help_text="host:port of the FalkorDB server holding this workspace's graph, baseline and model cache "
@@ -86,6 +90,9 @@ class Ticket(models.Model):
     currency = models.CharField(max_length=3, default="USD")
     tier = models.CharField(max_length=16, default="standard", help_text="Tier in the customer record (vip or standard).")
     payment_reference = models.CharField(max_length=64, blank=True)
+    locale = models.CharField(max_length=16, blank=True,
+                              help_text="The customer's locale (e.g. de_DE): how money is written in their messages; "
+                                        "empty: the workspace's.")
 
     class Meta:
         ordering = ["workspace", "ticket_id"]

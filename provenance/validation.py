@@ -16,6 +16,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
+from core.money import valid_locale
+
 
 class InvalidInput(ValueError):
     """A value from outside that kintsugi refuses to take in; the message says which and why."""
@@ -153,6 +155,17 @@ def currency(value: Any, *, field: str = "currency") -> str:
     if not _CURRENCY.match(value):
         raise InvalidInput(f"{field} must be a three-letter ISO 4217 code such as USD")
     return value
+
+
+def locale(value: Any, *, field: str = "locale") -> str:
+    """A babel locale ("de_DE", "de-DE"), as babel names it; empty stays empty (the workspace's applies)."""
+    value = _string(value, field=field, max_length=16).strip()
+    if not value:
+        return ""
+    try:
+        return valid_locale(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{field}: {exc}") from None
 
 
 def email(value: Any, *, field: str = "email") -> str:

@@ -7,6 +7,7 @@ whose Idempotency-Key was seen returns the first response, whatever its body. Fa
 - `fake.fault("hang")`: carried out, then answered only after the client's timeout;
 - `fake.fault("refuse")`: answered 402 with a card error, nothing done.
 `fake.objects[kind]` holds what was created; `fake.requests` every request (method, path, key, params).
+A three-decimal currency's invoice item whose amount does not end in 0 is refused (400), as Stripe does.
 `signed_event(type, obj, secret)` builds a webhook body and its Stripe-Signature header.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
 
 _ids = itertools.count(1)
+THREE_DECIMAL = {"bhd", "jod", "kwd", "omr", "tnd"}
 
 
 def _flat_to_nested(pairs) -> dict:
@@ -89,6 +91,10 @@ class FakeStripe:
         if method == "POST" and parts == ["customers"]:
             return 200, self._create("customer", "cus", params, email=params.get("email"))
         if method == "POST" and parts == ["invoiceitems"]:
+            if params.get("currency") in THREE_DECIMAL and int(params["amount"]) % 10:
+                # Stripe's rule for three-decimal currencies (docs.stripe.com/currencies): last digit 0.
+                return 400, {"error": {"type": "invalid_request_error", "code": "amount_invalid",
+                                       "message": "Amount must end in 0 for this currency"}}
             return 200, self._create("invoiceitem", "ii", params, customer=params["customer"],
                                      amount=int(params["amount"]), currency=params.get("currency", "usd"))
         if method == "POST" and parts == ["invoices"]:

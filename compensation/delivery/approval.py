@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from compensation.delivery import grouped_messages
 from core.audit import trail
 from core.vocabulary import AuditAction
 from compensation.models import CompensationItem
@@ -92,6 +93,11 @@ def undo(*, item: CompensationItem, actor, reason: str, via: str) -> Compensatio
         trail.record(action=AuditAction.ITEM_DECISION_UNDONE, subject_type="compensation_item", subject_id=item.pk, via=via,
                      actor=actor, reason=reason or "undone", incident_id=item.incident_id,
                      workspace=item.incident.workspace_id, from_status=before, to_status=St.PENDING)
+        if before == St.REJECTED:
+            # A customer's grouped message said this money would not move: it may again now.
+            grouped_messages.rewrite_for(item, actor=actor, via=via,
+                                         reason=f"the rejection of item #{item.pk} was undone: the customer's "
+                                                f"message says again what its ticket's money does")
     return item
 
 

@@ -16,8 +16,17 @@ money item is approved, would state something a reviewer may still refuse. So:
   refused); the case page lists it under "needs a decision" with the warning.
 Limits: the link is per (incident, ticket); a ticket has at most one money item (compensation.drafting.netting
 nets them), so "the" money item is well defined.
+
+A customer's one message about several tickets (compensation.drafting.grouping, `facts["tickets"]`)
+explains the money items of all of them: it waits until each is approved or rejected. A rejection
+does not leave it unsendable: its other tickets' corrections must still reach the customer, so the
+message is written again with that ticket's entry saying the refund stays as it is
+(compensation.delivery.grouped_messages), and an approval given before is reopened (the approval binds the
+text, which changed). Until it is written again it is held like a one-ticket message (`refused_money`).
 """
 from __future__ import annotations
+
+from django.db.models import Q
 
 from compensation.models import CompensationItem
 
@@ -39,32 +48,63 @@ def explained_item(item: CompensationItem, *, siblings=None) -> CompensationItem
                                             kind__in=EXPLAINED_KINDS).order_by("pk").first())
 
 
+def grouped_tickets(item: CompensationItem) -> list[str]:
+    """The tickets of a customer's one message about several tickets; [] for any other item."""
+    tickets = (item.facts or {}).get("tickets") or []
+    return list(tickets) if item.kind in EXPLAINING_KINDS and len(tickets) > 1 else []
+
+
+def explained_items(item: CompensationItem, *, siblings=None) -> list[CompensationItem]:
+    """Every money item `item` speaks of: its ticket's, or each of its tickets' for a grouped message."""
+    tickets = grouped_tickets(item)
+    if not tickets:
+        money = explained_item(item, siblings=siblings)
+        return [money] if money is not None else []
+    return list(CompensationItem.objects.filter(incident_id=item.incident_id, ticket_id__in=tickets,
+                                                kind__in=EXPLAINED_KINDS).order_by("pk"))
+
+
+def said_kept(item: CompensationItem) -> set[str]:
+    """The tickets whose entry in a grouped message already says the refund stays as it is."""
+    return {s.get("ticket") for s in (item.facts or {}).get("sections") or () if s.get("money_refused")}
+
+
+def _stands_alone(item: CompensationItem, money: CompensationItem) -> bool:
+    """A reviewer edited the email when approving it after `money` was decided: the text is theirs."""
+    return bool(money.status != St.PENDING and item.edited and item.decided_at and money.decided_at
+                and item.decided_at > money.decided_at)
+
+
 def waits_for(item: CompensationItem, *, siblings=None) -> CompensationItem | None:
     """The money item whose approval `item` has to wait for before it executes; None when it may go.
 
     A money item that was rejected (or cancelled) holds its email for good, unless a reviewer edited
-    the email when approving it after that rejection: then the text is theirs and stands alone."""
-    money = explained_item(item, siblings=siblings)
-    if money is None or money.status in GONE_AHEAD:
-        return None
-    if (money.status != St.PENDING and item.edited and item.decided_at and money.decided_at
-            and item.decided_at > money.decided_at):
-        return None
-    return money
+    the email when approving it after that rejection: then the text is theirs and stands alone; or the
+    email is a grouped message already written again to say that ticket's refund stays as it is."""
+    kept = said_kept(item)
+    for money in explained_items(item, siblings=siblings):
+        if money.status in GONE_AHEAD or _stands_alone(item, money):
+            continue
+        if money.status != St.PENDING and money.ticket_id in kept:
+            continue
+        return money
+    return None
 
 
 def refused_money(item: CompensationItem, *, siblings=None) -> CompensationItem | None:
-    """The rejected (or cancelled) money item `item` explains, or None."""
-    money = explained_item(item, siblings=siblings)
-    return money if money is not None and money.status in (St.REJECTED, St.CANCELLED) else None
+    """The rejected (or cancelled) money item `item` explains and does not yet say is refused, or None."""
+    kept = said_kept(item)
+    return next((m for m in explained_items(item, siblings=siblings)
+                 if m.status in (St.REJECTED, St.CANCELLED) and m.ticket_id not in kept), None)
 
 
 def explaining_emails(money: CompensationItem):
-    """The emails that explain `money` (a reversal or a replacement refund)."""
+    """The emails that explain `money` (a reversal or a replacement refund): its ticket's, and a grouped
+    message that covers its ticket."""
     if money.kind not in EXPLAINED_KINDS:
         return CompensationItem.objects.none()
-    return CompensationItem.objects.filter(incident_id=money.incident_id, ticket_id=money.ticket_id,
-                                           kind__in=EXPLAINING_KINDS)
+    return CompensationItem.objects.filter(Q(ticket_id=money.ticket_id) | Q(facts__tickets__contains=[money.ticket_id]),
+                                           incident_id=money.incident_id, kind__in=EXPLAINING_KINDS)
 
 
 def released_by(money: CompensationItem) -> list[int]:

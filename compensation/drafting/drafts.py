@@ -5,6 +5,7 @@ the repairing worker and idle workers share it; every item and its audit event g
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -14,12 +15,12 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Q
 
-from compensation.drafting import effect_kinds, templates
+from compensation.drafting import effect_kinds, grouping, templates
 from core.audit import trail
-from compensation.drafting.customers import ticket_facts
+from compensation.drafting.customers import ticket_facts, workspace_locale
 from compensation.drafting.kinds import MONEY, spec as kinds_spec
 from compensation.drafting.netting import PlannedItem, plan_items
-from compensation.models import CompensationItem
+from compensation.models import CompensationItem, ReviewNotice
 from compensation.drafting.transitions import set_status as _set_status
 from compensation.drafting.validation import validate_draft
 from core import locks
@@ -84,7 +85,7 @@ def _paths(incident: Incident, effects: list[dict], carried: dict | None = None,
     return out
 
 
-def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> dict:
+def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident, locale: str = "en_US") -> dict:
     # Messages: emails, and the declared message kinds (which carry to/subject/body like an email).
     inv_emails = [e for e in planned.effects if e["role"] == "invalidated" and "body" in (e["details"] or {})]
     facts = {
@@ -105,14 +106,27 @@ def _facts(planned: PlannedItem, ticket: Ticket | None, incident: Incident) -> d
     if corrected and planned.kind == K.CORRECTION_EMAIL and planned.situation not in NETTED_REFUND:
         facts["corrected_subject"] = corrected[-1]["details"].get("subject", "")
         facts["corrected_body"] = "\n\n".join(e["details"].get("body", "") for e in corrected)
-    facts.update(ticket_facts(ticket, currency=planned.currency))
+    facts.update(ticket_facts(ticket, currency=planned.currency, locale=locale))
     return facts
+
+
+def _planned_facts(planned: PlannedItem, tickets: dict, incident: Incident, locale: str) -> dict:
+    """An item's facts; a customer's message about several tickets gets one section per ticket."""
+    if not planned.sections:
+        return _facts(planned, tickets.get(planned.ticket), incident, locale)
+    sections = []
+    for s in planned.sections:
+        facts = _facts(s, tickets.get(s.ticket), incident, locale)
+        sections.append((facts, grouping.section_facts(s, facts, tickets.get(s.ticket))))
+    return {**grouping.grouped_facts(planned, sections), "source": incident.source_id,
+            "locale": grouping.customer_locale([tickets.get(s.ticket) for s in planned.sections], locale)}
 
 
 def _model_request(planned: PlannedItem, facts: dict, template=None) -> tuple[ModelTask, dict] | None:
     """(task, model input) for the items whose words the model writes (their spec says so); None for the others
-    (and for the customer message of a workspace that wrote its own template)."""
-    if template is not None and planned.kind == K.CORRECTION_EMAIL:
+    (for the customer message of a workspace that wrote its own template, and for one customer's message
+    about several tickets: kintsugi's template writes it, a numbered entry per ticket)."""
+    if (template is not None and planned.kind == K.CORRECTION_EMAIL) or grouping.is_grouped(facts):
         return None
     words = kinds_spec(planned.kind).model_words
     return (words.task, words.request(facts)) if words is not None else None
@@ -125,6 +139,10 @@ def write_draft(planned: PlannedItem, facts: dict, *, workspace: str | None = No
     `kinds` names the workspace's effect kinds; `template` is the workspace's own (Template, version) for its
     customer messages, if it wrote one."""
     registration = kinds_spec(planned.kind)  # an unknown kind fails here, loudly
+    if grouping.is_grouped(facts):
+        words, version = template or (templates.customer_message.DEFAULT, 0)
+        by = f"kintsugi (one message for {len(facts['sections'])} tickets" + (f", template v{version})" if version else ")")
+        return templates.render_draft(words, facts, team=workspace or ""), by, "", []
     if template is not None and planned.kind == K.CORRECTION_EMAIL:
         return (templates.render_draft(template[0], facts, team=workspace or ""),
                 f"kintsugi (message template v{template[1]})", "", [])
@@ -157,7 +175,14 @@ class DraftedItem:
 
 
 def draft_key(incident: Incident, planned: PlannedItem) -> str:
-    return f"{incident.pk}:{planned.kind}:{planned.ticket}:{planned.draft_suffix}"
+    key = f"{incident.pk}:{planned.kind}:{planned.ticket}:{planned.draft_suffix}"
+    if len(key) <= KEY_LENGTH:
+        return key
+    # A customer's message about many tickets carries many effects: the same key, digested to fit the column.
+    return f"{key[:KEY_LENGTH - 66]}:#{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+KEY_LENGTH = CompensationItem._meta.get_field("draft_key").max_length
 
 
 def planned_items(*, incident: Incident, effects: list[dict], lock: bool) -> tuple[list, list[PlannedItem], dict]:
@@ -168,6 +193,8 @@ def planned_items(*, incident: Incident, effects: list[dict], lock: bool) -> tup
     superseded, carried, carried_paths = _superseded_items(incident, cancelled, lock=lock)
     planned = plan_items([e for e in effects if e["role"] != RepairEffect.Role.CANCELLED] + carried,
                          effect_kinds.kinds_of(incident.workspace_id))
+    # One message per customer: the messages of a customer's several tickets become one.
+    planned = grouping.group_messages(planned, grouping.customer_keys(incident.workspace_id, {p.ticket for p in planned}))
     return superseded, planned, carried_paths
 
 
@@ -175,9 +202,10 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
     """Draft each planned item: its facts, the model's text and what validation finds wrong with it.
     Writes nothing but new model answers to the shared response cache, so the same planned items
     drafted again (the real repair after a what-if) come out the same."""
-    tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id,
-                                                             ticket_id__in={p.ticket for p in planned})}
-    todo = [(p, _facts(p, tickets.get(p.ticket), incident)) for p in planned]
+    wanted = {s.ticket for p in planned for s in (p.sections or [p])}
+    tickets = {t.ticket_id: t for t in Ticket.objects.filter(workspace_id=incident.workspace_id, ticket_id__in=wanted)}
+    locale = workspace_locale(incident.workspace)
+    todo = [(p, _planned_facts(p, tickets, incident, locale)) for p in planned]
     client = get_client()
     ws_name = incident.workspace.name
     kinds = effect_kinds.kinds_of(incident.workspace_id)
@@ -201,8 +229,12 @@ def draft_planned(*, planned: list[PlannedItem], incident: Incident) -> list[Dra
 DRAFT_PARTS = 8
 
 
-def _in_part(ticket: str | None, part: int, parts: int) -> bool:
-    return parts == 1 or zlib.crc32((ticket or "").encode()) % parts == part
+def ticket_parts(incident: Incident, parts: int) -> dict:
+    """The drafting part of each ticket of the incident's effects: by its customer (grouping.customer_key),
+    so that one customer's tickets are drafted together into their one message."""
+    tickets = set(incident.effects.values_list("ticket", flat=True).distinct())
+    keys = grouping.customer_keys(incident.workspace_id, tickets)
+    return {t: zlib.crc32((keys.get(t) or t or "").encode()) % parts for t in tickets}
 
 
 def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair finished",
@@ -218,13 +250,14 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
     approved or executed one already let its replacement leave, so that replacement is compensated here
     as an invalidated effect.
 
-    With `parts` > 1 only the tickets of one part (by a hash of the ticket id) are drafted, and nothing
-    is counted (None): items never span tickets, so parts drafted apart (draft_repair) come out as one
-    call would."""
+    With `parts` > 1 only the tickets of one part (by a hash of their customer) are drafted, and nothing
+    is counted (None): items never span customers (a customer's one message spans their tickets, and
+    parts are split by customer), so parts drafted apart (draft_repair) come out as one call would."""
     effects, items = incident.effects.all(), CompensationItem.objects.filter(incident=incident)
     part_tickets = None
     if parts > 1:
-        part_tickets = {t for t in incident.effects.values_list("ticket", flat=True).distinct() if _in_part(t, part, parts)}
+        # By customer, not by ticket: one customer's tickets are drafted together into their one message.
+        part_tickets = {t for t, p in ticket_parts(incident, parts).items() if p == part}
         effects, items = effects.filter(ticket__in=part_tickets), items.filter(ticket_id__in=part_tickets)
     effects = [_effect_dict(e) for e in effects]
     with transaction.atomic():
@@ -232,9 +265,15 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
             trail.lock_chain(incident.workspace_id)  # chain before item locks, like every audited transaction
         superseded, planned, carried_paths = planned_items(incident=incident, effects=effects, lock=True)
         existing = set(items.values_list("draft_key", flat=True))
+        # An item whose every effect an item of this incident already holds is drafted already, under
+        # another grouping (a customer's tickets grouped otherwise since: a ticket that arrived, an
+        # address that changed): drafting it again would send the customer a second message.
+        held = set(CompensationItem.effects.through.objects.filter(compensationitem__in=items)
+                   .values_list("repaireffect_id", flat=True))
         # Model calls before the chain lock (when nothing was cancelled), so audit writers elsewhere
         # wait only for the short write part.
-        drafted = draft_planned(planned=[p for p in planned if draft_key(incident, p) not in existing],
+        drafted = draft_planned(planned=[p for p in planned if draft_key(incident, p) not in existing
+                                         and not (p.effects and all(e["repair_effect"] in held for e in p.effects))],
                                 incident=incident)
         # Loaded once: building each item's path from a fresh query made drafting quadratic.
         index = _outcome_index(incident, part_tickets) if drafted else None
@@ -259,6 +298,10 @@ def draft_compensations(*, incident: Incident, actor=None, reason: str = "repair
                 valid=not d.problems, problems=d.problems,
             ))
         copy_create(new_items, with_ids=True)  # COPY, not INSERT: see core.bulk
+        if new_items:
+            # The reviewers are owed a notice from the commit of the first items on (compensation.notices):
+            # written here, in the items' own transaction, it cannot be lost to a broker that refuses its task.
+            ReviewNotice.objects.bulk_create([ReviewNotice(incident=incident)], ignore_conflicts=True)
         copy_rows(CompensationItem.effects.through, ({"compensationitem_id": item.pk, "repaireffect_id": e["repair_effect"]}
                                                      for item, d in zip(new_items, drafted) for e in d.planned.effects))
         worker = f"{socket.gethostname()}:{os.getpid()}"  # which process drafted (several may share a repair)

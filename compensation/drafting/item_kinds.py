@@ -76,6 +76,8 @@ def email_input(*, item_facts: dict) -> dict:
             "replacement_cents", "reverse_cents", "situation", "original_subject", "original_body")
     if item_facts.get("corrected_body"):  # the corrected answer the email carries
         keys += ("corrected_subject", "corrected_body")
+    if item_facts.get("locale") not in (None, "", "en_US"):  # money written the customer's way (1.234,50 €)
+        keys += ("locale",)
     return {k: item_facts.get(k) for k in keys}
 
 
@@ -91,13 +93,14 @@ MODEL_TASKS: dict[str, ModelTask] = {
             "markup, no other email addresses."
         )),
     EMAIL_TASK: ModelTask(
-        EMAIL_TASK, prompt_version="draft-correction-email-v2", schema=EmailDraft, offline=draft_correction_email,
+        EMAIL_TASK, prompt_version="draft-correction-email-v3", schema=EmailDraft, offline=draft_correction_email,
         instruction=(
             "You write ONE short, polite plain-text email to a customer correcting an earlier message that was "
             "based on a wrong policy. Address it to the customer email given and to nobody else. Explain the "
             "situation given and, when a corrected body is given, include it as the corrected answer. A human "
             "subject line without ticket numbers or other internal ids. Mention only the amounts and the currency "
-            "in the input, written as the customer reads money (e.g. $55.00). No links, no markup, no other email "
+            "in the input, written as the customer reads money (e.g. $55.00; in the locale given, when one is: "
+            "1.234,50 € for de_DE). No links, no markup, no other email "
             "addresses, no phone numbers."
         )),
 }

@@ -11,6 +11,8 @@ Netting, per ticket of an incident:
   corrected answer (compensation.drafting.customer_message), never a correction and a second message.
 - replacement emails of tickets with nothing invalidated to correct stay `replacement_email` items;
   replacement refunds without anything invalidated stay `replacement_refund`.
+- a customer with messages on several tickets still gets ONE message: compensation.drafting.grouping
+  merges them after this per-ticket netting (money items stay per ticket).
 - effects of any other kind (compensation.drafting.effect_kinds: kinds registered without netting, and kinds
   nobody registered, which fall back to a manual compensation) become one item each, carrying the effect.
 
@@ -35,6 +37,8 @@ class PlannedItem:
     effects: list[dict] = field(default_factory=list)  # RepairEffect-shaped dicts: effect_id, role, kind, ...
     situation: str = ""  # what the email has to explain
     netting: dict = field(default_factory=dict)
+    # The per-ticket messages one customer's message stands for (compensation.drafting.grouping); empty otherwise.
+    sections: list["PlannedItem"] = field(default_factory=list)
 
     @property
     def compensates(self) -> bool:

@@ -9,6 +9,8 @@ drafts, and re-drafts the incident's messages with it while nothing of the incid
   refused once any item of the incident was approved (an approved message was read in the old words;
   customers of one incident get one wording). Each re-draft is audited; the approval hash binds the new
   subject and body like any other content.
+- `set_locale`: the same lead sets the locale money is written in (1.234,50 € for de_DE), audited as a
+  change of the template's settings; a ticket's own locale wins (compensation.drafting.customers).
 New drafts use the workspace's template from the moment it is saved (compensation.drafting.drafts).
 """
 from __future__ import annotations
@@ -22,6 +24,7 @@ from compensation.drafting.customer_message import Template
 from compensation.models import CompensationItem, MessageTemplate
 from compensation.drafting.validation import validate_draft
 from core.audit import trail
+from core.money import valid_locale
 from core.vocabulary import AuditAction, ItemStatus
 from provenance.access import capabilities
 from provenance.access import tenancy
@@ -71,6 +74,28 @@ def set_template(*, workspace: Workspace, subject: str, body: str, actor, reason
                      via=via, actor=actor, reason=reason, workspace=workspace,
                      data={"before": before, "after": {"subject": subject, "body": body, "version": row.version}})
     return row
+
+
+def set_locale(*, workspace: Workspace, locale: str, actor, reason: str, via: str) -> str:
+    """Set how money is written in the workspace's customer messages (a Support lead there; empty: the
+    deployment's KINTSUGI_MESSAGE_LOCALE), audited with the template's changes. New drafts use it; a
+    ticket's own locale still wins. ValueError for a locale babel does not know."""
+    if not may_edit(actor, workspace):
+        raise TemplateRefused(f"user {getattr(actor, 'username', None)!r} may not change the message locale of "
+                              f"workspace {workspace.name!r} (its Support lead needed)")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValueError("changing the message locale needs a reason")
+    locale = valid_locale(locale) if (locale or "").strip() else ""
+    with transaction.atomic():
+        trail.lock_chain(workspace)
+        before = Workspace.objects.select_for_update().values_list("message_locale", flat=True).get(pk=workspace.pk)
+        Workspace.objects.filter(pk=workspace.pk).update(message_locale=locale)
+        workspace.message_locale = locale
+        trail.record(action=AuditAction.MESSAGE_TEMPLATE_CHANGED, subject_type="workspace", subject_id=workspace.pk,
+                     via=via, actor=actor, reason=reason, workspace=workspace,
+                     data={"before": {"locale": before}, "after": {"locale": locale}})
+    return locale
 
 
 def render_draft(template: Template, facts: dict, *, team: str) -> dict:

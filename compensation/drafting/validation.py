@@ -3,7 +3,8 @@
 A draft is untrusted text. It may be approved only when every check passes:
 - the recipient is exactly the ticket's customer;
 - money: never above what the customer paid, never above what the netting allows, never zero or
-  negative, in the ticket's currency; amounts written in the text obey the same limits;
+  negative, in the ticket's currency, a whole number of that currency's smallest unit (no fractional
+  yen); amounts written in the text obey the same limits;
 - the payment reference is the ticket's own;
 - no markup, no script-capable URL schemes (javascript:, data:, vbscript:, file:), and no link, domain or
   email address that does not appear in the ticket itself;
@@ -16,7 +17,9 @@ from __future__ import annotations
 import re
 
 from compensation.drafting.kinds import ITEM_KINDS
-from core.money import format_money
+from babel.numbers import NumberFormatError, get_currency_precision, parse_decimal
+
+from core.money import LOCALE, format_money, inexact_problem, locale_name
 
 MAX_SUBJECT = 200
 MAX_BODY = 4000
@@ -31,10 +34,13 @@ _CURRENCY_CODES = {
     "USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "NZD", "CNY", "HKD", "SGD", "SEK", "NOK", "DKK", "PLN",
     "CZK", "HUF", "INR", "BRL", "MXN", "ZAR", "TRY", "KRW", "RUB", "ILS", "AED", "SAR", "THB", "BTC", "ETH",
 }
-_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₩": "KRW", "₽": "RUB", "₺": "TRY"}
+_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "￥": "JPY", "₹": "INR", "₩": "KRW", "₽": "RUB",
+            "₺": "TRY"}
 _CURRENCY_WORDS = {"euro": "EUR", "euros": "EUR", "pound": "GBP", "pounds": "GBP", "sterling": "GBP", "yen": "JPY",
                    "franc": "CHF", "francs": "CHF", "rupee": "INR", "rupees": "INR", "bitcoin": "BTC"}
-_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+# Digits grouped and split the way any locale writes them ("1,234.50", "1.234,50", "1 234,50", "1’234.50"):
+# which is which is the message's locale's call (_cents).
+_NUMBER = r"\d(?:[\d,.\u00a0\u202f’']*\d)?"
 _SYM = "".join(re.escape(s) for s in _SYMBOLS)
 _MONEY = re.compile(
     rf"(?P<pre>[{_SYM}]|\b[A-Z]{{3}}\b)\s?(?P<n1>{_NUMBER})"
@@ -43,11 +49,16 @@ _MONEY = re.compile(
 _WORD_CURRENCY = re.compile(rf"(?i)\b({'|'.join(_CURRENCY_WORDS)})\b")
 
 
-def _cents(number: str) -> int | None:
-    try:
-        return round(float(number.replace(",", "")) * 100)
-    except ValueError:
-        return None
+def _cents(number: str, locale: str | None = None) -> int | None:
+    """Cents of an amount written in the message's locale (or en_US, as a reviewer may type it); one that
+    reads in neither counts all its digits as whole units, so a miss can only raise a false alarm."""
+    for name in dict.fromkeys((locale_name(locale), LOCALE)):
+        try:
+            return int(parse_decimal(number, locale=name, strict=True).scaleb(2).to_integral_value())
+        except (NumberFormatError, ValueError, ArithmeticError):
+            continue
+    digits = "".join(c for c in number if c.isdigit())
+    return int(digits) * 100 if digits else None
 
 
 def _currency_of(token: str) -> str | None:
@@ -83,28 +94,55 @@ def text_problems(text: str, *, field: str, facts: dict) -> list[str]:
         if domain.lower().rstrip(".,;:!?") not in allowed:
             problems.append(f"{field}: web address {domain} is not in the ticket")
     currency = facts.get("currency", "USD")
-    limit = facts.get("paid_cents")
-    if limit is not None and (facts.get("refunded_cents") or 0) > limit:
-        # The customer was paid back more than once (refunded twice): the text may name what left in
-        # total, a figure of the repair's own, never anything above it.
-        limit = facts["refunded_cents"]
+    limits = _limits(facts)
+    locale = facts.get("locale") or LOCALE
     for m in _MONEY.finditer(text):
         token = m.group("pre") or m.group("post")
         code = _currency_of(token)
         if code is None:
             continue  # a capitalised word before a number (e.g. "VIP 2"), not money
-        if code != currency:
+        if code not in limits:
             problems.append(f"{field}: mentions {m.group(0).strip()} in {code}; the ticket was paid in {currency}")
             continue
-        cents = _cents(m.group("n1") or m.group("n2"))
-        if cents is not None and limit is not None and cents > limit:
+        cents, limit = _cents(m.group("n1") or m.group("n2"), locale), limits[code]
+        if cents is not None and limit is not None and cents > _as_written(limit, code):
             problems.append(f"{field}: mentions {m.group(0).strip()}, more than the "
-                            f"{format_money(limit, currency)} the customer paid")
+                            f"{format_money(limit, code)} the customer paid")
     for m in _WORD_CURRENCY.finditer(text):
         code = _CURRENCY_WORDS[m.group(1).lower()]
-        if code != currency and not any(code in p for p in problems):
+        if code not in limits and not any(code in p for p in problems):
             problems.append(f"{field}: mentions {m.group(1)}; the ticket was paid in {currency}")
     return problems
+
+
+def _limits(facts: dict) -> dict[str, int | None]:
+    """The most the text may name, per currency it may name: what the customer paid (or, refunded more
+    than once, what left in total: a figure of the repair's own). A customer's message about several
+    tickets (compensation.drafting.grouping) may name what their tickets in each currency paid together:
+    a template's `$back` or `$refunded` is the total per currency (compensation.drafting.customer_message),
+    and bounded by the largest ticket alone, any customer with two tickets in one currency got a message
+    nobody could approve."""
+    sections = facts.get("sections") or ()
+    out: dict[str, int | None] = {}
+    for part in sections if len(sections) > 1 else [facts]:
+        code = part.get("currency") or facts.get("currency") or "USD"
+        limit = part.get("paid_cents")
+        if limit is not None and (part.get("refunded_cents") or 0) > limit:
+            limit = part["refunded_cents"]
+        if code not in out:
+            out[code] = limit
+        elif out[code] is not None:  # an unknown payment (no ticket) bounds nothing, as for one ticket
+            out[code] = None if limit is None else out[code] + limit
+    return out
+
+
+def _as_written(cents: int, currency: str) -> int:
+    """`cents` as format_money writes them (a currency without minor units shows ¥1,235 for 123450)."""
+    digits = get_currency_precision(currency)
+    if digits >= 2:
+        return cents
+    step = 10 ** (2 - digits)
+    return (cents + step // 2) // step * step
 
 
 def _recipient_problems(address: str, facts: dict, field: str) -> list[str]:
@@ -125,6 +163,10 @@ def _money_problems(draft: dict, facts: dict) -> list[str]:
         return ["amount: not an amount of money"]
     if amount <= 0:
         problems.append("amount: must be more than zero")
+    # A reviewer reads the amount in the currency's own digits (¥1,235 for 123450) and a payment provider
+    # takes it in them: an amount between two of its units is refused here, where a person can correct it.
+    if problem := inexact_problem(amount, currency or ""):
+        problems.append(f"amount: {problem}")
     paid = facts.get("paid_cents")
     if paid is not None and amount > paid:
         problems.append(f"amount: {format_money(amount, currency)} is above the {format_money(paid, currency)} "

@@ -167,12 +167,14 @@ def next_batch(*, incident, actor, count: int, reason: str, via: str) -> Batch:
             held = CaseAssignment.objects.filter(incident=incident).values("ticket_id")
             batch.tickets = list(pending.exclude(ticket_id__in=held).values_list("ticket_id", flat=True)
                                  .distinct().order_by("ticket_id")[:count])
-        for ticket in batch.tickets:
-            CaseAssignment.objects.create(incident=incident, ticket_id=ticket, assignee=actor, assigned_by=actor)
-            trail.record(action=AuditAction.CASE_ASSIGNED, subject_type="case", subject_id=f"{incident.pk}/{ticket}",
-                         via=via, actor=actor, reason=reason or "next cases", incident_id=incident.pk,
-                         workspace=incident.workspace_id, from_status="", to_status=actor.get_username(),
-                         data={"ticket": ticket, "batch": count})
+        # One INSERT and one append for the batch: the chain's lock is held for two statements, not two per case.
+        CaseAssignment.objects.bulk_create([CaseAssignment(incident=incident, ticket_id=ticket, assignee=actor,
+                                                           assigned_by=actor) for ticket in batch.tickets])
+        trail.record_many([dict(action=AuditAction.CASE_ASSIGNED, subject_type="case",
+                                subject_id=f"{incident.pk}/{ticket}", via=via, actor=actor,
+                                reason=reason or "next cases", incident_id=incident.pk, from_status="",
+                                to_status=actor.get_username(), data={"ticket": ticket, "batch": count})
+                           for ticket in batch.tickets], workspace=incident.workspace_id)
     batch.left_in_batch = left_in_batch(incident=incident, user=actor)
     batch.left_in_incident = pending.values("ticket_id").distinct().count()
     if not batch.tickets and not batch.why_none:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.functional import cached_property
 
@@ -112,7 +113,9 @@ class CaseItem:
             effect = i.original[0] if i.original else {"kind": "effect"}
             amount = f" of {i.amount_display}" if i.amount_cents else ""
             return f"nothing through kintsugi: a person compensates the {effect['kind']}{amount} by hand"
-        return f"an email to {i.customer_email}: {i.subject}"
+        tickets = sequencing.grouped_tickets(i)
+        return f"an email to {i.customer_email}: {i.subject}" + (
+            f" (one message for tickets {', '.join(tickets)})" if tickets else "")
 
 
 @dataclass
@@ -125,6 +128,15 @@ class Case:
     summary: str
     items: list[CaseItem] = field(default_factory=list)
     story: object | None = None  # repairs.ticket_story.TicketStory, loaded for one case's page
+    # The customer's one message about several tickets, when it is reviewed on another ticket's case
+    # (compensation.drafting.grouping: it lives on the customer's first ticket).
+    message_elsewhere: list[CompensationItem] = field(default_factory=list)
+
+    @property
+    def elsewhere(self) -> list[tuple[CompensationItem, str]]:
+        """(message, the case page that shows it) for each such message."""
+        return [(m, reverse("admin:compensation_compensationitem_case", args=[m.incident_id, m.ticket_id]))
+                for m in self.message_elsewhere]
 
     @property
     def key(self) -> tuple[int, str]:
@@ -220,6 +232,10 @@ def _build(items: list[CompensationItem]) -> list[Case]:
     for item in items:
         grouped[(item.incident_id, item.ticket_id)].append(item)
     triage = _triage({k[0] for k in grouped}, {k[1] for k in grouped})
+    covered: dict[tuple[int, str], list[CompensationItem]] = defaultdict(list)
+    for item in items:
+        for other in sequencing.grouped_tickets(item)[1:]:
+            covered[(item.incident_id, other)].append(item)
     out = []
     for (incident_id, ticket), group in grouped.items():
         group.sort(key=lambda i: (kinds.spec(i.kind).order, i.pk))  # money first, then its email, then the rest
@@ -230,6 +246,7 @@ def _build(items: list[CompensationItem]) -> list[Case]:
                     summary=_sentence(group, triage.get((incident_id, ticket), {}), currency))
         case.items = [CaseItem(i, waits_for=sequencing.waits_for(i, siblings=group),
                                refused_money=sequencing.refused_money(i, siblings=group)) for i in group]
+        case.message_elsewhere = covered.get((incident_id, ticket), [])
         out.append(case)
     out.sort(key=lambda c: (STATE_RANK[c.state], -c.incident_id, c.ticket))
     return out
@@ -259,12 +276,17 @@ def cases(*, user, incident: Incident | None = None, status: str | None = None) 
 def case(*, user, incident_id: int, ticket: str) -> Case | None:
     """One case, if `user` may see it, with its ticket's before → after and its items' edits; None
     otherwise (as for a case that does not exist)."""
-    items = list(tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
-                 .filter(incident_id=incident_id, ticket_id=ticket).select_related("incident", "decided_by", "delivery")
-                 .defer("incident__plan", "incident__verification"))
+    # With, in the same query, the customer's one message about several tickets when another case holds it.
+    rows = list(tenancy.scoped(CompensationItem.objects.all(), user=user, path="incident__workspace")
+                .filter(Q(ticket_id=ticket) | Q(kind__in=list(kinds.MESSAGES), facts__tickets__contains=[ticket]),
+                        incident_id=incident_id)
+                .select_related("incident", "decided_by", "delivery").defer("incident__plan", "incident__verification")
+                .order_by("pk"))
+    items = [i for i in rows if i.ticket_id == ticket]
     if not items:
         return None
     found = _build(items)[0]
+    found.message_elsewhere = [i for i in rows if i.ticket_id != ticket]
     diffs = edit_diffs(items)
     for entry in found.items:
         entry.edits = diffs.get(entry.item.pk, [])

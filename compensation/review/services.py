@@ -11,39 +11,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from compensation.drafting import customers, effect_kinds, kinds, templates
-from compensation.delivery import gates, sequencing
-from compensation.delivery.approval import content_hash
+from compensation.review import decisions
+from compensation.review.decisions import DecisionRefused, ReviewRefused, enqueue_execution  # noqa: F401 - theirs
+from compensation.review.decisions import draft_fields as _draft_fields
 from core.audit import trail
-from core.broker import send
-from core.errors import DomainError
 from core.vocabulary import AuditAction
 from compensation.drafting.netting import PlannedItem
 from compensation.drafting.drafts import write_draft
 from compensation.models import CompensationItem
 from compensation.drafting.transitions import set_status as _set_status
 from compensation.drafting.validation import MAX_BODY, validate_draft
-from provenance.access import capabilities, tenancy
 from provenance import validation
 from provenance.llm import get_client
 from repairs.models import Incident
 
 K, St = CompensationItem.Kind, CompensationItem.Status
 REVIEW_PERMISSION = "compensation.review_compensationitem"
-
-
-class ReviewRefused(PermissionError):
-    """The actor may not make this decision (role, four-eyes)."""
-
-
-class DecisionRefused(DomainError, ValueError):
-    """The item cannot take this decision (already decided, draft invalid, empty reason)."""
-
-    code, status = "decision_refused", 409  # the item's state conflicts
+BULK_CHUNK = 150  # items approved in one transaction by bulk_approve (about decisions.CHUNK_CASES cases)
 
 
 def _locked_pending(item_pk: int, *, workspace_id: int, refusal: str, with_incident: bool = True) -> CompensationItem:
@@ -141,142 +128,29 @@ def set_customer(*, item: CompensationItem, name: str, email: str, actor, reason
 
 # --- review -----------------------------------------------------------------------------------------
 
-def _draft_fields(item: CompensationItem) -> dict:
-    return {"to": item.to, "subject": item.subject, "body": item.body, "payment_reference": item.payment_reference,
-            "amount_cents": item.amount_cents, "currency": item.currency}
-
-
 def _refuse(item: CompensationItem, actor, via: str, attempted: str, exc: Exception):
     """Record a refused attempt in its own transaction, then raise it."""
     with transaction.atomic():
-        trail.record(action=AuditAction.ITEM_REFUSED, subject_type="compensation_item", subject_id=item.pk, via=via,
-                     actor=actor, reason=str(exc), incident_id=item.incident_id, from_status=item.status,
-                     workspace=item.incident.workspace_id,
-                     to_status=item.status, data={"attempted": attempted, "refusal": type(exc).__name__})
+        trail.record(**decisions.refusal_event(item, actor=actor, via=via, attempted=attempted, exc=exc))
     raise exc
 
 
 def _require_reviewer(item: CompensationItem, actor, *, via: str, action: str, four_eyes: bool = True) -> bool:
     """Check workspace, role and four-eyes; returns True when four-eyes was relaxed by the setting."""
-    tenancy.require_visible(actor, item.incident.workspace_id, via=via, what=f"compensation item {item.pk}")
-    if actor is None or not actor.is_active:
-        _refuse(item, actor, via, action, ReviewRefused("an active user is required to review"))
-    if not capabilities.may(actor, "review"):
-        _refuse(item, actor, via, action, ReviewRefused(
-            f"user {actor.get_username()!r} may not review compensation items (Reviewer role needed)"))
-    if four_eyes and item.incident.flagged_by_id == actor.pk:
-        if settings.KINTSUGI_FOUR_EYES:
-            _refuse(item, actor, via, action, ReviewRefused(
-                f"four-eyes: {actor.get_username()!r} flagged incident #{item.incident_id} and may not "
-                f"{action} its items"))
-        return True
-    return False
+    refusal, relaxed = decisions.reviewer_refusal(item, actor, via=via, action=action, four_eyes=four_eyes)
+    if refusal is not None:
+        _refuse(item, actor, via, action, refusal)
+    return relaxed
 
 
 def _decide(*, item: CompensationItem, actor, reason: str, via: str, decision: str, edits: dict | None = None,
             policy: int | None = None, shown: str | None = None) -> CompensationItem:
-    attempted = {"approve": "approve", "reject": "reject"}[decision] + (" (edited)" if edits else "")
-    current = CompensationItem.objects.select_related("incident").get(pk=item.pk)
-    relaxed = _require_reviewer(current, actor, via=via, action=decision)
-    try:
-        with transaction.atomic():
-            item = _locked_pending(item.pk, workspace_id=current.incident.workspace_id, refusal="already {status}")
-            if not gates.decidable(item.incident):
-                # Drafted from the checkpointed plan while the repair was still being applied.
-                raise DecisionRefused(f"incident #{item.incident_id} is {item.incident.status}; its items can "
-                                      f"be decided once its repair is applied, and execute once its repair is verified")
-            if shown is not None and content_hash(item) != shown:
-                # Read under the item's lock: an edit or a redraft since the page was shown wins the race.
-                raise DecisionRefused(f"item #{item.pk} changed after it was shown to you (its text, subject, "
-                                      f"recipient or amount): read it again before deciding")
-            drafted = _draft_fields(item)
-            if edits:
-                _apply_edits(item, edits, actor=actor, via=via, reason=reason)
-            if decision == "approve":
-                refused_money = sequencing.refused_money(item)
-                if refused_money is not None and _draft_fields(item) == drafted:
-                    raise DecisionRefused(sequencing.rejection_problem(refused_money))
-                problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
-                if problems or (not item.valid and not edits and refused_money is None):
-                    raise DecisionRefused(f"item #{item.pk} failed validation and cannot be approved: "
-                                          + "; ".join(problems or item.problems))
-                decided_at = timezone.now()
-                item.decided_at = decided_at  # waits_for compares it with the money item's decision
-                held = sequencing.waits_for(item)
-                _set_status(item, St.APPROVED, actor=actor, via=via, action=AuditAction.ITEM_APPROVED, reason=reason,
-                            data={"amount_cents": item.amount_cents, "currency": item.currency, "edited": item.edited,
-                                  "waits_for": held.pk if held else None, "content_hash": content_hash(item),
-                                  **({"policy": policy} if policy else {})},
-                            decided_by=actor, decided_at=decided_at, decision_reason=reason,
-                            execution_key=f"compensation:{item.pk}", valid=True, problems=[],
-                            approved_hash=content_hash(item))
-                # A held email is enqueued too: execution skips it until its money item is approved, so a
-                # race with that approval still ends with it sent once.
-                transaction.on_commit(lambda pk=item.pk: enqueue_execution(pk))
-                if item.kind in sequencing.EXPLAINED_KINDS:
-                    # Read after commit: an email approved meanwhile is released too (executed once by key).
-                    transaction.on_commit(lambda money=item: [enqueue_execution(pk) for pk in sequencing.released_by(money)])
-            else:
-                _set_status(item, St.REJECTED, actor=actor, via=via, action=AuditAction.ITEM_REJECTED, reason=reason,
-                            data={"policy": policy} if policy else None, decided_by=actor,
-                            decided_at=timezone.now(), decision_reason=reason)
-                _mark_explaining_emails(item, actor=actor, via=via)
-            if relaxed:
-                trail.record(action=AuditAction.FOUR_EYES_RELAXED, subject_type="compensation_item", subject_id=item.pk,
-                             via=via, actor=actor, reason="KINTSUGI_FOUR_EYES is off: the flagger decided an item "
-                             "of their own incident", incident_id=item.incident_id, workspace=item.incident.workspace_id,
-                             data={"decision": decision, "decision_reason": reason})
-    except DecisionRefused as exc:
-        _refuse(current, actor, via, attempted, exc)
-    return item
-
-
-def _mark_explaining_emails(money: CompensationItem, *, actor, via: str) -> None:
-    """After a money item is rejected: its emails say something that will not happen now. Pending ones
-    are marked; approved ones still held are reopened, so none waits for an approval that cannot come."""
-    problem = sequencing.rejection_problem(money)
-    for email in (sequencing.explaining_emails(money).select_for_update()
-                  .filter(status__in=(St.PENDING, St.APPROVED), executed_at__isnull=True)):
-        fields = dict(valid=False, problems=[*email.problems, problem])
-        if email.status == St.APPROVED:
-            # Its execution key stays: approved again later, it is still sent at most once.
-            _set_status(email, St.PENDING, actor=actor, via=via, action=AuditAction.ITEM_REOPENED, reason=problem,
-                        data={"rejected": money.pk, "was_approved_by": email.decided_by.get_username()
-                              if email.decided_by else None}, decided_by=None, decided_at=None,
-                        decision_reason="", **fields)
-            continue
-        for name, value in fields.items():
-            setattr(email, name, value)
-        email.save(update_fields=["valid", "problems", "updated_at"])
-        trail.record(action=AuditAction.ITEM_NEEDS_REDRAFT, subject_type="compensation_item", subject_id=email.pk, via=via,
-                     actor=actor, reason=problem, incident_id=email.incident_id, from_status=email.status,
-                     to_status=email.status, workspace=money.incident.workspace_id, data={"rejected": money.pk})
-
-
-def _apply_edits(item: CompensationItem, edits: dict, *, actor, via: str, reason: str) -> None:
-    allowed = kinds.spec(item.kind).editable
-    unknown = sorted(set(edits) - set(allowed))
-    if unknown:
-        raise DecisionRefused(f"{', '.join(unknown)} cannot be edited on a {item.get_kind_display()}")
-    before = _draft_fields(item)
-    changed = {}
-    for name, value in edits.items():
-        if name == "amount_cents":
-            try:
-                value = int(value)
-            except (TypeError, ValueError):
-                raise DecisionRefused("amount must be an amount of money, such as 75.00") from None
-        if value != getattr(item, name):
-            changed[name] = {"before": before[name], "after": value}
-            setattr(item, name, value)
-    if not changed:
-        return
-    problems = validate_draft(kind=item.kind, draft=_draft_fields(item), facts=item.facts)
-    item.edited, item.valid, item.problems = True, not problems, problems
-    item.save()
-    trail.record(action=AuditAction.ITEM_EDITED, subject_type="compensation_item", subject_id=item.pk, via=via, actor=actor,
-                 reason=reason, incident_id=item.incident_id, from_status=item.status, to_status=item.status,
-                 workspace=item.incident.workspace_id, data={"changes": changed, "valid": not problems, "problems": problems})
+    """One item through compensation.review.decisions (a batch of one): its refusal, recorded there, raised here."""
+    outcome = decisions.decide(asked=[decisions.Asked(item, shown=shown, edits=edits)], decision=decision,
+                               actor=actor, reason=reason, via=via, policy=policy)
+    if outcome.refused:
+        raise outcome.refused[0][1]
+    return outcome.decided[0]
 
 
 # What an edit may hold before the draft checks look at it: the columns' bounds, no NUL or other control
@@ -296,7 +170,7 @@ def _checked_edits(edits: dict | None) -> dict | None:
         elif name in _EDIT_BOUNDS:
             checked[name] = validation.text(value, field=name, max_length=_EDIT_BOUNDS[name])
         else:
-            checked[name] = value  # refused, and recorded, by _apply_edits: not editable on this kind
+            checked[name] = value  # refused, and recorded, by the decision: not editable on this kind
     return checked
 
 
@@ -307,12 +181,20 @@ def approve_item(*, item: CompensationItem, actor, reason: str = "", via: str, e
     and for items already decided. `shown`: the content hash (compensation.delivery.approval) of the item as the
     approver read it; refused when the item no longer says that. Execution is enqueued after commit."""
     reason = validation.reason(reason, required=False)
-    registration = kinds.ITEM_KINDS.get(item.kind)
-    if not reason and registration is not None and registration.reason_required:
-        raise DecisionRefused(f"say what was done: approving a {item.get_kind_display()} records it")
+    if problem := unreasoned_approval(item, reason):
+        raise problem
     reason = reason or "approved"
     return _decide(item=item, actor=actor, reason=reason, via=via, decision="approve", edits=_checked_edits(edits),
                    policy=policy, shown=shown)
+
+
+def unreasoned_approval(item: CompensationItem, reason: str) -> DecisionRefused | None:
+    """The refusal of an approval without a reason of an item whose kind records what a person did
+    (nothing recorded: the decision never started)."""
+    registration = kinds.ITEM_KINDS.get(item.kind)
+    if not reason and registration is not None and registration.reason_required:
+        return DecisionRefused(f"say what was done: approving a {item.get_kind_display()} records it")
+    return None
 
 
 def reject_item(*, item: CompensationItem, actor, reason: str, via: str, policy: int | None = None) -> CompensationItem:
@@ -330,13 +212,20 @@ class BulkResult:
 
 
 def bulk_approve(*, items, actor, reason: str, via: str) -> BulkResult:
-    """Approve each item in its own transaction: one refusal does not undo the others."""
-    result = BulkResult()
+    """Approve the items, BULK_CHUNK per transaction (compensation.review.decisions): one refusal does not
+    undo the others."""
+    reason = validation.reason(reason, required=False)
+    result, asked = BulkResult(), []
     for item in items:
-        try:
-            result.approved.append(approve_item(item=item, actor=actor, reason=reason, via=via))
-        except (PermissionError, ValueError) as exc:
-            result.refused.append((item, str(exc)))
+        if problem := unreasoned_approval(item, reason):
+            result.refused.append((item, str(problem)))
+        else:
+            asked.append(decisions.Asked(item))
+    for start in range(0, len(asked), BULK_CHUNK):
+        outcome = decisions.decide(asked=asked[start:start + BULK_CHUNK], decision="approve", actor=actor,
+                                   reason=reason or "approved", via=via)
+        result.approved += outcome.decided
+        result.refused += [(item, str(exc)) for item, exc in outcome.refused]
     return result
 
 
@@ -352,14 +241,3 @@ def cancel_incident_items(*, incident: Incident, actor, reason: str, via: str) -
             _set_status(item, St.CANCELLED, actor=actor, via=via, action=AuditAction.ITEM_CANCELLED,
                         reason=f"incident #{incident.pk} closed: {reason}")
     return len(pending)
-
-
-def enqueue_execution(item_id: int) -> None:
-    from compensation.tasks import execute_compensation
-
-    from compensation.delivery.approval import undo_seconds
-
-    # When the broker is down the item stays approved; `execute_approved` picks it up. Sent after the
-    # undo window (KINTSUGI_UNDO_SECONDS), so an approval taken back in it sends nothing.
-    send(execute_compensation, item_id, what=f"the execution of compensation item {item_id}",
-         countdown=undo_seconds() or None)

@@ -166,6 +166,9 @@ class TicketPutSerializer(views.ReasonSerializer):
     currency = serializers.CharField(max_length=3, required=False)
     tier = serializers.CharField(max_length=16, required=False)
     payment_reference = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    locale = serializers.CharField(max_length=16, required=False, allow_blank=True,
+                                   help_text="The customer's locale (e.g. de_DE): how money is written in their "
+                                             "messages; empty: the workspace's.")
 
 
 class AgentRegistrationSerializer(serializers.ModelSerializer):
@@ -291,7 +294,7 @@ class WorkspaceViewSet(views.WorkspaceViewSet):
         reason, ticket_id = data.pop("reason"), data.pop("ticket_id")
         ticket, created = onboarding.put_ticket(workspace=self.get_object(), ticket_id=ticket_id, fields=data,
                                                 actor=request.user, reason=reason, via=VIA, mode=MODES[request.method])
-        return Response(ticket.as_payload() | {"created": created}, status=201 if created else 200)
+        return Response(ticket.as_payload() | {"locale": ticket.locale, "created": created}, status=201 if created else 200)
 
     @extend_schema(methods=["get"], summary="The workspace's agents in other processes",
                    responses=AgentRegistrationSerializer(many=True))

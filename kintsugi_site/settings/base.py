@@ -218,6 +218,9 @@ CELERY_BEAT_SCHEDULE = {
     "heal-outages": {"task": "repairs.tasks.heal_outages_task", "schedule": KINTSUGI_SWEEP_SECONDS,
                      # A sweep that waited behind an outage is stale by the next one: never let them pile up.
                      "options": {"expires": KINTSUGI_SWEEP_SECONDS}},
+    # Review notices still owed (compensation.notices): their task was refused by the broker, or lost.
+    "review-notices": {"task": "compensation.tasks.send_owed_notices", "schedule": KINTSUGI_SWEEP_SECONDS,
+                       "options": {"expires": KINTSUGI_SWEEP_SECONDS}},
 }
 # Beat's record of when each entry last ran lives with the rest of the local state, not in the checkout.
 CELERY_BEAT_SCHEDULE_FILENAME = env("KINTSUGI_BEAT_SCHEDULE_FILE", default=str(
@@ -287,6 +290,9 @@ KINTSUGI_FOUR_EYES = env.bool("KINTSUGI_FOUR_EYES", default=True)
 # seconds is long enough to catch a wrong click from the toast and short enough that money still moves
 # at once as far as a customer can tell.
 KINTSUGI_UNDO_SECONDS = env.int("KINTSUGI_UNDO_SECONDS", default=10)
+# How money is written in customer messages (a babel locale) when neither the ticket nor the workspace
+# names one: compensation.drafting.customers.message_locale.
+KINTSUGI_MESSAGE_LOCALE = env("KINTSUGI_MESSAGE_LOCALE", default="en_US")
 
 EMAIL_BACKEND = "provenance.mail.OutboxBackend"
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="support@kintsugi.invalid")

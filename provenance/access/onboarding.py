@@ -146,11 +146,11 @@ def put_source(*, workspace: Workspace, source_id: str, content: str | None, tit
 
 
 TICKET_FIELDS = ("customer_name", "customer_email", "subject", "body", "amount_cents", "currency", "tier",
-                 "payment_reference")
+                 "payment_reference", "locale")
 
 
 # What may still change once money has moved on a ticket: its wording, never who is paid or how much.
-TEXT_FIELDS = ("customer_name", "subject", "body")
+TEXT_FIELDS = ("customer_name", "subject", "body", "locale")
 
 
 def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, reason: str, via: str,
@@ -172,6 +172,8 @@ def put_ticket(*, workspace: Workspace, ticket_id: str, fields: dict, actor, rea
             clean[name] = validation.currency(value)
         elif name == "customer_email":
             clean[name] = validation.email(value, field=name)
+        elif name == "locale":
+            clean[name] = validation.locale(value, field=name)
         elif name == "body":
             clean[name] = validation.text(value, field=name, max_length=validation.MAX_PAYLOAD_BYTES // 2)
         else:

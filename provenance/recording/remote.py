@@ -20,7 +20,8 @@ abandoned or expired: the counter on the workspace's row), so a call's action id
 Where an open recording lives (provenance.recording.staging): its row in Postgres is written when an action opens,
 when an effect is recorded (durable before the agent may perform it) and when it closes; the calls that
 only stage (set, get, handoff, a finish that does not commit) are written to its staged state in Redis by
-one atomic script, with no Postgres transaction, against the process's copy of its session.
+one atomic script, with no Postgres transaction, against the process's copy of its session (or a copy of
+what is staged, in a process that holds none).
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ from provenance.recording.live import LazySources, read_ended, write_records
 from provenance.recording.recorder import ActionRecord, ActionRecorder, GraphRecorder
 # The session a web process keeps of each open recording (tests reach _cache through this module).
 from provenance.recording.recording_copies import (  # noqa: F401
-    _by_action, _cache, _cache_lock, _forget, _new_session, _on_snapshot, _remember, _session, _snapshot)
+    _by_action, _cache, _cache_lock, _forget, _new_session, _on_snapshot, _remember, _session, _snapshot,
+    copy_from_staging, refreshed)
 from provenance.recording.services import workspace_lock
 
 
@@ -233,7 +235,7 @@ STAGED_OPS = ("get", "set", "handoff", "finish")  # ingest counts quarantine hit
 
 def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     """One memory, source, handoff or effect call of an open action."""
-    answer = _call_staged(token, action_id, op, body)
+    answer = staged_call(token=token, action_id=action_id, op=op, body=body)
     if answer is not None:
         return answer
     with transaction.atomic():
@@ -244,35 +246,53 @@ def call(*, token: AgentToken, action_id, op: str, body) -> dict:
     return answer
 
 
-def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
-    """The call applied to this process's copy of its recording and staged (provenance.recording.staging) with no
-    row lock and no Postgres statement: it lands only if the staged version is still the copy's (else the
-    copy is rebuilt from what is staged, once), no writer holds the row and the recording is not idle.
-    None when there is no copy, the call is not one that only stages (an effect, an ingest, the finish
-    that commits), or it did not land, or it failed: the caller then applies it to the row read under its
-    lock, which answers with the authoritative result or error (an attempt here wrote nothing)."""
+def staged_call(*, token: AgentToken, action_id, op: str, body) -> dict | None:
+    """The call applied to this process's copy of its recording (or one made from what is staged) and staged
+    (provenance.recording.staging) with no row lock and no Postgres statement: it lands only if the staged
+    version is still the copy's (else the copy is brought up to it, once), no writer holds the row and the
+    recording is not idle. None when nothing is staged of it, the call is not one that only stages (an
+    effect, an ingest, the finish that commits), or it did not land, or it failed: the caller then applies
+    it to the row read under its lock, which answers with the authoritative result or error."""
     if op not in STAGED_OPS or isinstance(action_id, bool) or not isinstance(action_id, int):
         return None
     with _cache_lock:
         pk = _by_action.get((token.workspace_id, action_id))
         cached = _cache.pop(pk, None) if pk is not None else None
     if cached is None:
-        return None
+        cached = copy_from_staging(token, action_id)
+        if cached is None:
+            return None
     version, session, row = cached
     for attempt in range(2):
         touched = max(row.touched_at.timestamp(), getattr(row, "staged_touched", 0.0))
         if row.workspace_id != token.workspace_id or touched < time.time() - _timeout().total_seconds():
+            _remember(row, session)  # untouched: the locked path's _session finds it
             return None  # idle since its last call: the locked path closes it
         try:
             index, record = _open_record(row, token, action_id)
-            if op == "finish" and not (record.handoffs or row.state["stack"]):
-                return None  # the recording's last finish (it hands off nothing) commits it: under the row's lock
+        except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
+            _remember(row, session)
+            return None
+        if op == "finish" and not (record.handoffs or row.state["stack"]):
+            _remember(row, session)  # a finish that commits takes the row's lock: the copy is handed back for it
+            return None
+        if op == "finish" and attempt == 0 and staging.version(row) != version:
+            # A finish commits its action into the session, which a stale copy could not take back: caught up first.
+            staged = staging.read(row)
+            if staged is None:
+                _remember(row, session)
+                return None
+            row, session, version = refreshed(row, session, staged)
+            continue
+        try:
             answer = (apply_finish(row, session, token=token, action_id=action_id, body=body, save=False)
                       if op == "finish" else
                       apply_call(row, session, token=token, action_id=action_id, op=op, body=body))
         except Exception:  # noqa: BLE001 - answered by the locked path, from the row as it stands
-            return None
-        landed = staging.stage(row, version=version, state=row.state)
+            return None  # the copy may hold part of the call: dropped, the locked path rebuilds it
+        # A set, get or handoff changed only its action's record (apply_call): only that is written.
+        landed = staging.stage(row, version=version, state=row.state,
+                               record=None if op == "finish" else row.state["records"][index])
         if landed == staging.WRITTEN:
             row.version, row.staged_touched = version + 1, time.time()
             _remember(row, session)
@@ -280,17 +300,15 @@ def _call_staged(token: AgentToken, action_id, op: str, body) -> dict | None:
         staged = staging.read(row) if landed == staging.STALE and attempt == 0 else None
         if staged is None:
             return None  # a writer holds the row, the recording is idle or closed: the locked path says which
-        # Another process staged a call since this copy was made: the copy is rebuilt from what is staged.
-        row = Recording(**{f.attname: getattr(row, f.attname) for f in Recording._meta.concrete_fields})
-        row.state, row.version, version = staged.state, staged.version, staged.version
-        row.staged_touched = staged.touched
-        session = _session(row)
+        # Another process staged a call since this copy was made: the copy is brought up to what is staged
+        # (a set, get or handoff tried on it changed its state, not its session), else rebuilt from it.
+        row, session, version = refreshed(row, session, staged, rebuild=op == "finish")
     return None
 
 
 def finish_action(*, token: AgentToken, action_id, body) -> dict:
     """Finish the open action with its decision; the recording's last action commits it to the graph."""
-    answer = _call_staged(token, action_id, "finish", body)
+    answer = staged_call(token=token, action_id=action_id, op="finish", body=body)
     if answer is not None:
         return answer
     with transaction.atomic():

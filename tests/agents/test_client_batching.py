@@ -147,3 +147,14 @@ def test_the_batch_forms_are_helpers(workspace):
     rec.set("faq/a", 1)
     assert rec.get_many(["faq/a", "faq/none"], default="-") == [1, "-"]
     assert other.paths == ["actions", "calls"]
+
+
+def test_a_recorder_whose_last_buffer_went_in_the_background_is_let_go_once_it_finishes(workspace):
+    from kintsugi_client import recorder
+
+    # 6 held calls in buffers of 2: all three go in the background, and the finish has nothing to carry.
+    # The recorders that hold calls are kept for the exit's flush; a finished one must not stay with them.
+    client, before = workspace("let-go", buffer=2), set(recorder._HOLDING)  # other tests' refused ones stay
+    faq_desk(client, extra_sets=4).run_root("http_faq_writer", PAYLOAD)
+    assert client.paths.count("calls") == 3 and "finish" in client.paths
+    assert recorder._HOLDING <= before

@@ -56,3 +56,27 @@ def test_the_entrance_reaches_only_the_recording_routes(live_server, recording_k
     assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
     status, _, body = _request(f"{live_server.url}/api/v1/recording/actions/", {"agent": "entrance_agent"})
     assert status in (401, 403), body  # the recording token is the only credential it takes
+
+
+def test_a_staged_call_through_the_wsgi_entrance_is_answered_by_the_lean_path(live_server, recording_key,
+                                                                               monkeypatch):
+    """Under WSGI too (the live server is the WSGI app) a plain staged call is answered before the
+    entrance's Django stack, with the headers that stack sets; a committing finish is left to it."""
+    from kintsugi_site import recording_calls
+
+    real, answered = recording_calls.answer, []
+    monkeypatch.setattr(recording_calls, "answer", lambda **kw: answered.append(real(**kw)) or answered[-1])
+    status, _, body = _request(f"{live_server.url}/api/v1/recording/actions/",
+                               {"agent": "entrance_agent", "payload": {"n": 2}}, recording_key)
+    action = json.loads(body)["action"]
+    answered.clear()
+    status, headers, body = _request(f"{live_server.url}/api/v1/recording/actions/{action}/set/",
+                                     {"key": "faq/2", "value": "two"}, recording_key)
+    assert status == 200 and json.loads(body) == {"key": "faq/2", "written": True}
+    assert answered and answered[0] is not None  # the lean path answered it
+    assert headers["Content-Type"] == "application/json" and headers["Allow"] == "POST, OPTIONS"
+    assert headers["X-Content-Type-Options"] == "nosniff" and "X-Frame-Options" not in headers
+    answered.clear()
+    status, _, body = _request(f"{live_server.url}/api/v1/recording/actions/{action}/finish/",
+                               {"decision": {"done": True}}, recording_key)
+    assert status == 200 and json.loads(body)["committed"] is True and answered == [None]

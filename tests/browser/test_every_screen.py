@@ -45,3 +45,17 @@ def test_the_measure_finds_a_page_wider_than_the_window_and_overlapping_buttons(
     context.close()
     assert found[0] == "218 px wider than the window (div past its edge)"
     assert 'controls overlap: button "A" / button "B"' in found and "the email body is not shown" in found
+
+
+def test_the_measure_finds_a_page_whose_stylesheet_did_not_load(chromium, live_server):
+    # An unstyled page has nothing wide and nothing overlapping: without this check it passed every measure
+    # (the screenshots command served the deployment's hashed static names it could not find).
+    context = chromium.new_context(viewport=screens.VIEWPORTS["desktop"])
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/")
+    assert screens.problems(page, screens.SCREENS[0]) == []
+    page.set_content(f'<link rel="stylesheet" href="{live_server.url}/static/admin/css/base.0123456789ab.css">'
+                     '<p>unstyled</p>')
+    found = screens.problems(page, screens.SCREENS[0])
+    context.close()
+    assert found and found[0].startswith("unstyled: ") and "base.0123456789ab.css" in found[0], found

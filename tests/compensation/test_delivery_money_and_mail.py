@@ -93,10 +93,10 @@ def test_a_worker_killed_at_each_point_delivers_the_reversal_exactly_once(desk, 
     _approve(desk, item)
     real_invoice, real_store = stripe_payments._invoice, deliveries.transaction.atomic
 
-    def invoice_then_crash(c, it):
+    def invoice_then_crash(c, it, *amount):
         if point == "before the request":
             raise Crash()
-        real_invoice(c, it)
+        real_invoice(c, it, *amount)
         raise Crash()
 
     monkeypatch.setattr(stripe_payments, "_invoice", invoice_then_crash if point != "before the answer is stored"

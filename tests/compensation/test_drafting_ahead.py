@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from compensation.models import AuditEvent, CompensationItem
-from compensation.drafting.drafts import DRAFT_PARTS, _in_part, draft_compensations
+from compensation.drafting.drafts import DRAFT_PARTS, draft_compensations, ticket_parts
 from compensation.drafting.drafts import draft_repair as draft_ahead
 from core.locks import DRAFT_PART as DRAFT_LOCK
 from compensation.review.services import DecisionRefused, approve_item
@@ -56,8 +56,8 @@ def test_an_idle_worker_drafts_the_items_before_the_repair_is_verified(planned, 
 
 
 def test_a_part_another_worker_is_drafting_is_left_to_it(planned):
-    tickets = set(planned.effects.values_list("ticket", flat=True))
-    held = next(p for p in range(DRAFT_PARTS) if any(_in_part(t, p, DRAFT_PARTS) for t in tickets))
+    parts = ticket_parts(planned, DRAFT_PARTS)  # by customer: one customer's tickets are drafted together
+    held = min(parts.values())
     other = psycopg.connect(**{k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"},
                             autocommit=True)
     try:
@@ -65,7 +65,7 @@ def test_a_part_another_worker_is_drafting_is_left_to_it(planned):
         assert draft_ahead(incident=planned, wait=False) is False
         assert draft_ahead_task(planned.pk) is False
         drafted = set(planned.compensation_items.values_list("ticket_id", flat=True))
-        assert drafted and not any(_in_part(t, held, DRAFT_PARTS) for t in drafted)  # every other part is drafted
+        assert drafted and not any(parts[t] == held for t in drafted)  # every other part is drafted
     finally:
         # Unlocked before closing: a closed connection's backend lets go of its locks a moment later,
         # which the next line could beat.

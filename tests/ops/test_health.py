@@ -93,6 +93,8 @@ def test_metrics_from_loopback_count_incidents_and_pending_review(client):
     amount = [l for l in text.splitlines()
               if l.startswith('kintsugi_review_items_pending_amount_cents{workspace="ops-metrics"}')]
     assert amount and float(amount[0].split()[-1]) > 0
+    # The repair's notice is owed: nothing committed here, so its task was never sent.
+    assert "kintsugi_review_notices_owed 1.0" in text
     for name in ("kintsugi_incidents_blocked_oldest_age_seconds", "kintsugi_sweep_runs_total",
                  "kintsugi_celery_queue_depth{queue=\"celery\"}", "kintsugi_recorded_actions",
                  "kintsugi_delivery_failures", "kintsugi_audit_checkpoint_lag_seconds",

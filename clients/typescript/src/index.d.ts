@@ -158,7 +158,8 @@ export declare class RemoteRecorder {
   get<T extends Json = Json>(key: string, defaultValue?: T | null): Promise<T | null>;
   set(key: string, value: Json, clocks?: { validFrom?: string; validUntil?: string; observedAt?: string }): Promise<void>;
   handoff(agent: string, payload: JsonObject): Promise<void>;
-  effect(kind: string, options?: EffectOptions): Promise<EffectAnswer>;
+  /** `external`: the ticket is not one of the workspace's desk tickets. */
+  effect(kind: string, options?: EffectOptions & { external?: boolean }): Promise<EffectAnswer>;
   finish(decision: Decision): Promise<FinishAnswer>;
   /** Several reads in one request, each recorded as its own get. */
   getMany<T extends Json = Json>(keys: string[], defaultValue?: T | null): Promise<(T | null)[]>;
@@ -168,7 +169,13 @@ export declare class RemoteRecorder {
   flush(): Promise<void>;
   /** Drop what is held back (the action will not be finished). */
   discard(): void;
+  /** How many of this action's calls are held back or on their way, not yet taken by kintsugi. */
+  readonly pending: number;
 }
+
+/** Send what every recorder of this process holds back and wait for it (the client does it itself when
+ *  the process runs out of work; call it before `process.exit`). Rejects with the first refusal. */
+export declare function flushHeld(): Promise<void>;
 
 /** What an agent returns (or resolves to): an object, sent as JSON (fields that are undefined are left
  *  out). Any object type is one: a union of object literals, an interface, a type with optional fields;

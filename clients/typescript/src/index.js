@@ -1,6 +1,6 @@
 export { BUFFER, Client, KintsugiError } from "./client.js";
 export { BatchAction, RecordingBatch } from "./batch.js";
-export { RemoteRecorder } from "./recorder.js";
+export { RemoteRecorder, flushHeld } from "./recorder.js";
 export { Desk, MAX_REPLAY_BODY } from "./desk.js";
 export {
   PURPOSES, ReplayGuard, ReplayRefused, SIGNATURE_HEADER, SIGNATURE_VERSION, TIMESTAMP_HEADER, TOLERANCE_SECONDS,

@@ -8,10 +8,12 @@
 // call by call records. A held-back call the server refuses is never lost silently: the refusal
 // (KintsugiError, naming the call) is thrown by the action's next call, its finish, or flush(), and by
 // every call after it. Calls still held when the process runs out of work ("beforeExit") are sent then;
-// a refusal there is written to stderr. Await each call before the next: the order is the agent's.
+// a refusal there is written to stderr. process.exit() and a crash leave no turn of the event loop to send
+// in: what was still unsent is named on stderr then (await flushHeld() before process.exit). Await each
+// call before the next: the order is the agent's.
 import { KintsugiError } from "./client.js";
 
-const HOLDING = new Set(); // recorders with calls not yet sent
+const HOLDING = new Set(); // recorders with calls not yet sent, or on their way
 let sentAtExit = false;
 
 function sendAtExit() {
@@ -26,12 +28,33 @@ function sendAtExit() {
       }
     }
   });
+  process.on("exit", () => {
+    for (const rec of HOLDING) {
+      console.error(`kintsugi: ${rec.pending} held-back call(s) of action ${rec.actionId} never sent: the process `
+        + "exited before they could be (await flushHeld() before process.exit)");
+    }
+  });
+}
+
+/** Send what every recorder of this process holds back, and wait for it; rejects with the first refusal
+ *  (after trying them all). The client does this itself when the process runs out of work. */
+export async function flushHeld() {
+  const failures = [];
+  for (const rec of [...HOLDING]) {
+    try {
+      await rec.flush();
+    } catch (err) {
+      failures.push(err);
+    }
+  }
+  if (failures.length) throw failures[0];
 }
 
 export class RemoteRecorder {
   #effectCount = 0;
   #held = [];
   #sending = null; // at most one batch in flight: the buffer stays bounded
+  #inFlight = 0;
   #failure = null;
   #limit;
 
@@ -73,15 +96,17 @@ export class RemoteRecorder {
 
   /**
    * Record the effect before it leaves. Perform it only if the answer's `perform` is true (false while
-   * kintsugi replays this action in a repair: the effect is held for a person).
+   * kintsugi replays this action in a repair: the effect is held for a person). `external`: the ticket is
+   * not one of the workspace's desk tickets (otherwise a live effect must name one).
    */
-  async effect(kind, { amount = 0, ticket, currency = "USD", idempotencyKey, ...details } = {}) {
+  async effect(kind, { amount = 0, ticket, currency = "USD", idempotencyKey, external, ...details } = {}) {
     this.#effectCount += 1;
     const body = {
       kind, amount, currency, details,
       idempotency_key: idempotencyKey ?? `action-${this.actionId}-effect-${this.#effectCount}`,
     };
     if (ticket != null) body.ticket = ticket;
+    if (external != null) body.external = external;
     const answer = await this.#answer("effect", body);
     this.effects.push(answer);
     return answer;
@@ -107,6 +132,11 @@ export class RemoteRecorder {
     if (held.length) await this.#send(held);
   }
 
+  /** How many of this action's calls are held back or on their way, not yet taken by kintsugi. */
+  get pending() {
+    return this.#held.length + this.#inFlight;
+  }
+
   /** Drop what is held back (the agent failed: its action is never finished, so nothing of it lands). */
   discard() {
     this.#take();
@@ -123,8 +153,14 @@ export class RemoteRecorder {
     sendAtExit();
     if (this.#held.length >= this.#limit) {
       await this.#settle(); // the batch before this one has landed
+      const batch = this.#take();
+      this.#inFlight = batch.length;
+      HOLDING.add(this); // on its way: still named if the process exits before it lands
       // Kept in #failure and thrown by the action's next call.
-      this.#sending = this.#send(this.#take()).catch(() => {});
+      this.#sending = this.#send(batch).catch(() => {}).finally(() => {
+        this.#inFlight = 0;
+        if (!this.#held.length) HOLDING.delete(this);
+      });
     }
   }
 
@@ -163,13 +199,18 @@ export class RemoteRecorder {
   }
 
   #raise() {
-    if (this.#failure) throw this.#failure;
+    if (!this.#failure) return;
+    // Told to the program now: what is still held can never land (nothing is recorded past the gap), and
+    // the exit has nothing left to tell.
+    this.#held = [];
+    if (!this.#inFlight) HOLDING.delete(this);
+    throw this.#failure;
   }
 
   #take() {
     const held = this.#held;
     this.#held = [];
-    HOLDING.delete(this);
+    if (!this.#inFlight) HOLDING.delete(this);
     return held;
   }
 }

@@ -11,7 +11,11 @@ webhooks (compensation.delivery.provider_events).
 
 Every request goes through core.egress (EgressClient): the API base (Stripe's, or the operator's
 KINTSUGI_STRIPE_API_BASE) is checked when the connector is chosen and on each request, at the address
-connected to; the API key comes from the secret registry (core.secret_registry)."""
+connected to; the API key comes from the secret registry (core.secret_registry).
+
+Stripe's `amount` is the currency's smallest unit as Stripe counts it (whole yen, thousandths of a dinar),
+not kintsugi's hundredths: core.money.minor_units converts, and an amount the currency cannot carry
+exactly (¥1,234.50) fails the item before any request, never rounded."""
 from __future__ import annotations
 
 import stripe
@@ -20,7 +24,7 @@ from django.conf import settings
 from compensation.drafting.kinds import MONEY
 from compensation.delivery.connectors.base import Connector, Option, Outcome, PermanentFailure, TemporaryFailure, register
 from compensation.models import CompensationItem
-from core import egress, secret_registry
+from core import egress, money, secret_registry
 
 K = CompensationItem.Kind
 REFUND_STATES = {"pending": "pending", "requires_action": "pending", "succeeded": "succeeded",
@@ -78,20 +82,20 @@ def _metadata(item) -> dict:
             "kintsugi_ticket": item.ticket_id}
 
 
-def _refund(c: stripe.StripeClient, item) -> Outcome:
+def _refund(c: stripe.StripeClient, item, amount: int) -> Outcome:
     ref = item.payment_reference
-    params = {"amount": item.amount_cents, "metadata": _metadata(item),
+    params = {"amount": amount, "metadata": _metadata(item),
               ("payment_intent" if ref.startswith("pi_") else "charge"): ref}
     refund = c.v1.refunds.create(params=params, options={"idempotency_key": f"{item.execution_key}:refund"})
     return Outcome(REFUND_STATES.get(refund.status, "submitted"), reference=refund.id, status_code=200)
 
 
-def _invoice(c: stripe.StripeClient, item) -> Outcome:
+def _invoice(c: stripe.StripeClient, item, amount: int) -> Outcome:
     key = item.execution_key
     meta = _metadata(item)
     customer = c.v1.customers.create(params={"email": item.customer_email, "metadata": meta},
                                      options={"idempotency_key": f"{key}:customer"})
-    c.v1.invoice_items.create(params={"customer": customer.id, "amount": item.amount_cents,
+    c.v1.invoice_items.create(params={"customer": customer.id, "amount": amount,
                                       "currency": item.currency.lower(), "metadata": meta,
                                       "description": f"Refund paid in error on ticket {item.ticket_id}"},
                               options={"idempotency_key": f"{key}:invoice_item"})
@@ -119,11 +123,16 @@ class Stripe(Connector):
 
     def send(self, item, options: dict) -> Outcome:
         try:
+            amount = money.minor_units(item.amount_cents, item.currency)
+        except money.InexactAmount as e:
+            raise PermanentFailure(str(e)) from None
+        try:
             c = client(options, workspace=item.incident.workspace.name)
         except secret_registry.SecretRefused:
             raise PermanentFailure("the connector names a secret that is not registered for its workspace") from None
         try:
-            return _refund(c, item) if item.kind == K.REPLACEMENT_REFUND else _invoice(c, item)
+            return (_refund(c, item, amount) if item.kind == K.REPLACEMENT_REFUND
+                    else _invoice(c, item, amount))
         except egress.EgressRefused:
             raise PermanentFailure(egress.Outcome.REFUSED) from None
         except (stripe.APIConnectionError, stripe.RateLimitError) as e:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from kintsugi_site import screens
@@ -50,10 +51,16 @@ class Command(BaseCommand):
 
 
 def _serve():
-    """This process's admin on a free loopback port (static files included), as the browser tests' server."""
+    """This process's admin on a free loopback port (static files included), as the browser tests' server.
+    The pages name the static files by their plain paths, which the server finds in the apps: under the
+    deployment's settings they would name collectstatic's hashed copies, which this server does not serve
+    (the pages came out unstyled)."""
     from django.contrib.staticfiles.handlers import StaticFilesHandler
     from django.test.testcases import LiveServerThread
+    from django.test.utils import override_settings
 
+    plain = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    override_settings(STORAGES=plain).enable()  # for the rest of this command's process
     server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
     server.daemon = True
     server.start()

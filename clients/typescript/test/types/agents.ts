@@ -1,6 +1,6 @@
 // Type-checked under `strict` by tests/agents/test_typescript_desk.py (tsc --noEmit -p test/types):
 // agents whose decisions are unions, interfaces or optional fields are agents.
-import { Client, Desk, type AgentFn, type RemoteRecorder } from "../../src/index.js";
+import { Client, Desk, flushHeld, type AgentFn, type RemoteRecorder } from "../../src/index.js";
 
 interface Refund { choice: "refund"; level: "full" | "partial"; amount_cents: number }
 interface Reply { choice: "reply"; note?: string }
@@ -26,3 +26,11 @@ desk.agent("typed", typed);
 desk.agent("wrong", async () => "refund");
 // @ts-expect-error nor a promise of a number
 desk.agent("wrong_async", async () => 5);
+
+// What is held back can be counted and sent before an explicit exit.
+desk.agent("counted", async (rec) => {
+  await rec.set("seen/t01", true);
+  const waiting: number = rec.pending;
+  return { waiting };
+});
+await flushHeld();
