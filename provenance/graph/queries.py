@@ -25,7 +25,7 @@ SCHEMA = [f"CREATE INDEX FOR ({label}) ON ({prop})" for label, prop in (
     ("a:Action", "a.id"), ("a:Action", "a.seq"), ("a:Action", "a.ticket"), ("f:Fact", "f.id"), ("f:Fact", "f.key"), ("s:Source", "s.id"),
     ("e:Effect", "e.id"), ("r:Response", "r.key"))]
 
-# --- recorder writes (batched with UNWIND; one query per kind per flush) ---
+# --- recorder writes (batched with UNWIND; a flush sends them as one query: provenance.graph.flush_query) ---
 CREATE_ACTIONS = """
 UNWIND $rows AS r
 CREATE (:Action {id: r.id, agent: r.agent, seq: toFloat(r.seq), ticket: r.ticket, payload: r.payload,

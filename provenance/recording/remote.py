@@ -358,17 +358,13 @@ def _commit(row: Recording) -> list[int]:
     """Write the finished recording to the graph, as provenance.recording.live commits an in-process one: all of
     it or nothing, numbered after everything committed so far. Postgres: the graph's lock with the
     workspace's count (provenance.recording.services.workspace_lock), then the row closed."""
-    ws = row.workspace  # read with the row (_locked_row); its run number is read again under the lock
-    records = [load_record(r) for r in row.state["records"]]
-    # Before the workspace's row: a repair applying is waited for.
+    ws, records = row.workspace, [load_record(r) for r in row.state["records"]]  # ws: read with the row
+    # A repair applying is waited for; the run number is read again under the lock.
     run_number = workspace_lock(ws, wait_seconds=600, add_actions=len(records))
-    base = row.state["base"]
-    graph = workspace_graph(ws.name)
-    made: list[list[int]] = []
-    ids = None
+    base, made, ids = row.state["base"], [], None
     if run_number == row.state.get("run_number", run_number) and not read_ended(records):
-        ids = write_records(graph=graph, workspace=ws.name, run_number=run_number, sources=LazySources(ws),
-                            records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
+        ids = write_records(graph=workspace_graph(ws.name), workspace=ws.name, run_number=run_number,
+                            sources=LazySources(ws), records=records, first=(row.first_action, base[1] + 1, base[2] + 1),
                             snapshot=_snapshot(row.state), effect_ids=made)
     if ids is None:  # nothing written
         _close(row, RecordingStatus.ABANDONED, actor=None, reason="the graph changed while it was recorded", via=Via.WORKER)
