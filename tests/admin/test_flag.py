@@ -17,8 +17,9 @@ def test_flag_preview_shows_the_blast_radius_before_anything_happens(lead_client
     # 9 for the preview, the rest for the what-if beside it (its reads and its audit event) and the session's
     # save that keeps an idle session alive (SESSION_SAVE_EVERY_REQUEST), and the workspace's message template
     # the what-if drafts with, and the workspace's declared effect kinds read once before the what-if's
-    # replays (their callbacks must open no connection of their own); none per action.
-    with django_assert_max_num_queries(26):
+    # replays (their callbacks must open no connection of their own), and the tickets' addresses the drafting
+    # groups one message per customer by; none per action.
+    with django_assert_max_num_queries(27):
         response = lead_client.get(reverse("admin:provenance_source_flag", args=[poisoned_page.pk]))
     assert response.status_code == 200
     preview = response.context["previews"][0]["radius"]
